@@ -1,0 +1,252 @@
+//! The domain vocabulary shared by every stage: resource identities, desired
+//! and observed state, and the changes a plan is made of.
+
+use std::fmt;
+
+use git2::Oid;
+
+/// A resource's stable identity: `<target>/<kind>/<key>`. Never depends on
+/// order, time or random values, so a retry finds what an earlier attempt made.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(transparent)]
+pub struct ResourceId(String);
+
+impl ResourceId {
+    pub fn new(target: &str, kind: &str, key: &str) -> Self {
+        ResourceId(format!("{target}/{kind}/{key}"))
+    }
+    pub fn from_string(s: String) -> Self {
+        ResourceId(s)
+    }
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+    /// The target name, the first segment of the identity.
+    pub fn target(&self) -> &str {
+        self.0.split('/').next().unwrap_or("")
+    }
+}
+
+impl fmt::Display for ResourceId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A path relative to a target root: no empty, `.` or `..` components, no
+/// leading `/`, no NUL. Built only through [`RelPath::parse`].
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct RelPath(String);
+
+impl RelPath {
+    pub fn parse(raw: &str) -> Result<Self, String> {
+        if raw.is_empty() {
+            return Err("path is empty".into());
+        }
+        if raw.starts_with('/') {
+            return Err(format!("path {raw:?} is absolute; paths are relative to the target root"));
+        }
+        if raw.contains('\0') {
+            return Err("path contains a NUL byte".into());
+        }
+        let mut parts = Vec::new();
+        for part in raw.split('/') {
+            match part {
+                "" | "." => continue,
+                ".." => return Err(format!("path {raw:?} contains `..`")),
+                p => parts.push(p),
+            }
+        }
+        if parts.is_empty() {
+            return Err(format!("path {raw:?} names the root itself"));
+        }
+        Ok(RelPath(parts.join("/")))
+    }
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+    pub fn components(&self) -> impl Iterator<Item = &str> {
+        self.0.split('/')
+    }
+    /// The parent directory (empty for a top-level entry) and the final name.
+    pub fn split_last(&self) -> (&str, &str) {
+        match self.0.rfind('/') {
+            Some(i) => (&self.0[..i], &self.0[i + 1..]),
+            None => ("", &self.0),
+        }
+    }
+    pub fn join(&self, child: &str) -> Result<RelPath, String> {
+        RelPath::parse(&format!("{}/{}", self.0, child))
+    }
+}
+
+impl fmt::Display for RelPath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// An owner or group, as declared: a name resolved on the host, or a number.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Principal {
+    Id(u32),
+    Name(String),
+}
+
+/// Where a declaration came from, for messages.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Origin {
+    pub file: String,
+    pub line: usize,
+}
+
+impl fmt::Display for Origin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.file, self.line)
+    }
+}
+
+/// A regular file's desired state. Content is named by its Git blob id; bytes
+/// come from a [`ContentSource`] only when a write needs them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileSpec {
+    pub blob: Oid,
+    pub size: u64,
+    pub mode: u32,
+    /// Owner and group, resolved to ids on this host when declared by name;
+    /// `None` leaves them as they are.
+    pub uid: Option<u32>,
+    pub gid: Option<u32>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Spec {
+    File(FileSpec),
+    Symlink { target: String },
+}
+
+impl Spec {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Spec::File(_) => "file",
+            Spec::Symlink { .. } => "symlink",
+        }
+    }
+}
+
+/// One declared resource, ready to compare with live state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Desired {
+    pub id: ResourceId,
+    pub target: String,
+    pub path: RelPath,
+    pub spec: Spec,
+    pub on_change: Option<String>,
+    /// Per-resource override of `policy.self_heal`.
+    pub self_heal: Option<bool>,
+    pub sensitive: bool,
+    pub origin: Origin,
+}
+
+/// What a target saw at a path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Live {
+    File { blob: Oid, size: u64, mode: u32, uid: u32, gid: u32 },
+    Symlink { target: String },
+    Directory { empty: bool },
+    /// A device, fifo or socket.
+    Other(String),
+}
+
+impl Live {
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Live::File { .. } => "file",
+            Live::Symlink { .. } => "symlink",
+            Live::Directory { .. } => "directory",
+            Live::Other(_) => "special file",
+        }
+    }
+}
+
+/// An observation: tend tells "observed absent" from "not observed".
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Observed {
+    Present(Live),
+    Absent,
+    /// Could not observe; nothing is created, changed or deleted on this.
+    Unknown(String),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Action {
+    Create,
+    Update,
+    Delete,
+}
+
+impl Action {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Action::Create => "create",
+            Action::Update => "update",
+            Action::Delete => "delete",
+        }
+    }
+}
+
+/// One field that differs between live and desired state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Field {
+    /// The object is of another type (a directory where a file belongs...).
+    Type { from: String, to: String },
+    Content,
+    Mode { from: u32, to: u32 },
+    Owner { from: u32, to: u32 },
+    Group { from: u32, to: u32 },
+    LinkTarget { from: String, to: String },
+}
+
+impl Field {
+    /// The short field name used in JSON output and the audit log.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Field::Type { .. } => "type",
+            Field::Content => "content",
+            Field::Mode { .. } => "mode",
+            Field::Owner { .. } => "owner",
+            Field::Group { .. } => "group",
+            Field::LinkTarget { .. } => "target",
+        }
+    }
+}
+
+/// One planned correction.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Change {
+    pub id: ResourceId,
+    pub target: String,
+    pub path: RelPath,
+    pub action: Action,
+    pub fields: Vec<Field>,
+    /// Absent for deletes.
+    pub desired: Option<Desired>,
+    pub observed: Observed,
+}
+
+/// Gives the bytes of a blob named in a [`FileSpec`].
+pub trait ContentSource: Send + Sync {
+    fn read(&self, blob: Oid) -> std::io::Result<Vec<u8>>;
+}
+
+/// Takes a copy of content before tend overwrites or deletes it.
+pub trait Backup: Send + Sync {
+    /// Saves `bytes` durably and returns a reference for the audit log.
+    fn save(&self, id: &ResourceId, bytes: &[u8]) -> std::io::Result<String>;
+}
+
+/// The Git blob id of some bytes: how live content is compared with desired.
+pub fn blob_id(bytes: &[u8]) -> Oid {
+    Oid::hash_object(git2::ObjectType::Blob, bytes).expect("hashing bytes in memory cannot fail")
+}
