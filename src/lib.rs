@@ -1,5 +1,19 @@
 //! tend: keeps live state equal to a versioned declaration in Git, and keeps
 //! that responsibility after the first run.
+//!
+//! Data flows one way: source -> declare -> diff -> target -> ledger, with
+//! the reconciler driving.
 
+pub mod cli;
+pub mod commands;
+pub mod config;
+pub mod declare;
+pub mod diff;
+pub mod duration;
+pub mod ledger;
 pub mod model;
+pub mod reconcile;
+pub mod render;
+pub mod source;
+pub mod status;
 pub mod target;

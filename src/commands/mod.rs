@@ -1,0 +1,86 @@
+//! The subcommands, each returning its exit code (SPEC §2).
+
+mod diff;
+mod pause;
+mod status;
+mod sync;
+mod validate;
+
+use std::process::ExitCode;
+
+use crate::cli::{Cli, Command, GlobalArgs};
+use crate::config::{self, Settings};
+
+/// Exit code for errors of usage, config, source or lock.
+pub const ERROR: u8 = 2;
+
+fn fail(message: impl std::fmt::Display) -> ExitCode {
+    eprintln!("tend: {message}");
+    ExitCode::from(ERROR)
+}
+
+fn settings(args: &GlobalArgs) -> Result<Settings, ExitCode> {
+    config::resolve(args).map_err(fail)
+}
+
+fn init_logging(format: &str, level: &str) {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_new(level).unwrap_or_else(|_| EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let _ = if format == "json" { builder.json().try_init() } else { builder.with_target(false).try_init() };
+}
+
+pub fn run(cli: Cli) -> ExitCode {
+    let g = &cli.global;
+    let level = g.log_level.clone().unwrap_or_else(|| "warn".into());
+    init_logging(g.log_format.as_deref().unwrap_or("text"), &level);
+    match &cli.command {
+        Command::Status => status::run(g),
+        Command::Pause { ids, duration } => pause::pause(g, ids, duration.map(|d| d.0)),
+        Command::Resume { ids } => pause::resume(g, ids),
+        Command::Validate => match settings(g) {
+            Ok(s) => validate::run(g, s),
+            Err(code) => code,
+        },
+        Command::Diff => match settings(g) {
+            Ok(s) => diff::run(g, s),
+            Err(code) => code,
+        },
+        Command::Sync { allow_mass_prune } => match settings(g) {
+            Ok(s) => sync::run(g, s, *allow_mass_prune),
+            Err(code) => code,
+        },
+        Command::Run => match settings(g) {
+            Ok(s) => crate::reconcile::daemon::run(s),
+            Err(code) => code,
+        },
+    }
+}
+
+/// The revision to work on: a fresh fetch when the state dir lock can be
+/// taken, otherwise the last fetched revision (a daemon holds the lock).
+pub(crate) struct Fetched {
+    pub revision: git2::Oid,
+    pub lock: Option<crate::ledger::StateLock>,
+}
+
+pub(crate) fn fetch_or_last(ctx: &crate::reconcile::Context, what: &str) -> Result<Fetched, ExitCode> {
+    match crate::ledger::StateLock::acquire(&ctx.settings.state_dir, what) {
+        Ok(lock) => match ctx.mirror.fetch() {
+            Ok(revision) => Ok(Fetched { revision, lock: Some(lock) }),
+            Err(e) => Err(fail(e)),
+        },
+        Err(crate::ledger::LedgerError::Locked { holder }) => match ctx.mirror.resolved() {
+            Ok(Some(revision)) => {
+                eprintln!(
+                    "tend: state dir is locked by {holder}; using the last fetched revision {}",
+                    &revision.to_string()[..12]
+                );
+                Ok(Fetched { revision, lock: None })
+            }
+            Ok(None) => Err(fail(format!("state dir is locked by {holder} and nothing was fetched yet"))),
+            Err(e) => Err(fail(e)),
+        },
+        Err(e) => Err(fail(e)),
+    }
+}

@@ -1,0 +1,49 @@
+//! `tend pause` / `tend resume`: written to the ledger, so they act on a
+//! running daemon without a lock.
+
+use std::process::ExitCode;
+use std::time::{Duration, SystemTime};
+
+use super::fail;
+use crate::cli::GlobalArgs;
+use crate::ledger::Ledger;
+
+fn open(g: &GlobalArgs) -> Result<Ledger, ExitCode> {
+    let dir = crate::config::state_dir_only(g).map_err(fail)?;
+    Ledger::open(&dir).map_err(fail)
+}
+
+pub fn pause(g: &GlobalArgs, ids: &[String], duration: Option<Duration>) -> ExitCode {
+    let ledger = match open(g) {
+        Ok(l) => l,
+        Err(code) => return code,
+    };
+    let until = duration.map(|d| SystemTime::now() + d);
+    let targets: Vec<Option<&str>> = if ids.is_empty() { vec![None] } else { ids.iter().map(|i| Some(i.as_str())).collect() };
+    for id in targets {
+        if let Err(e) = ledger.pause(id, until) {
+            return fail(e);
+        }
+        let what = id.unwrap_or("all resources");
+        match duration {
+            Some(d) => println!("paused {what} for {}", humantime::format_duration(d)),
+            None => println!("paused {what} until `tend resume`"),
+        }
+    }
+    ExitCode::SUCCESS
+}
+
+pub fn resume(g: &GlobalArgs, ids: &[String]) -> ExitCode {
+    let ledger = match open(g) {
+        Ok(l) => l,
+        Err(code) => return code,
+    };
+    let targets: Vec<Option<&str>> = if ids.is_empty() { vec![None] } else { ids.iter().map(|i| Some(i.as_str())).collect() };
+    for id in targets {
+        if let Err(e) = ledger.resume(id) {
+            return fail(e);
+        }
+        println!("resumed {}", id.unwrap_or("all resources"));
+    }
+    ExitCode::SUCCESS
+}

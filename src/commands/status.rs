@@ -1,0 +1,33 @@
+//! `tend status`: the drift ledger and source state, readable beside a
+//! running daemon.
+
+use std::process::ExitCode;
+use std::time::SystemTime;
+
+use super::fail;
+use crate::cli::{GlobalArgs, Output};
+use crate::ledger::Ledger;
+
+pub fn run(g: &GlobalArgs) -> ExitCode {
+    let dir = match crate::config::state_dir_only(g) {
+        Ok(d) => d,
+        Err(e) => return fail(e),
+    };
+    let ledger = match Ledger::open_read_only(&dir) {
+        Ok(l) => l,
+        Err(e) => return fail(format!("{e} (has `tend sync` or `tend run` used this state dir?)")),
+    };
+    let doc = match crate::status::build(&ledger, SystemTime::now()) {
+        Ok(d) => d,
+        Err(e) => return fail(e),
+    };
+    match g.output {
+        Output::Json => println!("{}", serde_json::to_string_pretty(&doc).expect("status serializes")),
+        Output::Text => print!("{}", crate::status::text(&doc, false)),
+    }
+    if doc.all_in_sync() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
+}

@@ -1,0 +1,77 @@
+//! `tend sync`: fetch, converge once, exit 0 (converged), 2 (error before
+//! any change) or 3 (not converged).
+
+use std::process::ExitCode;
+use std::time::SystemTime;
+
+use super::fail;
+use crate::cli::GlobalArgs;
+use crate::config::Settings;
+use crate::ledger::{Ledger, StateLock};
+use crate::reconcile::{self, Context, PassOptions, Recorder};
+
+pub fn run(g: &GlobalArgs, settings: Settings, allow_mass_prune: bool) -> ExitCode {
+    let _lock = match StateLock::acquire(&settings.state_dir, "tend sync") {
+        Ok(l) => l,
+        Err(e) => return fail(e),
+    };
+    let ledger = match Ledger::open(&settings.state_dir) {
+        Ok(l) => l,
+        Err(e) => return fail(e),
+    };
+    let ctx = match Context::build(settings) {
+        Ok(c) => c,
+        Err(e) => return fail(e),
+    };
+    let mut rec = match Recorder::open(ledger) {
+        Ok(r) => r,
+        Err(e) => return fail(e),
+    };
+    if let Err(e) = reconcile::recover(&ctx, &rec) {
+        return fail(e);
+    }
+    let revision = match reconcile::fetch(&ctx, &rec, SystemTime::now()) {
+        Ok(r) => r,
+        Err(e) => return fail(e),
+    };
+    let opts = PassOptions { allow_mass_prune, dry_run: false };
+    let report = match reconcile::full_pass(&ctx, &mut rec, revision, opts) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("tend: {e}");
+            return ExitCode::from(3);
+        }
+    };
+    for p in &report.problems {
+        eprintln!("{p}");
+    }
+    if let Some(reason) = &report.prune_blocked {
+        eprintln!("tend: prune held: {reason}");
+    }
+    let summary = format!(
+        "revision {}: {} applied, {} pruned, {} failed{}",
+        &revision.to_string()[..12],
+        report.applied,
+        report.deleted,
+        report.failed,
+        if report.converged { ", converged" } else { ", not converged" }
+    );
+    if g.output == crate::cli::Output::Json {
+        let v = serde_json::json!({
+            "revision": revision.to_string(), "applied": report.applied, "pruned": report.deleted,
+            "failed": report.failed, "converged": report.converged,
+            "problems": report.problems.iter().map(|p| p.to_string()).collect::<Vec<_>>(),
+        });
+        println!("{v}");
+    } else {
+        println!("{summary}");
+    }
+    if report.converged {
+        ExitCode::SUCCESS
+    } else {
+        if !g.output.eq(&crate::cli::Output::Json) {
+            eprintln!("tend: not converged; see `tend status`");
+        }
+        ExitCode::from(3)
+    }
+}

@@ -1,0 +1,427 @@
+//! The config file, flags and environment merged into one validated
+//! [`Settings`]: flag, then env, then config file, then default.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::cli::GlobalArgs;
+use crate::duration::Dur;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("{file}: {message}")]
+    Invalid { file: String, message: String },
+    #[error("{0}")]
+    Setting(String),
+}
+
+/// The config file as written (SPEC §3). Unknown keys are errors.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileConfig {
+    pub source: Option<SourceConfig>,
+    pub targets: Option<BTreeMap<String, TargetConfig>>,
+    pub hooks: Option<BTreeMap<String, HookConfig>>,
+    pub policy: Option<PolicyConfig>,
+    pub state_dir: Option<PathBuf>,
+    pub server: Option<ServerConfig>,
+    pub log: Option<LogConfig>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SourceConfig {
+    pub repo: Option<String>,
+    #[serde(rename = "ref")]
+    pub reference: Option<String>,
+    pub path: Option<String>,
+    pub mirror: Option<bool>,
+    pub interval: Option<Dur>,
+    pub timeout: Option<Dur>,
+    pub auth: Option<AuthConfig>,
+}
+
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuthConfig {
+    pub ssh_key: Option<PathBuf>,
+    pub ssh_key_passphrase_file: Option<PathBuf>,
+    pub known_hosts: Option<PathBuf>,
+    pub token_file: Option<PathBuf>,
+    pub ca_file: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TargetConfig {
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub root: Option<PathBuf>,
+    pub command: Option<Vec<String>>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HookConfig {
+    pub run: Vec<String>,
+    pub timeout: Option<Dur>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyConfig {
+    pub prune: Option<bool>,
+    pub max_prune: Option<String>,
+    pub self_heal: Option<bool>,
+    pub adopt: Option<bool>,
+    pub allow_empty: Option<bool>,
+    pub resync: Option<Dur>,
+    pub contested: Option<ContestedConfig>,
+    pub backup_retention: Option<Dur>,
+    pub backup_max: Option<String>,
+    pub dry_run: Option<bool>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ContestedConfig {
+    pub corrections: u32,
+    pub window: Dur,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerConfig {
+    pub listen: Option<String>,
+    pub refresh_token_file: Option<PathBuf>,
+    pub webhooks: Option<BTreeMap<String, WebhookConfig>>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WebhookConfig {
+    pub secret_file: PathBuf,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LogConfig {
+    pub format: Option<String>,
+    pub level: Option<String>,
+}
+
+/// A share of the inventory (`50%`) or a count (`20`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum PruneLimit {
+    Percent(f64),
+    Count(usize),
+}
+
+impl PruneLimit {
+    pub fn parse(s: &str) -> Result<Self, String> {
+        let s = s.trim();
+        if let Some(p) = s.strip_suffix('%') {
+            let v: f64 = p.trim().parse().map_err(|_| format!("invalid percentage {s:?}"))?;
+            if !(0.0..=100.0).contains(&v) {
+                return Err(format!("percentage {s:?} is outside 0%..100%"));
+            }
+            return Ok(PruneLimit::Percent(v));
+        }
+        s.parse()
+            .map(PruneLimit::Count)
+            .map_err(|_| format!("invalid limit {s:?}: use a share like 50% or a count"))
+    }
+    /// How many deletions one pass may make for an inventory of `size`.
+    pub fn allowed(self, size: usize) -> usize {
+        match self {
+            PruneLimit::Percent(p) => ((size as f64) * p / 100.0).floor() as usize,
+            PruneLimit::Count(n) => n,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Policy {
+    pub prune: bool,
+    pub max_prune: PruneLimit,
+    pub self_heal: bool,
+    pub adopt: bool,
+    pub allow_empty: bool,
+    pub resync: Duration,
+    pub contested_corrections: u32,
+    pub contested_window: Duration,
+    pub backup_retention: Duration,
+    pub backup_max: u64,
+    pub dry_run: bool,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Auth {
+    pub ssh_key: Option<PathBuf>,
+    pub ssh_key_passphrase_file: Option<PathBuf>,
+    pub known_hosts: Option<PathBuf>,
+    pub token_file: Option<PathBuf>,
+    pub ca_file: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone)]
+pub struct SourceSettings {
+    pub repo: String,
+    pub reference: Option<String>,
+    pub path: String,
+    pub mirror: bool,
+    pub interval: Duration,
+    pub timeout: Duration,
+    pub auth: Auth,
+}
+
+#[derive(Debug, Clone)]
+pub enum TargetKind {
+    Files { root: PathBuf },
+    Exec { command: Vec<String> },
+}
+
+#[derive(Debug, Clone)]
+pub struct TargetSettings {
+    pub name: String,
+    pub kind: TargetKind,
+}
+
+#[derive(Debug, Clone)]
+pub struct Hook {
+    pub run: Vec<String>,
+    pub timeout: Duration,
+}
+
+#[derive(Debug, Clone)]
+pub struct ServerSettings {
+    pub listen: String,
+    pub refresh_token_file: Option<PathBuf>,
+    pub webhooks: BTreeMap<String, PathBuf>,
+}
+
+/// Everything a command needs, validated.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub source: SourceSettings,
+    pub targets: Vec<TargetSettings>,
+    pub hooks: BTreeMap<String, Hook>,
+    pub policy: Policy,
+    pub state_dir: PathBuf,
+    pub server: ServerSettings,
+    pub log_format: String,
+    pub log_level: String,
+}
+
+/// Reads and parses a config file; errors name the file and line.
+pub fn load_file(path: &Path) -> Result<FileConfig, ConfigError> {
+    let file = path.display().to_string();
+    let text = std::fs::read(path).map_err(|e| ConfigError::Invalid {
+        file: file.clone(),
+        message: format!("cannot read: {e}"),
+    })?;
+    if text.len() > 1 << 20 {
+        return Err(ConfigError::Invalid { file, message: "larger than 1 MiB".into() });
+    }
+    let text = String::from_utf8(text).map_err(|e| ConfigError::Invalid {
+        file: file.clone(),
+        message: format!("not valid UTF-8 (at byte {})", e.utf8_error().valid_up_to()),
+    })?;
+    if text.trim().is_empty() {
+        return Ok(FileConfig::default());
+    }
+    serde_yaml::from_str(&text).map_err(|e| ConfigError::Invalid {
+        file,
+        message: crate::declare::yaml_message(&e),
+    })
+}
+
+fn default_state_dir() -> PathBuf {
+    if rustix::process::geteuid().is_root() {
+        return PathBuf::from("/var/lib/tend");
+    }
+    if let Some(x) = std::env::var_os("XDG_STATE_HOME").filter(|v| !v.is_empty()) {
+        return PathBuf::from(x).join("tend");
+    }
+    let home = std::env::var_os("HOME").unwrap_or_else(|| ".".into());
+    PathBuf::from(home).join(".local/state/tend")
+}
+
+fn parse_size(s: &str) -> Result<u64, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: u64 = num.parse().map_err(|_| format!("invalid size {s:?}"))?;
+    let mult: u64 = match unit.trim() {
+        "" | "B" => 1,
+        "KiB" | "K" => 1 << 10,
+        "MiB" | "M" => 1 << 20,
+        "GiB" | "G" => 1 << 30,
+        "TiB" | "T" => 1 << 40,
+        u => return Err(format!("invalid size unit {u:?} in {s:?}: use B, KiB, MiB, GiB")),
+    };
+    Ok(n.saturating_mul(mult))
+}
+
+/// The state dir alone, for commands that need nothing else (status,
+/// pause, resume): flag, env, config file, default.
+pub fn state_dir_only(args: &GlobalArgs) -> Result<PathBuf, ConfigError> {
+    if let Some(d) = &args.state_dir {
+        return Ok(d.clone());
+    }
+    let file = match &args.config {
+        Some(p) => load_file(p)?,
+        None => FileConfig::default(),
+    };
+    Ok(file.state_dir.unwrap_or_else(default_state_dir))
+}
+
+/// Merges flags/env (already combined by clap) over the config file over
+/// defaults, and checks what can be checked without I/O.
+pub fn resolve(args: &GlobalArgs) -> Result<Settings, ConfigError> {
+    let file = match &args.config {
+        Some(p) => load_file(p)?,
+        None => FileConfig::default(),
+    };
+    let cfg_name = args.config.as_ref().map(|p| p.display().to_string()).unwrap_or_default();
+    let bad = |m: String| ConfigError::Setting(if cfg_name.is_empty() { m } else { format!("{cfg_name}: {m}") });
+    let src = file.source.unwrap_or_default();
+    let repo = args
+        .repo
+        .clone()
+        .or(src.repo)
+        .ok_or_else(|| ConfigError::Setting("no repository: give --repo, TEND_REPO or source.repo in the config".into()))?;
+    let path = args.path.clone().or(src.path).unwrap_or_default();
+    let path = path.trim_matches('/').to_string();
+    if path.split('/').any(|c| c == "..") {
+        return Err(bad(format!("source path {path:?} may not contain `..`")));
+    }
+    let a = src.auth.unwrap_or_default();
+    let source = SourceSettings {
+        repo,
+        reference: args.reference.clone().or(src.reference),
+        path,
+        mirror: args.mirror || src.mirror.unwrap_or(false),
+        interval: args.interval.map(|d| d.0).or(src.interval.map(|d| d.0)).unwrap_or(Duration::from_secs(60)),
+        timeout: args.timeout.map(|d| d.0).or(src.timeout.map(|d| d.0)).unwrap_or(Duration::from_secs(120)),
+        auth: Auth {
+            ssh_key: a.ssh_key,
+            ssh_key_passphrase_file: a.ssh_key_passphrase_file,
+            known_hosts: a.known_hosts,
+            token_file: a.token_file,
+            ca_file: a.ca_file,
+        },
+    };
+
+    let mut targets = Vec::new();
+    for (name, t) in file.targets.unwrap_or_default() {
+        if name.is_empty() || name.contains('/') {
+            return Err(bad(format!("target name {name:?} may not be empty or contain `/`")));
+        }
+        let kind = match t.kind.as_str() {
+            "files" => TargetKind::Files {
+                root: t.root.ok_or_else(|| bad(format!("target {name}: type files needs `root`")))?,
+            },
+            "exec" => {
+                let command = t.command.filter(|c| !c.is_empty());
+                TargetKind::Exec {
+                    command: command.ok_or_else(|| bad(format!("target {name}: type exec needs `command`")))?,
+                }
+            }
+            other => return Err(bad(format!("target {name}: unknown type {other:?} (known: files, exec)"))),
+        };
+        targets.push(TargetSettings { name, kind });
+    }
+    if let Some(root) = &args.root {
+        targets.retain(|t| t.name != "files");
+        targets.push(TargetSettings { name: "files".into(), kind: TargetKind::Files { root: root.clone() } });
+    }
+    if targets.is_empty() {
+        return Err(ConfigError::Setting("no target: give --root DIR or `targets:` in the config".into()));
+    }
+
+    let mut hooks = BTreeMap::new();
+    for (name, h) in file.hooks.unwrap_or_default() {
+        if h.run.is_empty() {
+            return Err(bad(format!("hook {name}: `run` is empty")));
+        }
+        hooks.insert(name, Hook { run: h.run, timeout: h.timeout.map(|d| d.0).unwrap_or(Duration::from_secs(30)) });
+    }
+
+    let p = file.policy.unwrap_or_default();
+    let contested = p.contested.unwrap_or(ContestedConfig { corrections: 5, window: Dur(Duration::from_secs(600)) });
+    let policy = Policy {
+        prune: p.prune.unwrap_or(true),
+        max_prune: match p.max_prune {
+            Some(s) => PruneLimit::parse(&s).map_err(|e| bad(format!("policy.max_prune: {e}")))?,
+            None => PruneLimit::Percent(50.0),
+        },
+        self_heal: p.self_heal.unwrap_or(true),
+        adopt: p.adopt.unwrap_or(true),
+        allow_empty: p.allow_empty.unwrap_or(false),
+        resync: p.resync.map(|d| d.0).unwrap_or(Duration::from_secs(600)),
+        contested_corrections: contested.corrections,
+        contested_window: contested.window.0,
+        backup_retention: p.backup_retention.map(|d| d.0).unwrap_or(Duration::from_secs(7 * 86400)),
+        backup_max: match p.backup_max {
+            Some(s) => parse_size(&s).map_err(|e| bad(format!("policy.backup_max: {e}")))?,
+            None => 1 << 30,
+        },
+        dry_run: args.dry_run || p.dry_run.unwrap_or(false),
+    };
+
+    let server = file.server.unwrap_or_default();
+    let log = file.log.unwrap_or_default();
+    let log_format = args.log_format.clone().or(log.format).unwrap_or_else(|| "text".into());
+    if log_format != "text" && log_format != "json" {
+        return Err(bad(format!("log format {log_format:?}: use text or json")));
+    }
+    Ok(Settings {
+        source,
+        targets,
+        hooks,
+        policy,
+        state_dir: args.state_dir.clone().or(file.state_dir).unwrap_or_else(default_state_dir),
+        server: ServerSettings {
+            listen: args.listen.clone().or(server.listen).unwrap_or_else(|| "127.0.0.1:9420".into()),
+            refresh_token_file: server.refresh_token_file,
+            webhooks: server.webhooks.unwrap_or_default().into_iter().map(|(k, v)| (k, v.secret_file)).collect(),
+        },
+        log_format,
+        log_level: args.log_level.clone().or(log.level).unwrap_or_else(|| "info".into()),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prune_limits() {
+        assert_eq!(PruneLimit::parse("50%").unwrap().allowed(10), 5);
+        assert_eq!(PruneLimit::parse("3").unwrap().allowed(10), 3);
+        assert!(PruneLimit::parse("150%").is_err());
+        assert!(PruneLimit::parse("many").is_err());
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("1GiB").unwrap(), 1 << 30);
+        assert_eq!(parse_size("10 MiB").unwrap(), 10 << 20);
+        assert!(parse_size("1 parsec").is_err());
+    }
+
+    #[test]
+    fn unknown_key_names_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("tend.yaml");
+        std::fs::write(&p, "source:\n  repo: /x\n  intervall: 5m\n").unwrap();
+        let err = load_file(&p).unwrap_err().to_string();
+        assert!(err.contains("tend.yaml"), "{err}");
+        assert!(err.contains("line 3"), "{err}");
+        assert!(err.contains("intervall"), "{err}");
+    }
+}

@@ -1,0 +1,393 @@
+//! Turns parsed declarations (or mirrored files) into [`Desired`] resources:
+//! target selection, `source:` resolution inside the repository, content
+//! checks, owner lookup, and conflict detection.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use git2::Oid;
+
+use super::yaml::{self, Decl, IdOrName, Parsed};
+use super::{Declared, Options, Problem};
+use crate::model::{blob_id, Desired, FileSpec, Origin, RelPath, ResourceId, Spec};
+use crate::source::{Entry, EntryMode, Snapshot, SourceError};
+
+const LFS_POINTER: &[u8] = b"version https://git-lfs.github.com/spec/";
+
+pub(super) struct Builder<'a> {
+    snap: &'a Snapshot,
+    opts: &'a Options<'a>,
+    resources: BTreeMap<ResourceId, Desired>,
+    by_path: HashMap<(String, RelPath), ResourceId>,
+    conflicted: HashSet<(String, RelPath)>,
+    blocked: BTreeMap<ResourceId, String>,
+    problems: Vec<Problem>,
+    inline: HashMap<Oid, Vec<u8>>,
+}
+
+/// Joins `rel` onto the directory `base` inside the repository, refusing to
+/// climb above the repository root. A leading `/` means the repository root.
+fn repo_join(base: &str, rel: &str) -> Result<String, String> {
+    let mut parts: Vec<&str> = if rel.starts_with('/') { Vec::new() } else { base.split('/').filter(|p| !p.is_empty()).collect() };
+    for part in rel.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => {
+                if parts.pop().is_none() {
+                    return Err(format!("source {rel:?} leaves the repository"));
+                }
+            }
+            p => parts.push(p),
+        }
+    }
+    Ok(parts.join("/"))
+}
+
+fn parent_dir(path: &str) -> &str {
+    path.rfind('/').map(|i| &path[..i]).unwrap_or("")
+}
+
+fn parse_mode(s: &str) -> Result<u32, String> {
+    let digits = s.strip_prefix("0o").unwrap_or(s);
+    match u32::from_str_radix(digits, 8) {
+        Ok(m) if m <= 0o7777 && !digits.is_empty() => Ok(m),
+        _ => Err(format!("mode {s:?} is not an octal permission like \"0644\"")),
+    }
+}
+
+fn resolve_principal(p: &IdOrName, group: bool) -> Result<u32, String> {
+    let name = match p {
+        IdOrName::Id(n) => return Ok(*n),
+        IdOrName::Name(s) => s,
+    };
+    if let Ok(n) = name.parse::<u32>() {
+        return Ok(n);
+    }
+    let found = if group {
+        nix::unistd::Group::from_name(name).ok().flatten().map(|g| g.gid.as_raw())
+    } else {
+        nix::unistd::User::from_name(name).ok().flatten().map(|u| u.uid.as_raw())
+    };
+    found.ok_or_else(|| format!("unknown {} {name:?} on this host", if group { "group" } else { "user" }))
+}
+
+impl<'a> Builder<'a> {
+    pub(super) fn new(snap: &'a Snapshot, opts: &'a Options<'a>) -> Self {
+        Builder {
+            snap,
+            opts,
+            resources: BTreeMap::new(),
+            by_path: HashMap::new(),
+            conflicted: HashSet::new(),
+            blocked: BTreeMap::new(),
+            problems: Vec::new(),
+            inline: HashMap::new(),
+        }
+    }
+
+    fn problem(&mut self, file: &str, line: usize, message: impl Into<String>) {
+        self.problems.push(Problem { file: file.to_string(), line, message: message.into() });
+    }
+
+    fn block(&mut self, id: ResourceId, origin: &Origin, reason: String) {
+        self.problem(&origin.file, origin.line, format!("{id}: {reason}"));
+        self.blocked.insert(id, reason);
+    }
+
+    /// The target for `kind`: the named one, or the only one serving it.
+    fn pick_target(&self, named: Option<&str>, kind: &str) -> Result<String, String> {
+        let serving: Vec<&str> =
+            self.opts.targets.iter().filter(|t| t.kinds.iter().any(|k| k == kind)).map(|t| t.name.as_str()).collect();
+        match named {
+            Some(n) if serving.contains(&n) => Ok(n.to_string()),
+            Some(n) if self.opts.targets.iter().any(|t| t.name == n) => Err(format!("target {n:?} does not serve kind {kind:?}")),
+            Some(n) => Err(format!("no target named {n:?} in the config")),
+            None if serving.len() == 1 => Ok(serving[0].to_string()),
+            None if serving.is_empty() => Err(format!("no configured target serves kind {kind:?}")),
+            None => Err(format!("several targets serve kind {kind:?} ({}); name one with `target:`", serving.join(", "))),
+        }
+    }
+
+    /// A content file's spec, after following repository symlinks and
+    /// checking size and LFS pointers.
+    fn content_spec(&self, entry: &Entry) -> Result<FileSpec, String> {
+        let resolved = match entry.mode {
+            EntryMode::Symlink => self.snap.resolve(&entry.path).map_err(|e| e.to_string())?,
+            EntryMode::Submodule => return Err(format!("{} is a submodule; submodules are not applied", entry.path)),
+            _ => entry.clone(),
+        };
+        let size = self.snap.size(resolved.oid).map_err(|e| e.to_string())?;
+        if size > self.opts.max_file_size {
+            return Err(format!("{} is {size} bytes, over the {} byte limit", resolved.path, self.opts.max_file_size));
+        }
+        if size < 1024 {
+            let bytes = self.snap.read(resolved.oid).map_err(|e| e.to_string())?;
+            if bytes.starts_with(LFS_POINTER) {
+                return Err(format!("{} is a Git LFS pointer; LFS content is not fetched", resolved.path));
+            }
+        }
+        let mode = if matches!(resolved.mode, EntryMode::Executable) { 0o755 } else { 0o644 };
+        Ok(FileSpec { blob: resolved.oid, size, mode, uid: None, gid: None })
+    }
+
+    fn add(&mut self, d: Desired) {
+        let key = (d.target.clone(), d.path.clone());
+        if self.conflicted.contains(&key) {
+            let reason = format!("{} is declared more than once", d.path);
+            self.block(d.id.clone(), &d.origin.clone(), reason);
+            return;
+        }
+        if let Some(prev_id) = self.by_path.get(&key).cloned() {
+            let prev = self.resources.remove(&prev_id).expect("indexed resource exists");
+            self.conflicted.insert(key);
+            let reason = format!("declared twice, at {} and {}; neither is applied", prev.origin, d.origin);
+            self.block(prev.id.clone(), &prev.origin, reason.clone());
+            self.block(d.id.clone(), &d.origin.clone(), reason);
+            return;
+        }
+        self.by_path.insert(key, d.id.clone());
+        self.resources.insert(d.id.clone(), d);
+    }
+
+    pub(super) fn mirror_entry(&mut self, entry: &Entry) {
+        let rel = entry.path.strip_prefix(self.opts.source_path).unwrap_or(&entry.path).trim_start_matches('/');
+        let origin = Origin { file: entry.path.clone(), line: 1 };
+        let path = match RelPath::parse(rel) {
+            Ok(p) => p,
+            Err(e) => return self.problem(&entry.path, 1, e),
+        };
+        let target = match self.pick_target(None, "file") {
+            Ok(t) => t,
+            Err(e) => return self.problem(&entry.path, 1, e),
+        };
+        let id = ResourceId::new(&target, "file", path.as_str());
+        match self.content_spec(entry) {
+            Ok(spec) => self.add(Desired {
+                id,
+                target,
+                path,
+                spec: Spec::File(spec),
+                on_change: None,
+                self_heal: None,
+                sensitive: false,
+                origin,
+            }),
+            Err(e) => self.block(id, &origin, e),
+        }
+    }
+
+    pub(super) fn declaration_file(&mut self, entry: &Entry) {
+        let file = entry.path.clone();
+        let size = match self.snap.size(entry.oid) {
+            Ok(s) => s,
+            Err(e) => return self.problem(&file, 1, e.to_string()),
+        };
+        if size > yaml::MAX_DECL_FILE {
+            return self.problem(&file, 1, format!("declaration file is {size} bytes, over the {} limit", yaml::MAX_DECL_FILE));
+        }
+        let bytes = match self.snap.read(entry.oid) {
+            Ok(b) => b,
+            Err(e) => return self.problem(&file, 1, e.to_string()),
+        };
+        for parsed in yaml::parse(&bytes) {
+            match parsed {
+                Parsed::Problem { line, message } => self.problem(&file, line, message),
+                Parsed::Decl { line, decl } => {
+                    let origin = Origin { file: file.clone(), line };
+                    if let Err(message) = self.decl(decl, &origin) {
+                        self.problem(&file, line, message);
+                    }
+                }
+            }
+        }
+    }
+
+    /// One document. Errors before an identity is known are returned;
+    /// errors after it block that identity.
+    fn decl(&mut self, d: Decl, origin: &Origin) -> Result<(), String> {
+        let kind = d.kind.as_str();
+        let serves = match kind {
+            "file" | "directory" => "file",
+            "symlink" => "symlink",
+            other => return Err(format!("unknown kind {other:?} (known: file, directory, symlink)")),
+        };
+        let target = self.pick_target(d.target.as_deref(), serves)?;
+        let path = RelPath::parse(&d.path)?;
+        let misplaced = |field: &str, present: bool| -> Result<(), String> {
+            if present {
+                return Err(format!("`{field}` does not apply to kind {kind}"));
+            }
+            Ok(())
+        };
+        match kind {
+            "symlink" => {
+                misplaced("source", d.source.is_some())?;
+                misplaced("content", d.content.is_some())?;
+                misplaced("mode", d.mode.is_some())?;
+                misplaced("sensitive", d.sensitive.is_some())?;
+            }
+            _ => misplaced("target_path", d.target_path.is_some())?,
+        }
+        let mode = d.mode.as_deref().map(parse_mode).transpose()?;
+        let uid = d.owner.as_ref().map(|p| resolve_principal(p, false)).transpose()?;
+        let gid = d.group.as_ref().map(|p| resolve_principal(p, true)).transpose()?;
+        let common = |id: ResourceId, path: RelPath, spec: Spec| Desired {
+            id,
+            target: target.clone(),
+            path,
+            spec,
+            on_change: d.on_change.clone(),
+            self_heal: d.self_heal,
+            sensitive: d.sensitive.unwrap_or(false),
+            origin: origin.clone(),
+        };
+        let hook_missing = d
+            .on_change
+            .as_ref()
+            .filter(|h| !self.opts.hooks.contains(h))
+            .map(|h| format!("hook {h:?} is not defined in the local config"));
+
+        match kind {
+            "symlink" => {
+                let link = d.target_path.clone().filter(|t| !t.is_empty() && !t.contains('\0'));
+                let link = link.ok_or("kind symlink needs a non-empty `target_path`")?;
+                let id = ResourceId::new(&target, "symlink", path.as_str());
+                if let Some(reason) = hook_missing {
+                    self.block(id, origin, reason);
+                    return Ok(());
+                }
+                self.add(common(id, path, Spec::Symlink { target: link }));
+            }
+            "file" => {
+                let id = ResourceId::new(&target, "file", path.as_str());
+                let spec = match (&d.source, &d.content) {
+                    (Some(_), Some(_)) => return Err("give either `source` or `content`, not both".into()),
+                    (None, None) => return Err("kind file needs `source` or `content`".into()),
+                    (None, Some(text)) => {
+                        let bytes = text.as_bytes().to_vec();
+                        let blob = blob_id(&bytes);
+                        let size = bytes.len() as u64;
+                        self.inline.insert(blob, bytes);
+                        Ok(FileSpec { blob, size, mode: 0o644, uid: None, gid: None })
+                    }
+                    (Some(src), None) => self.source_file(&origin.file, src),
+                };
+                let reason = hook_missing.or_else(|| spec.as_ref().err().cloned());
+                match (spec, reason) {
+                    (Ok(mut spec), None) => {
+                        spec.mode = mode.unwrap_or(spec.mode);
+                        (spec.uid, spec.gid) = (uid, gid);
+                        self.add(common(id, path, Spec::File(spec)));
+                    }
+                    (_, Some(reason)) => self.block(id, origin, reason),
+                    (Err(_), None) => unreachable!("an error always has a reason"),
+                }
+            }
+            _ => {
+                misplaced("content", d.content.is_some())?;
+                let src = d.source.as_deref().ok_or("kind directory needs `source`")?;
+                let dir = repo_join(parent_dir(&origin.file), src)?;
+                let entries = match self.snap.walk(&dir) {
+                    Ok(e) if !e.is_empty() => e,
+                    Ok(_) => return Err(format!("source directory {dir:?} is empty or missing in the repository")),
+                    Err(e) => return Err(e.to_string()),
+                };
+                for entry in &entries {
+                    let rel = entry.path[dir.len()..].trim_start_matches('/');
+                    let fpath = path.join(rel)?;
+                    let id = ResourceId::new(&target, "file", fpath.as_str());
+                    if let Some(reason) = &hook_missing {
+                        self.block(id, origin, reason.clone());
+                        continue;
+                    }
+                    match self.content_spec(entry) {
+                        Ok(mut spec) => {
+                            spec.mode = mode.unwrap_or(spec.mode);
+                            (spec.uid, spec.gid) = (uid, gid);
+                            self.add(common(id, fpath, Spec::File(spec)));
+                        }
+                        Err(reason) => self.block(id, origin, reason),
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn source_file(&self, decl_file: &str, src: &str) -> Result<FileSpec, String> {
+        let path = repo_join(parent_dir(decl_file), src)?;
+        let entry = match self.snap.entry(&path) {
+            Ok(Some(e)) => e,
+            Ok(None) => {
+                // The path may run through a symlinked directory.
+                self.snap.resolve(&path).map_err(|e| match e {
+                    SourceError::NotFound(_) => format!("source {path:?} does not exist in the repository"),
+                    other => other.to_string(),
+                })?
+            }
+            Err(e) => return Err(e.to_string()),
+        };
+        self.content_spec(&entry)
+    }
+
+    /// Blocks both sides wherever one declared path lies inside another
+    /// (a file cannot also be a directory).
+    fn nested_conflicts(&mut self) {
+        let mut by_target: BTreeMap<&str, Vec<(&RelPath, &ResourceId)>> = BTreeMap::new();
+        for d in self.resources.values() {
+            by_target.entry(d.target.as_str()).or_default().push((&d.path, &d.id));
+        }
+        let mut clash = Vec::new();
+        for list in by_target.values_mut() {
+            list.sort();
+            // The sort puts `a/b` right before `a/b/...`; a stack of open
+            // ancestors catches every nesting.
+            let mut open: Vec<(&RelPath, &ResourceId)> = Vec::new();
+            for (path, id) in list.iter() {
+                while let Some((p, _)) = open.last() {
+                    if path.as_str().starts_with(&format!("{}/", p.as_str())) {
+                        break;
+                    }
+                    open.pop();
+                }
+                if let Some((p, outer)) = open.last() {
+                    clash.push(((*outer).clone(), (*id).clone(), p.to_string(), path.to_string()));
+                }
+                open.push((path, id));
+            }
+        }
+        for (outer, inner, op, ip) in clash {
+            for id in [outer, inner] {
+                if let Some(d) = self.resources.remove(&id) {
+                    self.block(id, &d.origin, format!("{ip} lies inside {op}, which is declared as a file"));
+                }
+            }
+        }
+    }
+
+    pub(super) fn finish(mut self) -> Declared {
+        self.nested_conflicts();
+        Declared { resources: self.resources, blocked: self.blocked, problems: self.problems, inline: self.inline }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn repo_join_stays_inside() {
+        assert_eq!(repo_join("a/b", "../c/d").unwrap(), "a/c/d");
+        assert_eq!(repo_join("a/b", "/x").unwrap(), "x");
+        assert!(repo_join("a", "../../etc/passwd").is_err());
+        assert!(repo_join("", "..").is_err());
+    }
+
+    #[test]
+    fn modes() {
+        assert_eq!(parse_mode("0644").unwrap(), 0o644);
+        assert_eq!(parse_mode("4755").unwrap(), 0o4755);
+        assert!(parse_mode("0999").is_err());
+        assert!(parse_mode("").is_err());
+        assert!(parse_mode("17777").is_err());
+    }
+}

@@ -1,0 +1,90 @@
+//! Declarations -> desired resources. Reads every `*.tend.yaml`/`*.tend.yml`
+//! under the source path (or mirrors every file), and collects every problem
+//! with its file and line instead of stopping at the first.
+
+mod expand;
+mod yaml;
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+
+use git2::Oid;
+
+use crate::model::{Desired, ResourceId};
+use crate::source::{Snapshot, SourceError};
+
+pub use yaml::message as yaml_message;
+
+/// Largest content file applied (Git LFS and build artefacts are not config).
+pub const DEFAULT_MAX_FILE_SIZE: u64 = 64 << 20;
+
+/// One thing wrong with the declarations, with where it was found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    pub file: String,
+    pub line: usize,
+    pub message: String,
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}: {}", self.file, self.line, self.message)
+    }
+}
+
+/// What a target can serve, for `target:` selection.
+#[derive(Debug, Clone)]
+pub struct TargetInfo {
+    pub name: String,
+    pub kinds: Vec<String>,
+}
+
+pub struct Options<'a> {
+    pub source_path: &'a str,
+    pub mirror: bool,
+    pub targets: &'a [TargetInfo],
+    pub hooks: &'a [String],
+    pub max_file_size: u64,
+}
+
+/// The desired state of one revision.
+#[derive(Debug, Default)]
+pub struct Declared {
+    pub resources: BTreeMap<ResourceId, Desired>,
+    /// Identities that are declared but cannot be applied (conflicts, bad
+    /// sources, missing hooks): `Blocked` with the reason.
+    pub blocked: BTreeMap<ResourceId, String>,
+    pub problems: Vec<Problem>,
+    /// Bytes of inline `content:`, by blob id.
+    pub inline: HashMap<Oid, Vec<u8>>,
+}
+
+impl Declared {
+    /// A revision with any problem never prunes.
+    pub fn is_complete(&self) -> bool {
+        self.problems.is_empty()
+    }
+}
+
+fn is_declaration(path: &str) -> bool {
+    path.ends_with(".tend.yaml") || path.ends_with(".tend.yml")
+}
+
+/// Reads the desired state of `snapshot`.
+pub fn declare(snapshot: &Snapshot, opts: &Options) -> Result<Declared, SourceError> {
+    let mut out = expand::Builder::new(snapshot, opts);
+    let entries = snapshot.walk(opts.source_path)?;
+    if opts.mirror {
+        for entry in &entries {
+            out.mirror_entry(entry);
+        }
+    } else {
+        for entry in entries.iter().filter(|e| is_declaration(&e.path)) {
+            out.declaration_file(entry);
+        }
+    }
+    Ok(out.finish())
+}
+
+#[cfg(test)]
+mod tests;

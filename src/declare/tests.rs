@@ -1,0 +1,155 @@
+//! Declarations read from real Git repositories.
+
+#[path = "../../tests/util/repo.rs"]
+mod repo;
+
+use repo::TestRepo;
+
+use super::*;
+use crate::model::Spec;
+use crate::source::{Mirror, SourceSpec};
+
+struct Fixture {
+    _state: tempfile::TempDir,
+    snapshot: Snapshot,
+}
+
+fn snapshot_of(repo: &TestRepo) -> Fixture {
+    let state = tempfile::tempdir().unwrap();
+    let spec = SourceSpec {
+        repo: repo.url(),
+        reference: None,
+        timeout: std::time::Duration::from_secs(30),
+        auth: Default::default(),
+    };
+    let mirror = Mirror::open(state.path(), spec).unwrap();
+    let rev = mirror.fetch().unwrap();
+    Fixture { snapshot: mirror.snapshot(rev).unwrap(), _state: state }
+}
+
+fn targets() -> Vec<TargetInfo> {
+    vec![TargetInfo { name: "files".into(), kinds: vec!["file".into(), "symlink".into()] }]
+}
+
+fn run(repo: &TestRepo, path: &str, mirror: bool) -> Declared {
+    let fx = snapshot_of(repo);
+    let t = targets();
+    let hooks = vec!["reload".to_string()];
+    let opts = Options { source_path: path, mirror, targets: &t, hooks: &hooks, max_file_size: 1024 };
+    declare(&fx.snapshot, &opts).unwrap()
+}
+
+fn ids(d: &Declared) -> Vec<&str> {
+    d.resources.keys().map(|k| k.as_str()).collect()
+}
+
+#[test]
+fn kinds_and_sources() {
+    let repo = TestRepo::new();
+    repo.write("host/app.tend.yaml", "kind: file\npath: etc/app.conf\nsource: app.conf\nmode: \"0600\"\n---\nkind: symlink\npath: etc/link\ntarget_path: app.conf\n---\nkind: directory\npath: srv/www\nsource: ../www/\n")
+        .write("host/app.conf", "a=1\n")
+        .write("www/index.html", "<p>hi</p>")
+        .write("www/css/site.css", "p{}")
+        .write("host/notes.yaml", "not: [a declaration")
+        .executable("host/run.sh", "#!/bin/sh\n")
+        .write("host/exe.tend.yml", "kind: file\npath: bin/run\nsource: run.sh\non_change: reload\n");
+    repo.commit("init");
+    let d = run(&repo, "host", false);
+    assert!(d.problems.is_empty(), "{:?}", d.problems);
+    assert_eq!(
+        ids(&d),
+        vec![
+            "files/file/bin/run",
+            "files/file/etc/app.conf",
+            "files/file/srv/www/css/site.css",
+            "files/file/srv/www/index.html",
+            "files/symlink/etc/link"
+        ]
+    );
+    let conf = &d.resources[&ResourceId::new("files", "file", "etc/app.conf")];
+    match &conf.spec {
+        Spec::File(f) => {
+            assert_eq!(f.mode, 0o600);
+            assert_eq!(f.blob, crate::model::blob_id(b"a=1\n"));
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(conf.origin.line, 1);
+    let run_sh = &d.resources[&ResourceId::new("files", "file", "bin/run")];
+    assert!(matches!(&run_sh.spec, Spec::File(f) if f.mode == 0o755));
+    assert_eq!(run_sh.on_change.as_deref(), Some("reload"));
+    let link = &d.resources[&ResourceId::new("files", "symlink", "etc/link")];
+    assert_eq!(link.origin.line, 6);
+}
+
+#[test]
+fn every_problem_is_reported_with_file_and_line() {
+    let repo = TestRepo::new();
+    repo.write("a.tend.yaml", "kind: file\npath: ok\ncontent: x\n---\nkind: file\npath: ../escape\ncontent: x\n---\nkind: file\npath: b\ncolour: red\n")
+        .write("b.tend.yaml", "kind: file\npath: /etc/passwd\ncontent: x\n---\nkind: file\npath: c\nsource: ../../outside\n---\nkind: file\npath: d\ncontent: y\non_change: missing-hook\n")
+        .write("c.tend.yaml", "kind: [unclosed\n");
+    repo.commit("bad");
+    let d = run(&repo, "", false);
+    let shown: Vec<String> = d.problems.iter().map(|p| p.to_string()).collect();
+    let has = |needle: &str| shown.iter().any(|s| s.contains(needle));
+    assert!(has("a.tend.yaml:5:"), "{shown:?}");
+    assert!(has("a.tend.yaml:11") && has("colour"), "{shown:?}");
+    assert!(has("b.tend.yaml:1:") && has("absolute"), "{shown:?}");
+    assert!(has("b.tend.yaml:5:") && has("leaves the repository"), "{shown:?}");
+    assert!(has("b.tend.yaml:9:") && has("missing-hook"), "{shown:?}");
+    assert!(has("c.tend.yaml:"), "{shown:?}");
+    assert_eq!(ids(&d), vec!["files/file/ok"]);
+    assert!(d.blocked.contains_key(&ResourceId::new("files", "file", "d")));
+    assert!(!d.is_complete());
+}
+
+#[test]
+fn conflicts_block_both_sides() {
+    let repo = TestRepo::new();
+    repo.write("one.tend.yaml", "kind: file\npath: etc/x\ncontent: one\n---\nkind: file\npath: etc/y\ncontent: fine\n")
+        .write("two.tend.yaml", "kind: file\npath: etc/x\ncontent: two\n---\nkind: file\npath: etc/y/inner\ncontent: nested\n");
+    repo.commit("conflict");
+    let d = run(&repo, "", false);
+    assert!(d.resources.is_empty(), "{:?}", ids(&d));
+    assert!(d.blocked.contains_key(&ResourceId::new("files", "file", "etc/x")));
+    assert!(d.blocked.contains_key(&ResourceId::new("files", "file", "etc/y")));
+    assert!(d.blocked.contains_key(&ResourceId::new("files", "file", "etc/y/inner")));
+}
+
+#[test]
+fn repository_symlinks_stay_inside() {
+    let repo = TestRepo::new();
+    repo.write("real.conf", "inside\n")
+        .symlink("good.conf", "real.conf")
+        .symlink("evil.conf", "../../../../etc/passwd")
+        .symlink("abs.conf", "/etc/passwd")
+        .write("x.tend.yaml", "kind: file\npath: good\nsource: good.conf\n---\nkind: file\npath: evil\nsource: evil.conf\n---\nkind: file\npath: abs\nsource: abs.conf\n");
+    repo.commit("links");
+    let d = run(&repo, "", false);
+    assert_eq!(ids(&d), vec!["files/file/good"]);
+    assert!(d.blocked.contains_key(&ResourceId::new("files", "file", "evil")));
+    assert!(d.blocked.contains_key(&ResourceId::new("files", "file", "abs")));
+}
+
+#[test]
+fn lfs_pointers_and_oversized_files_are_refused() {
+    let repo = TestRepo::new();
+    repo.write("big.bin", vec![b'x'; 4096])
+        .write("lfs.bin", "version https://git-lfs.github.com/spec/v1\noid sha256:abc\nsize 12\n")
+        .write("x.tend.yaml", "kind: file\npath: big\nsource: big.bin\n---\nkind: file\npath: lfs\nsource: lfs.bin\n");
+    repo.commit("content");
+    let d = run(&repo, "", false);
+    assert!(d.resources.is_empty());
+    assert!(d.blocked[&ResourceId::new("files", "file", "big")].contains("limit"));
+    assert!(d.blocked[&ResourceId::new("files", "file", "lfs")].contains("LFS"));
+}
+
+#[test]
+fn mirror_mode_maps_every_file() {
+    let repo = TestRepo::new();
+    repo.write("site/index.html", "x").write("site/a/b.txt", "y").write("site/x.tend.yaml", "kind: nonsense").write("other/z", "z");
+    repo.commit("site");
+    let d = run(&repo, "site", true);
+    assert!(d.problems.is_empty(), "{:?}", d.problems);
+    assert_eq!(ids(&d), vec!["files/file/a/b.txt", "files/file/index.html", "files/file/x.tend.yaml"]);
+}

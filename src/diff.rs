@@ -1,0 +1,198 @@
+//! Pure comparison: desired x observed -> the smallest changes, each with the
+//! fields that differ. `diff` and `sync` both use this, so a diff is exactly
+//! what a sync would do.
+
+use std::collections::{BTreeMap, HashMap};
+
+use crate::model::{Action, Change, Desired, Field, Live, Observed, RelPath, ResourceId, Spec};
+
+/// The outcome of comparing one resource.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Comparison {
+    InSync,
+    Differs { action: Action, fields: Vec<Field> },
+    /// Could not observe: nothing may be done.
+    Unknown(String),
+}
+
+/// Compares one declared resource with what was observed at its path.
+pub fn compare(desired: &Desired, observed: &Observed) -> Comparison {
+    let live = match observed {
+        Observed::Unknown(reason) => return Comparison::Unknown(reason.clone()),
+        Observed::Absent => return Comparison::Differs { action: Action::Create, fields: Vec::new() },
+        Observed::Present(live) => live,
+    };
+    let mut fields = Vec::new();
+    match (&desired.spec, live) {
+        (Spec::File(want), Live::File { blob, mode, uid, gid, .. }) => {
+            if *blob != want.blob {
+                fields.push(Field::Content);
+            }
+            if *mode != want.mode {
+                fields.push(Field::Mode { from: *mode, to: want.mode });
+            }
+            if let Some(u) = want.uid.filter(|u| u != uid) {
+                fields.push(Field::Owner { from: *uid, to: u });
+            }
+            if let Some(g) = want.gid.filter(|g| g != gid) {
+                fields.push(Field::Group { from: *gid, to: g });
+            }
+        }
+        (Spec::Symlink { target }, Live::Symlink { target: have }) => {
+            if have != target {
+                fields.push(Field::LinkTarget { from: have.clone(), to: target.clone() });
+            }
+        }
+        (spec, live) => fields.push(Field::Type { from: live.type_name().into(), to: spec.kind().into() }),
+    }
+    if fields.is_empty() {
+        Comparison::InSync
+    } else {
+        Comparison::Differs { action: Action::Update, fields }
+    }
+}
+
+/// An inventory member: something tend created or adopted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Owned {
+    pub id: ResourceId,
+    pub target: String,
+    pub path: RelPath,
+}
+
+/// Everything one pass would do.
+#[derive(Debug, Default)]
+pub struct Plan {
+    /// Creates and updates, in identity order.
+    pub applies: Vec<Change>,
+    /// Prunes of inventory members no longer declared, deepest paths first.
+    pub deletes: Vec<Change>,
+    pub in_sync: Vec<ResourceId>,
+    pub unknown: Vec<(ResourceId, String)>,
+    /// Inventory members no longer declared and already gone.
+    pub forgotten: Vec<ResourceId>,
+}
+
+impl Plan {
+    pub fn is_empty(&self) -> bool {
+        self.applies.is_empty() && self.deletes.is_empty()
+    }
+    /// Creates and updates before deletes (SPEC §5).
+    pub fn changes(&self) -> impl Iterator<Item = &Change> {
+        self.applies.iter().chain(self.deletes.iter())
+    }
+}
+
+/// Compares the whole desired state with fresh observations. `observed`
+/// must hold an answer for every desired identity and every inventory
+/// member; `keep` lists identities that are declared but blocked, which are
+/// never pruned.
+pub fn plan(
+    desired: &BTreeMap<ResourceId, Desired>,
+    keep: &dyn Fn(&ResourceId) -> bool,
+    inventory: &[Owned],
+    observed: &HashMap<ResourceId, Observed>,
+) -> Plan {
+    let mut plan = Plan::default();
+    let missing = || Observed::Unknown("not observed".into());
+    for (id, d) in desired {
+        let obs = observed.get(id).cloned().unwrap_or_else(missing);
+        match compare(d, &obs) {
+            Comparison::InSync => plan.in_sync.push(id.clone()),
+            Comparison::Unknown(reason) => plan.unknown.push((id.clone(), reason)),
+            Comparison::Differs { action, fields } => plan.applies.push(Change {
+                id: id.clone(),
+                target: d.target.clone(),
+                path: d.path.clone(),
+                action,
+                fields,
+                desired: Some(d.clone()),
+                observed: obs,
+            }),
+        }
+    }
+    for owned in inventory {
+        if desired.contains_key(&owned.id) || keep(&owned.id) {
+            continue;
+        }
+        let obs = observed.get(&owned.id).cloned().unwrap_or_else(missing);
+        match obs {
+            Observed::Absent => plan.forgotten.push(owned.id.clone()),
+            Observed::Unknown(reason) => plan.unknown.push((owned.id.clone(), reason)),
+            Observed::Present(_) => plan.deletes.push(Change {
+                id: owned.id.clone(),
+                target: owned.target.clone(),
+                path: owned.path.clone(),
+                action: Action::Delete,
+                fields: Vec::new(),
+                desired: None,
+                observed: obs,
+            }),
+        }
+    }
+    plan.deletes.sort_by(|a, b| {
+        let depth = |c: &Change| c.path.components().count();
+        depth(b).cmp(&depth(a)).then_with(|| a.id.cmp(&b.id))
+    });
+    plan
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{blob_id, FileSpec, Origin};
+
+    fn file(path: &str, content: &[u8], mode: u32) -> Desired {
+        Desired {
+            id: ResourceId::new("files", "file", path),
+            target: "files".into(),
+            path: RelPath::parse(path).unwrap(),
+            spec: Spec::File(FileSpec { blob: blob_id(content), size: content.len() as u64, mode, uid: None, gid: None }),
+            on_change: None,
+            self_heal: None,
+            sensitive: false,
+            origin: Origin::default(),
+        }
+    }
+
+    fn live_file(content: &[u8], mode: u32) -> Observed {
+        Observed::Present(Live::File { blob: blob_id(content), size: content.len() as u64, mode, uid: 0, gid: 0 })
+    }
+
+    #[test]
+    fn only_differing_fields() {
+        let d = file("a", b"x", 0o644);
+        assert_eq!(compare(&d, &live_file(b"x", 0o644)), Comparison::InSync);
+        assert_eq!(
+            compare(&d, &live_file(b"x", 0o600)),
+            Comparison::Differs { action: Action::Update, fields: vec![Field::Mode { from: 0o600, to: 0o644 }] }
+        );
+        assert_eq!(
+            compare(&d, &live_file(b"y", 0o644)),
+            Comparison::Differs { action: Action::Update, fields: vec![Field::Content] }
+        );
+        assert!(matches!(compare(&d, &Observed::Absent), Comparison::Differs { action: Action::Create, .. }));
+        assert!(matches!(compare(&d, &Observed::Unknown("EIO".into())), Comparison::Unknown(_)));
+        let dir = Observed::Present(Live::Directory { empty: true });
+        assert!(matches!(compare(&d, &dir), Comparison::Differs { fields, .. } if fields[0].name() == "type"));
+    }
+
+    #[test]
+    fn prunes_only_undeclared_inventory_deepest_first() {
+        let desired: BTreeMap<_, _> = [file("keep", b"k", 0o644)].into_iter().map(|d| (d.id.clone(), d)).collect();
+        let owned = |p: &str| Owned { id: ResourceId::new("files", "file", p), target: "files".into(), path: RelPath::parse(p).unwrap() };
+        let inventory = vec![owned("keep"), owned("a"), owned("a/b/c"), owned("gone"), owned("blocked"), owned("unsure")];
+        let mut observed: HashMap<_, _> = inventory.iter().map(|o| (o.id.clone(), live_file(b"z", 0o644))).collect();
+        observed.insert(ResourceId::new("files", "file", "keep"), live_file(b"k", 0o644));
+        observed.insert(ResourceId::new("files", "file", "gone"), Observed::Absent);
+        observed.insert(ResourceId::new("files", "file", "unsure"), Observed::Unknown("EIO".into()));
+        let blocked = ResourceId::new("files", "file", "blocked");
+        let p = plan(&desired, &|id| *id == blocked, &inventory, &observed);
+        let deletes: Vec<_> = p.deletes.iter().map(|c| c.path.as_str()).collect();
+        assert_eq!(deletes, vec!["a/b/c", "a"]);
+        assert_eq!(p.forgotten, vec![ResourceId::new("files", "file", "gone")]);
+        assert_eq!(p.unknown.len(), 1);
+        assert_eq!(p.in_sync.len(), 1);
+        assert!(p.applies.is_empty());
+    }
+}

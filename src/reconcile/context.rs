@@ -1,0 +1,127 @@
+//! What a command works with, built from [`Settings`]: the mirror, the
+//! targets and the declaration options. `build` is where the I/O happens.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use git2::Oid;
+
+use crate::config::{Settings, TargetKind};
+use crate::declare::{self, Declared, TargetInfo};
+use crate::model::{ContentSource, Observed, RelPath, ResourceId};
+use crate::source::{BlobReader, Mirror, Snapshot, SourceSpec};
+use crate::target::files::FilesTarget;
+use crate::target::Target;
+
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    #[error("target {name}: {message}")]
+    Target { name: String, message: String },
+    #[error(transparent)]
+    Source(#[from] crate::source::SourceError),
+}
+
+pub struct Context {
+    pub settings: Settings,
+    pub mirror: Mirror,
+    pub targets: BTreeMap<String, Arc<dyn Target>>,
+}
+
+impl Context {
+    pub fn build(settings: Settings) -> Result<Context, BuildError> {
+        let mut targets: BTreeMap<String, Arc<dyn Target>> = BTreeMap::new();
+        for t in &settings.targets {
+            let target: Arc<dyn Target> = match &t.kind {
+                TargetKind::Files { root } => {
+                    let f = FilesTarget::new(&t.name, root, &settings.state_dir).map_err(|e| BuildError::Target {
+                        name: t.name.clone(),
+                        message: format!("cannot open root {}: {e}", root.display()),
+                    })?;
+                    Arc::new(f)
+                }
+                TargetKind::Exec { .. } => {
+                    return Err(BuildError::Target {
+                        name: t.name.clone(),
+                        message: "exec targets are not available in this version".into(),
+                    })
+                }
+            };
+            targets.insert(t.name.clone(), target);
+        }
+        let s = &settings.source;
+        let spec = SourceSpec {
+            repo: s.repo.clone(),
+            reference: s.reference.clone(),
+            timeout: s.timeout,
+            auth: crate::source::Auth {
+                ssh_key: s.auth.ssh_key.clone(),
+                known_hosts: s.auth.known_hosts.clone(),
+                token_file: s.auth.token_file.clone(),
+            },
+        };
+        let mirror = Mirror::open(&settings.state_dir, spec)?;
+        Ok(Context { settings, mirror, targets })
+    }
+
+    pub fn target_infos(&self) -> Vec<TargetInfo> {
+        self.targets
+            .values()
+            .map(|t| TargetInfo { name: t.name().to_string(), kinds: t.kinds().iter().map(|k| k.to_string()).collect() })
+            .collect()
+    }
+
+    /// The desired state of a revision.
+    pub fn declare(&self, snapshot: &Snapshot) -> Result<Declared, crate::source::SourceError> {
+        let infos = self.target_infos();
+        let hooks: Vec<String> = self.settings.hooks.keys().cloned().collect();
+        let opts = declare::Options {
+            source_path: &self.settings.source.path,
+            mirror: self.settings.source.mirror,
+            targets: &infos,
+            hooks: &hooks,
+            max_file_size: declare::DEFAULT_MAX_FILE_SIZE,
+        };
+        declare::declare(snapshot, &opts)
+    }
+
+    /// Observes every (identity, target, path), batched per target.
+    pub fn observe<'a>(
+        &self,
+        items: impl IntoIterator<Item = (&'a ResourceId, &'a str, &'a RelPath)>,
+    ) -> HashMap<ResourceId, Observed> {
+        let mut per_target: BTreeMap<&str, Vec<(&ResourceId, &RelPath)>> = BTreeMap::new();
+        for (id, target, path) in items {
+            per_target.entry(target).or_default().push((id, path));
+        }
+        let mut out = HashMap::new();
+        for (name, list) in per_target {
+            let Some(target) = self.targets.get(name) else {
+                for (id, _) in list {
+                    out.insert(id.clone(), Observed::Unknown(format!("target {name:?} is not configured")));
+                }
+                continue;
+            };
+            let paths: Vec<&RelPath> = list.iter().map(|(_, p)| *p).collect();
+            for ((id, _), obs) in list.iter().zip(target.observe(&paths)) {
+                out.insert((*id).clone(), obs);
+            }
+        }
+        out
+    }
+}
+
+/// Content of one revision: inline declarations first, then the object
+/// database.
+pub struct PassContent {
+    pub inline: HashMap<Oid, Vec<u8>>,
+    pub blobs: BlobReader,
+}
+
+impl ContentSource for PassContent {
+    fn read(&self, blob: Oid) -> std::io::Result<Vec<u8>> {
+        match self.inline.get(&blob) {
+            Some(b) => Ok(b.clone()),
+            None => self.blobs.read(blob),
+        }
+    }
+}

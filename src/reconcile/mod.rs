@@ -1,0 +1,97 @@
+//! The reconciler: fetch, prepare, apply, record. `sync` runs one pass; the
+//! daemon runs passes continuously.
+
+mod backoff;
+mod context;
+pub mod daemon;
+mod hooks;
+mod pass;
+mod record;
+
+use std::time::SystemTime;
+
+use git2::Oid;
+
+pub use context::{BuildError, Context, PassContent};
+pub use pass::{apply, prepare, prune_guard, PassError, PassOptions, PassReport, Prepared};
+pub use record::Recorder;
+
+use crate::ledger::{LedgerError, SourceRecord};
+use crate::model::RelPath;
+
+/// After a restart: remove tend's leftover temp files beside managed paths
+/// and run hooks that were pending when the last process stopped.
+pub fn recover(ctx: &Context, rec: &Recorder) -> Result<(), LedgerError> {
+    let inventory = rec.ledger.inventory()?;
+    for (name, target) in &ctx.targets {
+        let paths: Vec<RelPath> =
+            inventory.iter().filter(|e| &e.target == name).filter_map(|e| RelPath::parse(&e.path).ok()).collect();
+        let refs: Vec<&RelPath> = paths.iter().collect();
+        let removed = target.clean_temp(&refs);
+        if removed > 0 {
+            tracing::info!(target = %name, removed, "removed leftover temp files");
+        }
+    }
+    rec.run_pending_hooks(ctx)
+}
+
+/// Fetches and records the outcome in the source ledger.
+pub fn fetch(ctx: &Context, rec: &Recorder, now: SystemTime) -> Result<Oid, crate::source::SourceError> {
+    let mut s = rec.ledger.source().ok().flatten().unwrap_or_else(|| SourceRecord {
+        repo: ctx.settings.source.repo.clone(),
+        reference: ctx.settings.source.reference.clone(),
+        fetched_revision: None,
+        applied_revision: None,
+        last_fetch_at: None,
+        last_fetch_error: None,
+        last_success_at: None,
+        drift_since: None,
+    });
+    s.repo = crate::source::redact_url(&ctx.settings.source.repo);
+    s.reference = ctx.settings.source.reference.clone();
+    s.last_fetch_at = Some(now);
+    let result = ctx.mirror.fetch();
+    match &result {
+        Ok(rev) => {
+            s.last_fetch_error = None;
+            s.last_success_at = Some(now);
+            let rev = rev.to_string();
+            if s.applied_revision.as_deref() != Some(&rev) && s.drift_since.is_none() {
+                s.drift_since = Some(now);
+            }
+            s.fetched_revision = Some(rev);
+        }
+        Err(e) => s.last_fetch_error = Some(e.to_string()),
+    }
+    if let Err(e) = rec.ledger.put_source(&s) {
+        tracing::warn!(error = %e, "cannot record the fetch");
+    }
+    result
+}
+
+/// Marks a revision applied: the source no longer drifts.
+pub fn record_applied(rec: &Recorder, revision: Oid) -> Result<(), LedgerError> {
+    if let Some(mut s) = rec.ledger.source()? {
+        s.applied_revision = Some(revision.to_string());
+        if s.fetched_revision == s.applied_revision {
+            s.drift_since = None;
+        }
+        rec.ledger.put_source(&s)?;
+    }
+    Ok(())
+}
+
+/// Prepare and apply one revision, then record it applied and trim backups.
+pub fn full_pass(ctx: &Context, rec: &mut Recorder, revision: Oid, opts: PassOptions) -> Result<PassReport, PassError> {
+    let inventory = rec.ledger.inventory()?;
+    let prepared = prepare(ctx, &inventory, revision)?;
+    let report = apply(ctx, rec, &prepared, opts)?;
+    if !opts.dry_run {
+        record_applied(rec, revision)?;
+    }
+    let policy = &ctx.settings.policy;
+    if let Err(e) = rec.backup_store().prune(policy.backup_retention, policy.backup_max) {
+        tracing::warn!(error = %e, "cannot trim the backup store");
+    }
+    Ok(report)
+}

@@ -1,0 +1,201 @@
+//! The reconciler's side of the ledger: intents before effects, outcomes
+//! after them, the audit trail, backups and keyed hashes.
+
+use std::collections::{BTreeMap, HashSet};
+use std::time::SystemTime;
+
+use super::backoff;
+use super::context::Context;
+use crate::ledger::{
+    next_drift_since, AuditEntry, AuditLog, BackupStore, HashKey, IntentKind, InventoryEntry, Ledger, LedgerError,
+    ResourceRecord, State,
+};
+use crate::model::{Backup, Change, ContentSource, Desired, Live, Observed, ResourceId, Spec};
+
+/// Which resources are paused right now.
+pub struct Paused {
+    all: bool,
+    ids: HashSet<String>,
+}
+
+impl Paused {
+    pub fn is(&self, id: &ResourceId) -> bool {
+        self.all || self.ids.contains(id.as_str())
+    }
+}
+
+pub struct Recorder {
+    pub ledger: Ledger,
+    backups: BackupStore,
+    audit: AuditLog,
+    key: HashKey,
+}
+
+fn digest_key(id: &ResourceId) -> String {
+    format!("applied:{id}")
+}
+
+impl Recorder {
+    pub fn open(ledger: Ledger) -> Result<Recorder, LedgerError> {
+        let dir = ledger.state_dir().to_path_buf();
+        Ok(Recorder {
+            backups: BackupStore::new(&dir)?,
+            audit: AuditLog::open(&dir)?,
+            key: HashKey::load_or_create(&dir)?,
+            ledger,
+        })
+    }
+
+    pub fn paused(&self) -> Result<Paused, LedgerError> {
+        let mut p = Paused { all: false, ids: HashSet::new() };
+        for rec in self.ledger.pauses()? {
+            match rec.id {
+                None => p.all = true,
+                Some(id) => {
+                    p.ids.insert(id);
+                }
+            }
+        }
+        Ok(p)
+    }
+
+    pub fn applied_digest(&self, id: &ResourceId) -> Result<Option<String>, LedgerError> {
+        self.ledger.meta(&digest_key(id))
+    }
+
+    pub fn set_applied_digest(&self, id: &ResourceId, digest: &str) -> Result<(), LedgerError> {
+        self.ledger.set_meta(&digest_key(id), digest)
+    }
+
+    /// Records the identity in the inventory before it is created.
+    pub fn adopt(&self, change: &Change) -> Result<(), LedgerError> {
+        self.ledger.inventory_add(&InventoryEntry {
+            id: change.id.to_string(),
+            target: change.target.clone(),
+            path: change.path.to_string(),
+        })
+    }
+
+    /// Drops everything tend knew of an identity it no longer manages.
+    pub fn forget(&self, id: &ResourceId) -> Result<(), LedgerError> {
+        self.ledger.inventory_remove(id.as_str())?;
+        self.ledger.remove_resource(id.as_str())?;
+        self.ledger.set_meta(&digest_key(id), "")
+    }
+
+    pub fn intend_hook(&self, hook: &str) -> Result<(), LedgerError> {
+        self.ledger.add_intent(IntentKind::Hook, hook, "").map(|_| ())
+    }
+
+    /// Runs a hook and, once it succeeded, clears its pending intents.
+    pub fn run_hook(&self, ctx: &Context, hook: &str) -> Result<(), String> {
+        let Some(h) = ctx.settings.hooks.get(hook) else {
+            return Err(format!("hook {hook:?} is not defined in the local config"));
+        };
+        super::hooks::run(hook, h)?;
+        let pending = self.ledger.intents(IntentKind::Hook).map_err(|e| e.to_string())?;
+        for intent in pending.into_iter().filter(|i| i.id == hook) {
+            self.ledger.clear_intent(intent.seq).map_err(|e| e.to_string())?;
+        }
+        Ok(())
+    }
+
+    /// Runs hooks left pending by an earlier process (at-least-once).
+    pub fn run_pending_hooks(&self, ctx: &Context) -> Result<(), LedgerError> {
+        let mut names: Vec<String> = self.ledger.intents(IntentKind::Hook)?.into_iter().map(|i| i.id).collect();
+        names.dedup();
+        for name in names {
+            if let Err(e) = self.run_hook(ctx, &name) {
+                tracing::warn!(hook = %name, error = %e, "pending hook failed; it stays pending");
+            }
+        }
+        Ok(())
+    }
+
+    pub fn backups(&self) -> &dyn Backup {
+        &self.backups
+    }
+
+    pub fn backup_store(&self) -> &BackupStore {
+        &self.backups
+    }
+
+    pub fn audit(&self, e: &AuditEntry) -> Result<(), LedgerError> {
+        self.audit.append(e)
+    }
+
+    pub fn keyed_hash(&self, bytes: &[u8]) -> String {
+        self.key.hash(bytes)
+    }
+
+    /// The hash shown for live content: a keyed hash of its blob id when
+    /// sensitive, so nothing about the content can be checked without the key.
+    pub fn hash_observed(&self, observed: &Observed, sensitive: bool, _content: &dyn ContentSource) -> Option<String> {
+        match observed {
+            Observed::Present(Live::File { blob, .. }) if sensitive => Some(self.key.hash(blob.as_bytes())),
+            Observed::Present(Live::File { blob, .. }) => Some(format!("git:{blob}")),
+            Observed::Present(Live::Symlink { target }) if !sensitive => Some(format!("symlink:{target}")),
+            _ => None,
+        }
+    }
+
+    pub fn hash_desired(&self, d: &Desired, _content: &dyn ContentSource) -> String {
+        match &d.spec {
+            Spec::File(f) if d.sensitive => self.key.hash(f.blob.as_bytes()),
+            Spec::File(f) => format!("git:{}", f.blob),
+            Spec::Symlink { target } => format!("symlink:{target}"),
+        }
+    }
+
+    /// Writes every outcome of a pass; the drift ledger keeps `drift_since`
+    /// from the first observation of a divergence until it is InSync again.
+    /// Records of identities the pass no longer covers are dropped.
+    pub fn record_all(
+        &mut self,
+        outcomes: &BTreeMap<ResourceId, (State, Option<String>)>,
+        now: SystemTime,
+    ) -> Result<(), LedgerError> {
+        let previous: BTreeMap<String, ResourceRecord> =
+            self.ledger.resources()?.into_iter().map(|r| (r.id.clone(), r)).collect();
+        for (id, (state, reason)) in outcomes {
+            let prev = previous.get(id.as_str());
+            let record = next_record(prev, id, *state, reason.clone(), now);
+            if prev != Some(&record) {
+                self.ledger.put_resource(&record)?;
+            }
+        }
+        for id in previous.keys() {
+            if !outcomes.contains_key(&ResourceId::from_string(id.clone())) {
+                self.ledger.remove_resource(id)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The next record of a resource after a pass observed `state`.
+pub fn next_record(
+    prev: Option<&ResourceRecord>,
+    id: &ResourceId,
+    state: State,
+    reason: Option<String>,
+    now: SystemTime,
+) -> ResourceRecord {
+    let attempts = match state {
+        State::Failed => prev.map(|p| p.attempts).unwrap_or(0) + 1,
+        _ => 0,
+    };
+    let next_retry = (state == State::Failed).then(|| now + backoff::jittered(attempts));
+    let applied_now = state == State::InSync && prev.is_some_and(|p| p.state != State::InSync);
+    let fresh = prev.is_none() && state == State::InSync;
+    ResourceRecord {
+        id: id.to_string(),
+        state,
+        drift_since: next_drift_since(prev, state, now),
+        attempts,
+        reason,
+        next_retry,
+        last_applied: if applied_now || fresh { Some(now) } else { prev.and_then(|p| p.last_applied) },
+        corrections: prev.map(|p| p.corrections.clone()).unwrap_or_default(),
+    }
+}

@@ -1,0 +1,174 @@
+//! How changes are shown: unified diffs per file (via `similar`) headed
+//! `--- live/<id>` / `+++ desired/<id>`, one line per non-content change, and
+//! the JSON of `diff -o json`. Sensitive content shows only a keyed hash.
+
+use similar::{ChangeTag, TextDiff};
+
+use crate::model::{Action, Change, Field};
+
+/// Content larger than this is not diffed line by line.
+const MAX_DIFF_BYTES: usize = 1 << 20;
+
+/// What rendering needs besides the change itself.
+pub struct Shown<'a> {
+    pub live: Option<&'a [u8]>,
+    pub desired: Option<&'a [u8]>,
+    /// Keyed hash for sensitive content.
+    pub hash: &'a dyn Fn(&[u8]) -> String,
+    pub sensitive: bool,
+    pub color: bool,
+}
+
+fn paint(color: bool, code: &str, text: &str) -> String {
+    if color {
+        format!("\x1b[{code}m{text}\x1b[0m")
+    } else {
+        text.to_string()
+    }
+}
+
+fn is_text(b: &[u8]) -> bool {
+    b.len() <= MAX_DIFF_BYTES && !b.contains(&0) && std::str::from_utf8(b).is_ok()
+}
+
+/// The content part: a unified diff, or a one-line summary for sensitive,
+/// binary or huge content. Empty when content does not change.
+pub fn content_diff(change: &Change, shown: &Shown) -> String {
+    let content_changes = match change.action {
+        Action::Create | Action::Delete => true,
+        Action::Update => change.fields.iter().any(|f| matches!(f, Field::Content | Field::Type { .. })),
+    };
+    if !content_changes {
+        return String::new();
+    }
+    let (old, new) = (shown.live.unwrap_or_default(), shown.desired.unwrap_or_default());
+    let id = change.id.as_str();
+    if shown.sensitive {
+        let h = |b: Option<&[u8]>| b.map(|b| (shown.hash)(b)).unwrap_or_else(|| "none".into());
+        return format!("{id}: content {} -> {} (sensitive)\n", h(shown.live), h(shown.desired));
+    }
+    if !is_text(old) || !is_text(new) {
+        return format!("{id}: binary or large content differs ({} -> {} bytes)\n", old.len(), new.len());
+    }
+    let (old, new) = (std::str::from_utf8(old).unwrap_or(""), std::str::from_utf8(new).unwrap_or(""));
+    let diff = TextDiff::from_lines(old, new);
+    let mut out = String::new();
+    out.push_str(&paint(shown.color, "1", &format!("--- live/{id}\n+++ desired/{id}\n")));
+    for hunk in diff.unified_diff().context_radius(3).iter_hunks() {
+        out.push_str(&paint(shown.color, "36", &format!("{}\n", hunk.header())));
+        for c in hunk.iter_changes() {
+            let (sign, code) = match c.tag() {
+                ChangeTag::Delete => ("-", "31"),
+                ChangeTag::Insert => ("+", "32"),
+                ChangeTag::Equal => (" ", "0"),
+            };
+            let mut line = format!("{sign}{}", c.value());
+            if c.missing_newline() {
+                line.push_str("\n\\ No newline at end of file");
+            }
+            if !line.ends_with('\n') {
+                line.push('\n');
+            }
+            out.push_str(&if c.tag() == ChangeTag::Equal { line } else { paint(shown.color, code, &line) });
+        }
+    }
+    out
+}
+
+fn mode(m: u32) -> String {
+    format!("{m:04o}")
+}
+
+/// One line per non-content change.
+pub fn field_lines(change: &Change) -> Vec<String> {
+    let id = change.id.as_str();
+    match change.action {
+        Action::Create => return vec![format!("{id}: create")],
+        Action::Delete => return vec![format!("{id}: delete")],
+        Action::Update => {}
+    }
+    change
+        .fields
+        .iter()
+        .filter_map(|f| match f {
+            Field::Content => None,
+            Field::Type { from, to } => Some(format!("{id}: type {from} -> {to}")),
+            Field::Mode { from, to } => Some(format!("{id}: mode {} -> {}", mode(*from), mode(*to))),
+            Field::Owner { from, to } => Some(format!("{id}: owner {from} -> {to}")),
+            Field::Group { from, to } => Some(format!("{id}: group {from} -> {to}")),
+            Field::LinkTarget { from, to } => Some(format!("{id}: target {from} -> {to}")),
+        })
+        .collect()
+}
+
+/// The text form of one change.
+pub fn text(change: &Change, shown: &Shown) -> String {
+    let mut out = String::new();
+    for line in field_lines(change) {
+        let code = match change.action {
+            Action::Create => "32",
+            Action::Delete => "31",
+            Action::Update => "33",
+        };
+        out.push_str(&paint(shown.color, code, &line));
+        out.push('\n');
+    }
+    out.push_str(&content_diff(change, shown));
+    out
+}
+
+/// The JSON object of one change: `{id, action, fields, diff}`.
+pub fn json(change: &Change, shown: &Shown) -> serde_json::Value {
+    let plain = Shown { color: false, ..*shown };
+    let mut fields: Vec<&str> = change.fields.iter().map(|f| f.name()).collect();
+    if change.action == Action::Create {
+        fields.push("exists");
+    }
+    serde_json::json!({
+        "id": change.id.as_str(),
+        "action": change.action.as_str(),
+        "fields": fields,
+        "diff": content_diff(change, &plain),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Observed, RelPath, ResourceId};
+
+    fn change(action: Action, fields: Vec<Field>) -> Change {
+        Change {
+            id: ResourceId::new("files", "file", "etc/motd"),
+            target: "files".into(),
+            path: RelPath::parse("etc/motd").unwrap(),
+            action,
+            fields,
+            desired: None,
+            observed: Observed::Absent,
+        }
+    }
+
+    #[test]
+    fn unified_diff_with_headers_and_mode_line() {
+        let c = change(Action::Update, vec![Field::Content, Field::Mode { from: 0o644, to: 0o600 }]);
+        let hash = |_: &[u8]| "h".to_string();
+        let s = Shown { live: Some(b"a\nb\n"), desired: Some(b"a\nc\n"), hash: &hash, sensitive: false, color: false };
+        let t = text(&c, &s);
+        assert!(t.contains("files/file/etc/motd: mode 0644 -> 0600\n"), "{t}");
+        assert!(t.contains("--- live/files/file/etc/motd\n+++ desired/files/file/etc/motd\n"), "{t}");
+        assert!(t.contains("-b\n+c\n"), "{t}");
+    }
+
+    #[test]
+    fn sensitive_content_shows_only_hashes() {
+        let c = change(Action::Update, vec![Field::Content]);
+        let hash = |b: &[u8]| format!("hmac:{}", b.len());
+        let s = Shown { live: Some(b"old-secret"), desired: Some(b"new-secret!"), hash: &hash, sensitive: true, color: false };
+        let t = text(&c, &s);
+        assert!(!t.contains("secret"), "{t}");
+        assert!(t.contains("hmac:10 -> hmac:11"), "{t}");
+        let j = json(&c, &s).to_string();
+        assert!(!j.contains("secret"), "{j}");
+    }
+}

@@ -1,0 +1,188 @@
+//! The status document (SPEC §6): one model printed by `tend status` and
+//! served by the HTTP API, built only from the ledger.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, SystemTime};
+
+use serde::Serialize;
+
+use crate::duration::short;
+use crate::ledger::{Ledger, LedgerError, ResourceRecord, SourceRecord, State};
+
+fn rfc3339(t: SystemTime) -> String {
+    humantime::format_rfc3339_seconds(t).to_string()
+}
+
+fn age(now: SystemTime, t: SystemTime) -> u64 {
+    now.duration_since(t).unwrap_or(Duration::ZERO).as_secs()
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct SourceStatus {
+    pub repo: String,
+    #[serde(rename = "ref")]
+    pub reference: Option<String>,
+    pub fetched_revision: Option<String>,
+    pub applied_revision: Option<String>,
+    pub last_fetch: Option<String>,
+    pub last_fetch_error: Option<String>,
+    pub last_successful_fetch: Option<String>,
+    pub seconds_since_last_successful_fetch: Option<u64>,
+    pub drift_since: Option<String>,
+    pub drift_age_seconds: Option<u64>,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ResourceStatus {
+    pub id: String,
+    pub state: State,
+    pub drift_since: Option<String>,
+    pub drift_age_seconds: Option<u64>,
+    pub attempts: u32,
+    pub reason: Option<String>,
+    pub next_retry: Option<String>,
+    pub last_applied: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct StatusDoc {
+    pub generated_at: String,
+    pub source: Option<SourceStatus>,
+    pub counts: BTreeMap<String, usize>,
+    pub resources: Vec<ResourceStatus>,
+}
+
+impl StatusDoc {
+    pub fn all_in_sync(&self) -> bool {
+        self.resources.iter().all(|r| r.state == State::InSync)
+            && self.source.as_ref().is_none_or(|s| s.drift_since.is_none())
+    }
+}
+
+const STATES: [State; 8] = [
+    State::InSync,
+    State::Drifted,
+    State::Progressing,
+    State::Failed,
+    State::Blocked,
+    State::Contested,
+    State::Paused,
+    State::Unknown,
+];
+
+pub fn state_name(s: State) -> String {
+    serde_json::to_value(s).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default()
+}
+
+fn source_status(s: SourceRecord, now: SystemTime) -> SourceStatus {
+    SourceStatus {
+        repo: crate::source::redact_url(&s.repo),
+        reference: s.reference,
+        fetched_revision: s.fetched_revision,
+        applied_revision: s.applied_revision,
+        last_fetch: s.last_fetch_at.map(rfc3339),
+        last_fetch_error: s.last_fetch_error,
+        last_successful_fetch: s.last_success_at.map(rfc3339),
+        seconds_since_last_successful_fetch: s.last_success_at.map(|t| age(now, t)),
+        drift_since: s.drift_since.map(rfc3339),
+        drift_age_seconds: s.drift_since.map(|t| age(now, t)),
+    }
+}
+
+fn resource_status(r: ResourceRecord, now: SystemTime) -> ResourceStatus {
+    ResourceStatus {
+        id: r.id,
+        state: r.state,
+        drift_since: r.drift_since.map(rfc3339),
+        drift_age_seconds: r.drift_since.map(|t| age(now, t)),
+        attempts: r.attempts,
+        reason: r.reason,
+        next_retry: r.next_retry.map(rfc3339),
+        last_applied: r.last_applied.map(rfc3339),
+    }
+}
+
+/// Builds the document at `now`; resources sorted oldest drift first.
+pub fn build(ledger: &Ledger, now: SystemTime) -> Result<StatusDoc, LedgerError> {
+    let mut records = ledger.resources()?;
+    records.sort_by(|a, b| match (a.drift_since, b.drift_since) {
+        (Some(x), Some(y)) => x.cmp(&y).then_with(|| a.id.cmp(&b.id)),
+        (Some(_), None) => std::cmp::Ordering::Less,
+        (None, Some(_)) => std::cmp::Ordering::Greater,
+        (None, None) => a.id.cmp(&b.id),
+    });
+    let mut counts: BTreeMap<String, usize> = STATES.iter().map(|s| (state_name(*s), 0)).collect();
+    for r in &records {
+        *counts.entry(state_name(r.state)).or_default() += 1;
+    }
+    Ok(StatusDoc {
+        generated_at: rfc3339(now),
+        source: ledger.source()?.map(|s| source_status(s, now)),
+        counts,
+        resources: records.into_iter().map(|r| resource_status(r, now)).collect(),
+    })
+}
+
+/// The text table of `tend status`.
+pub fn text(doc: &StatusDoc, all: bool) -> String {
+    let mut out = String::new();
+    if let Some(s) = &doc.source {
+        let rev = |r: &Option<String>| r.as_deref().map(|r| r[..r.len().min(12)].to_string()).unwrap_or("-".into());
+        out.push_str(&format!(
+            "source   {} {}\nfetched  {}   applied {}\n",
+            s.repo,
+            s.reference.as_deref().unwrap_or("HEAD"),
+            rev(&s.fetched_revision),
+            rev(&s.applied_revision)
+        ));
+        if let Some(secs) = s.seconds_since_last_successful_fetch {
+            out.push_str(&format!("last successful fetch {} ago\n", short(Duration::from_secs(secs))));
+        }
+        if let Some(e) = &s.last_fetch_error {
+            out.push_str(&format!("last fetch error: {e}\n"));
+        }
+    }
+    let counts: Vec<String> = doc.counts.iter().filter(|(_, n)| **n > 0).map(|(k, n)| format!("{k} {n}")).collect();
+    out.push_str(&format!("resources: {}\n", if counts.is_empty() { "none".into() } else { counts.join(", ") }));
+    let rows: Vec<&ResourceStatus> = doc.resources.iter().filter(|r| all || r.state != State::InSync).collect();
+    if rows.is_empty() {
+        return out;
+    }
+    out.push('\n');
+    let head = ["ID", "STATE", "AGE", "ATTEMPTS", "REASON", "NEXT RETRY"];
+    let table: Vec<[String; 6]> = rows
+        .iter()
+        .map(|r| {
+            [
+                r.id.clone(),
+                state_name(r.state),
+                r.drift_age_seconds.map(|s| short(Duration::from_secs(s))).unwrap_or("-".into()),
+                r.attempts.to_string(),
+                r.reason.clone().unwrap_or("-".into()),
+                r.next_retry.clone().unwrap_or("-".into()),
+            ]
+        })
+        .collect();
+    let mut widths = head.map(|h| h.len());
+    for row in &table {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count()).min(60);
+        }
+    }
+    let line = |cells: [&str; 6]| {
+        let mut l = String::new();
+        for (i, c) in cells.iter().enumerate() {
+            if i == 5 {
+                l.push_str(c);
+            } else {
+                l.push_str(&format!("{c:<w$}  ", w = widths[i]));
+            }
+        }
+        l.trim_end().to_string() + "\n"
+    };
+    out.push_str(&line(head));
+    for row in &table {
+        out.push_str(&line([&row[0], &row[1], &row[2], &row[3], &row[4], &row[5]]));
+    }
+    out
+}
