@@ -1,0 +1,293 @@
+//! `tend validate`, `diff`, `sync` and `status` driven as users run them,
+//! against real repositories and real directories.
+
+mod util;
+
+use std::os::unix::fs::MetadataExt;
+
+use util::{mode, stamp, stamps, Env};
+
+fn basic(env: &Env) {
+    env.repo
+        .write("motd.tend.yaml", "kind: file\npath: etc/motd\nsource: motd\nmode: \"0644\"\n")
+        .write("motd", "hello\n")
+        .write("app.tend.yaml", "kind: file\npath: etc/app/app.conf\ncontent: \"port=80\\n\"\nmode: \"0600\"\n---\nkind: symlink\npath: etc/app/current\ntarget_path: app.conf\n");
+    env.repo.commit("init");
+}
+
+#[test]
+fn validate_then_diff_then_sync_then_nothing() {
+    let env = Env::new();
+    basic(&env);
+    let v = env.tend(&["validate"]);
+    assert_eq!(v.code, 0, "{v:?}");
+    assert!(v.stdout.contains("3 resources"), "{v:?}");
+
+    let d = env.tend(&["diff"]);
+    assert_eq!(d.code, 1, "{d:?}");
+    assert!(d.stdout.contains("files/file/etc/motd: create"), "{d:?}");
+    assert!(d.stdout.contains("--- live/files/file/etc/motd\n+++ desired/files/file/etc/motd"), "{d:?}");
+    assert!(d.stdout.contains("+hello"), "{d:?}");
+    assert!(!env.at("etc").exists(), "diff must change nothing");
+
+    let s = env.tend(&["sync"]);
+    assert_eq!(s.code, 0, "{s:?}");
+    assert_eq!(env.read("etc/motd"), "hello\n");
+    assert_eq!(env.read("etc/app/app.conf"), "port=80\n");
+    assert_eq!(mode(&env.at("etc/app/app.conf")), 0o600);
+    assert_eq!(std::fs::read_link(env.at("etc/app/current")).unwrap().to_str(), Some("app.conf"));
+
+    let d = env.tend(&["diff"]);
+    assert_eq!(d.code, 0, "{d:?}");
+    assert!(d.stdout.is_empty(), "{d:?}");
+
+    let st = env.tend(&["status"]);
+    assert_eq!(st.code, 0, "{st:?}");
+    assert!(st.stdout.contains("InSync 3"), "{st:?}");
+}
+
+#[test]
+fn second_sync_writes_nothing() {
+    let env = Env::new();
+    basic(&env);
+    assert_eq!(env.tend(&["sync"]).code, 0);
+    let before = stamps(env.root());
+    let audit = std::fs::read(env.state.path().join("audit.jsonl")).unwrap();
+    let status_before = env.tend(&["status", "-o", "json"]).stdout;
+    let s = env.tend(&["sync"]);
+    assert_eq!(s.code, 0, "{s:?}");
+    assert!(s.stdout.contains("0 applied"), "{s:?}");
+    assert_eq!(stamps(env.root()), before, "inodes, mtimes and ctimes must not change");
+    assert_eq!(std::fs::read(env.state.path().join("audit.jsonl")).unwrap(), audit);
+    let strip = |s: &str| s.lines().filter(|l| !l.contains("generated_at") && !l.contains("seconds_since")).collect::<Vec<_>>().join("\n");
+    assert_eq!(strip(&env.tend(&["status", "-o", "json"]).stdout), strip(&status_before));
+}
+
+#[test]
+fn mode_only_drift_is_a_chmod_on_the_same_inode() {
+    let env = Env::new();
+    basic(&env);
+    assert_eq!(env.tend(&["sync"]).code, 0);
+    let p = env.at("etc/motd");
+    let ino = std::fs::metadata(&p).unwrap().ino();
+    std::fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o666)).unwrap();
+    let d = env.tend(&["diff"]);
+    assert_eq!(d.code, 1);
+    assert!(d.stdout.contains("files/file/etc/motd: mode 0666 -> 0644"), "{d:?}");
+    assert!(!d.stdout.contains("+++"), "a mode change shows no content diff: {d:?}");
+    assert_eq!(env.tend(&["sync"]).code, 0);
+    assert_eq!(mode(&p), 0o644);
+    assert_eq!(std::fs::metadata(&p).unwrap().ino(), ino);
+}
+
+#[test]
+fn hand_edit_is_restored_and_the_old_content_is_in_the_backup() {
+    let env = Env::new();
+    basic(&env);
+    assert_eq!(env.tend(&["sync"]).code, 0);
+    std::fs::write(env.at("etc/motd"), "edited by hand\n").unwrap();
+    let d = env.tend(&["diff"]);
+    assert!(d.stdout.contains("-edited by hand\n+hello"), "{d:?}");
+    assert_eq!(env.tend(&["sync"]).code, 0);
+    assert_eq!(env.read("etc/motd"), "hello\n");
+    let audit = std::fs::read_to_string(env.state.path().join("audit.jsonl")).unwrap();
+    let last: serde_json::Value = serde_json::from_str(audit.lines().last().unwrap()).unwrap();
+    assert_eq!(last["id"], "files/file/etc/motd");
+    assert_eq!(last["action"], "update");
+    let backup = last["backup"].as_str().expect("the audit log names the backup");
+    let hex = backup.strip_prefix("sha256:").unwrap();
+    let saved = std::fs::read(env.state.path().join("backups").join(&hex[..2]).join(hex)).unwrap();
+    assert_eq!(saved, b"edited by hand\n");
+}
+
+#[test]
+fn prune_removes_what_git_deleted_and_keeps_unmanaged_files() {
+    let env = Env::new();
+    env.repo.write("a.tend.yaml", "kind: directory\npath: srv\nsource: www\n");
+    for i in 0..4 {
+        env.repo.write(&format!("www/page{i}.html"), format!("page {i}"));
+    }
+    env.repo.commit("site");
+    assert_eq!(env.tend(&["sync"]).code, 0);
+    std::fs::write(env.at("srv/unmanaged.txt"), "mine").unwrap();
+    env.repo.remove("www/page3.html");
+    env.repo.commit("drop page 3");
+    let d = env.tend(&["diff"]);
+    assert!(d.stdout.contains("files/file/srv/page3.html: delete"), "{d:?}");
+    let s = env.tend(&["sync"]);
+    assert_eq!(s.code, 0, "{s:?}");
+    assert!(!env.at("srv/page3.html").exists());
+    assert!(env.at("srv/page2.html").exists());
+    assert_eq!(env.read("srv/unmanaged.txt"), "mine");
+}
+
+#[test]
+fn mirror_mode() {
+    let env = Env::new();
+    env.repo.write("site/index.html", "<h1>hi</h1>").write("site/css/a.css", "a{}").write("other/x", "x");
+    env.repo.commit("site");
+    let s = env.tend(&["sync", "--mirror", "--path", "site"]);
+    assert_eq!(s.code, 0, "{s:?}");
+    assert_eq!(env.read("index.html"), "<h1>hi</h1>");
+    assert_eq!(env.read("css/a.css"), "a{}");
+    assert!(!env.at("other").exists());
+}
+
+#[test]
+fn refs_branch_tag_commit_and_force_push() {
+    let env = Env::new();
+    env.repo.write("f.tend.yaml", "kind: file\npath: v\nsource: v\n").write("v", "one");
+    let first = env.repo.commit("one");
+    env.repo.git(&["tag", "v1"]);
+    env.repo.write("v", "two");
+    env.repo.commit("two");
+
+    assert_eq!(env.tend(&["sync", "--ref", "v1"]).code, 0);
+    assert_eq!(env.read("v"), "one");
+    assert_eq!(env.tend(&["sync", "--ref", "main"]).code, 0);
+    assert_eq!(env.read("v"), "two");
+    assert_eq!(env.tend(&["sync", "--ref", &first]).code, 0);
+    assert_eq!(env.read("v"), "one");
+
+    // Rewrite history: the branch moves to an unrelated commit.
+    env.repo.git(&["checkout", "-q", "--orphan", "rewrite"]);
+    env.repo.write("v", "rewritten");
+    env.repo.commit("rewritten");
+    env.repo.git(&["branch", "-f", "main", "rewrite"]);
+    let s = env.tend(&["sync", "--ref", "main"]);
+    assert_eq!(s.code, 0, "{s:?}");
+    assert_eq!(env.read("v"), "rewritten");
+
+    let bad = env.tend(&["sync", "--ref", "no-such-branch"]);
+    assert_eq!(bad.code, 2, "{bad:?}");
+    assert!(bad.stderr.contains("no-such-branch"), "{bad:?}");
+}
+
+#[test]
+fn config_file_errors_name_file_and_line() {
+    let env = Env::new();
+    basic(&env);
+    let cfg = env.state.path().join("tend.yaml");
+    std::fs::write(&cfg, "source:\n  repo: x\npolicy:\n  prune: true\n  prun: false\n").unwrap();
+    let r = env.tend(&["sync", "-c", cfg.to_str().unwrap()]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.contains("tend.yaml") && r.stderr.contains("line 5") && r.stderr.contains("prun"), "{r:?}");
+    std::fs::write(&cfg, "source:\n  interval: soon\n").unwrap();
+    let r = env.tend(&["diff", "-c", cfg.to_str().unwrap()]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.contains("line 2") && r.stderr.contains("soon"), "{r:?}");
+}
+
+#[test]
+fn config_file_and_precedence() {
+    let env = Env::new();
+    basic(&env);
+    let other_root = tempfile::tempdir().unwrap();
+    let cfg = env.state.path().join("tend.yaml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "source:\n  repo: {}\n  ref: main\ntargets:\n  files: {{type: files, root: {}}}\nstate_dir: {}\n",
+            env.repo.url(),
+            other_root.path().display(),
+            env.state.path().join("s").display()
+        ),
+    )
+    .unwrap();
+    let r = env.raw(&["sync", "-c", cfg.to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(other_root.path().join("etc/motd").exists());
+    // A flag beats the file; the environment beats the file too.
+    let r = util::tend_cmd()
+        .args(["sync", "-c", cfg.to_str().unwrap(), "--root"])
+        .arg(env.root())
+        .env("TEND_STATE_DIR", env.state.path().join("s2"))
+        .output()
+        .unwrap();
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    assert!(env.at("etc/motd").exists());
+    assert!(env.state.path().join("s2").join("audit.jsonl").exists());
+}
+
+#[test]
+fn a_second_writer_on_a_locked_state_dir_exits_2() {
+    let env = Env::new();
+    basic(&env);
+    // Hold the lock with a real process: a daemon on the same state dir.
+    let mut daemon = env.cmd(&["run", "--interval", "1h", "--listen", "127.0.0.1:0"]).spawn().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !env.at("etc/motd").exists() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let r = env.tend(&["sync"]);
+    daemon.kill().ok();
+    daemon.wait().ok();
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.contains("locked") && r.stderr.contains("tend run"), "{r:?}");
+}
+
+#[test]
+fn diff_json_shape() {
+    let env = Env::new();
+    basic(&env);
+    let r = env.tend(&["diff", "-o", "json"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(v["revision"].as_str().unwrap().len(), 40);
+    let changes = v["changes"].as_array().unwrap();
+    assert_eq!(changes.len(), 3);
+    let motd = changes.iter().find(|c| c["id"] == "files/file/etc/motd").unwrap();
+    assert_eq!(motd["action"], "create");
+    assert!(motd["diff"].as_str().unwrap().contains("+hello"));
+}
+
+#[test]
+fn sensitive_content_never_shows() {
+    let env = Env::new();
+    let canary = format!("canary-{}", std::process::id());
+    env.repo.write("s.tend.yaml", format!("kind: file\npath: etc/token\ncontent: \"{canary}\"\nsensitive: true\n"));
+    env.repo.commit("secret");
+    let d = env.tend(&["diff"]);
+    assert_eq!(d.code, 1);
+    assert!(!d.all().contains(&canary), "{d:?}");
+    assert!(d.stdout.contains("(sensitive)"), "{d:?}");
+    assert_eq!(env.tend(&["sync", "--log-level", "debug"]).code, 0);
+    std::fs::write(env.at("etc/token"), "changed").unwrap();
+    let s = env.tend(&["sync", "--log-level", "debug", "--log-format", "json"]);
+    assert!(!s.all().contains(&canary), "{s:?}");
+    let audit = std::fs::read_to_string(env.state.path().join("audit.jsonl")).unwrap();
+    assert!(!audit.contains(&canary));
+    assert!(!env.tend(&["status", "-o", "json"]).all().contains(&canary));
+    // The ledger and everything else tend keeps, but the Git mirror (which
+    // holds the repository as it is) and the backups of replaced content.
+    for (path, bytes) in util::snapshot_tree(env.state.path()) {
+        let p = path.to_string_lossy();
+        if p.contains("/mirrors/") || p.contains("/backups/") {
+            continue;
+        }
+        assert!(!String::from_utf8_lossy(&bytes).contains(&canary), "{p} holds the secret");
+    }
+    assert_eq!(env.read("etc/token"), canary);
+}
+
+#[test]
+fn owner_and_group_by_id() {
+    let env = Env::new();
+    env.repo.write("o.tend.yaml", "kind: file\npath: owned\ncontent: x\nowner: 4242\ngroup: \"4343\"\n");
+    env.repo.commit("owned");
+    let s = env.tend(&["sync"]);
+    if !rustix::process::geteuid().is_root() {
+        // Without root a chown to another user is refused: the resource fails.
+        assert_eq!(s.code, 3, "{s:?}");
+        return;
+    }
+    assert_eq!(s.code, 0, "{s:?}");
+    let m = std::fs::metadata(env.at("owned")).unwrap();
+    assert_eq!((m.uid(), m.gid()), (4242, 4343));
+    std::os::unix::fs::chown(env.at("owned"), Some(0), Some(0)).unwrap();
+    let d = env.tend(&["diff"]);
+    assert!(d.stdout.contains("owner 0 -> 4242") && d.stdout.contains("group 0 -> 4343"), "{d:?}");
+    let ino = stamp(&env.at("owned")).0;
+    assert_eq!(env.tend(&["sync"]).code, 0);
+    assert_eq!(stamp(&env.at("owned")).0, ino);
+}

@@ -1,0 +1,154 @@
+//! Fixtures for binary-driven tests: a real repository, a root, a state dir
+//! and a sentinel directory outside the root, and a runner for `tend`.
+
+#![allow(dead_code)]
+
+pub mod repo;
+
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+pub use repo::TestRepo;
+
+/// The outcome of one `tend` invocation.
+pub struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Run {
+    fn from(out: Output) -> Run {
+        Run {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+    /// Everything printed, for searching.
+    pub fn all(&self) -> String {
+        format!("{}{}", self.stdout, self.stderr)
+    }
+}
+
+impl std::fmt::Debug for Run {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "exit {}\n--- stdout\n{}--- stderr\n{}", self.code, self.stdout, self.stderr)
+    }
+}
+
+pub fn tend_bin() -> &'static str {
+    env!("CARGO_BIN_EXE_tend")
+}
+
+/// A command for `tend` with a clean environment (no TEND_* from outside).
+pub fn tend_cmd() -> Command {
+    let mut c = Command::new(tend_bin());
+    for (k, _) in std::env::vars() {
+        if k.starts_with("TEND_") || k == "NO_COLOR" {
+            c.env_remove(k);
+        }
+    }
+    c
+}
+
+pub struct Env {
+    pub repo: TestRepo,
+    pub root: tempfile::TempDir,
+    pub state: tempfile::TempDir,
+    /// Outside the root: attacks aim here, and it must never change.
+    pub sentinel: tempfile::TempDir,
+}
+
+impl Env {
+    pub fn new() -> Env {
+        let sentinel = tempfile::Builder::new().prefix("tend-sentinel-").tempdir().unwrap();
+        std::fs::write(sentinel.path().join("precious"), "do not touch\n").unwrap();
+        Env {
+            repo: TestRepo::new(),
+            root: tempfile::Builder::new().prefix("tend-root-").tempdir().unwrap(),
+            state: tempfile::Builder::new().prefix("tend-state-").tempdir().unwrap(),
+            sentinel,
+        }
+    }
+
+    pub fn root(&self) -> &Path {
+        self.root.path()
+    }
+
+    pub fn at(&self, rel: &str) -> PathBuf {
+        self.root.path().join(rel)
+    }
+
+    pub fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = tend_cmd();
+        c.args(args)
+            .arg("--repo")
+            .arg(self.repo.url())
+            .arg("--root")
+            .arg(self.root.path())
+            .arg("--state-dir")
+            .arg(self.state.path());
+        c
+    }
+
+    /// Runs `tend <args> --repo .. --root .. --state-dir ..`.
+    pub fn tend(&self, args: &[&str]) -> Run {
+        Run::from(self.cmd(args).output().expect("run tend"))
+    }
+
+    /// Runs tend with exactly these arguments (no defaults added).
+    pub fn raw(&self, args: &[&str]) -> Run {
+        Run::from(tend_cmd().args(args).output().expect("run tend"))
+    }
+
+    pub fn read(&self, rel: &str) -> String {
+        std::fs::read_to_string(self.at(rel)).unwrap_or_else(|e| panic!("read {rel}: {e}"))
+    }
+
+    pub fn sentinel_snapshot(&self) -> Vec<(PathBuf, Vec<u8>)> {
+        snapshot_tree(self.sentinel.path())
+    }
+}
+
+/// Every file under `dir` with its bytes, sorted; symlinks as their target.
+pub fn snapshot_tree(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let e = e.unwrap();
+            let p = e.path();
+            let ft = e.file_type().unwrap();
+            if ft.is_dir() {
+                stack.push(p.clone());
+                out.push((p, b"<dir>".to_vec()));
+            } else if ft.is_symlink() {
+                out.push((p.clone(), std::fs::read_link(&p).unwrap().into_os_string().into_encoded_bytes()));
+            } else {
+                out.push((p.clone(), std::fs::read(&p).unwrap()));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// (inode, mtime ns, ctime ns) of a path, not following a final symlink.
+pub fn stamp(p: &Path) -> (u64, i64, i64) {
+    let m = std::fs::symlink_metadata(p).unwrap();
+    (m.ino(), m.mtime() * 1_000_000_000 + m.mtime_nsec(), m.ctime() * 1_000_000_000 + m.ctime_nsec())
+}
+
+/// Stamps of every entry under a directory.
+pub fn stamps(dir: &Path) -> Vec<(PathBuf, (u64, i64, i64))> {
+    snapshot_tree(dir).into_iter().map(|(p, _)| {
+        let s = stamp(&p);
+        (p, s)
+    }).collect()
+}
+
+pub fn mode(p: &Path) -> u32 {
+    std::fs::symlink_metadata(p).unwrap().mode() & 0o7777
+}
