@@ -9,7 +9,7 @@ use crate::cli::{GlobalArgs, Output};
 use crate::config::Settings;
 use crate::ledger::{HashKey, Ledger};
 use crate::model::{Action, Field, Spec};
-use crate::reconcile::{self, Context, PassOptions};
+use crate::reconcile::{self, Context, PassOptions, Scope};
 use crate::render::{self, Shown};
 
 pub fn run(g: &GlobalArgs, settings: Settings) -> ExitCode {
@@ -31,11 +31,12 @@ pub fn run(g: &GlobalArgs, settings: Settings) -> ExitCode {
         Ok(k) => k,
         Err(e) => return fail(e),
     };
-    let p = match reconcile::prepare(&ctx, &inventory, fetched.revision) {
-        Ok(p) => p,
+    let rev = match reconcile::load(&ctx, fetched.revision) {
+        Ok(r) => r,
         Err(e) => return fail(e),
     };
-    let held = reconcile::prune_guard(&ctx, &p, PassOptions::default());
+    let p = reconcile::prepare(&ctx, &rev, &inventory, Scope::All);
+    let held = reconcile::prune_guard(&ctx, &rev, &p, PassOptions::default());
     let hash = |b: &[u8]| key.hash(crate::model::blob_id(b).as_bytes());
     let color = g.use_color();
     let mut shown_changes = Vec::new();
@@ -51,7 +52,7 @@ pub fn run(g: &GlobalArgs, settings: Settings) -> ExitCode {
         let desired = match change.desired.as_ref().map(|d| &d.spec) {
             Some(Spec::File(f)) if content_changes => {
                 use crate::model::ContentSource;
-                p.content.read(f.blob).ok()
+                rev.content.read(f.blob).ok()
             }
             _ => None,
         };
@@ -75,7 +76,7 @@ pub fn run(g: &GlobalArgs, settings: Settings) -> ExitCode {
             }
         }
     }
-    for problem in &p.declared.problems {
+    for problem in &rev.declared.problems {
         eprintln!("{problem}");
     }
     for (id, reason) in &p.plan.unknown {
@@ -84,7 +85,7 @@ pub fn run(g: &GlobalArgs, settings: Settings) -> ExitCode {
     if let Some(reason) = &held {
         eprintln!("tend: {} prune(s) held: {reason}", p.plan.deletes.len());
     }
-    if !p.declared.problems.is_empty() || !p.plan.unknown.is_empty() {
+    if !rev.declared.problems.is_empty() || !p.plan.unknown.is_empty() {
         return ExitCode::from(super::ERROR);
     }
     if shown_changes.is_empty() {

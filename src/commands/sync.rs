@@ -35,7 +35,11 @@ pub fn run(g: &GlobalArgs, settings: Settings, allow_mass_prune: bool) -> ExitCo
         Err(e) => return fail(e),
     };
     let opts = PassOptions { allow_mass_prune, dry_run: false };
-    let report = match reconcile::full_pass(&ctx, &mut rec, revision, opts) {
+    let rev = match reconcile::load(&ctx, revision) {
+        Ok(r) => r,
+        Err(e) => return fail(e),
+    };
+    let report = match reconcile::full_pass(&ctx, &mut rec, &rev, opts, &reconcile::Control::default()) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("tend: {e}");

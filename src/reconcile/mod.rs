@@ -3,9 +3,11 @@
 
 mod backoff;
 mod context;
+mod control;
 pub mod daemon;
 mod hooks;
 mod pass;
+mod queue;
 mod record;
 
 use std::time::SystemTime;
@@ -13,8 +15,10 @@ use std::time::SystemTime;
 use git2::Oid;
 
 pub use context::{BuildError, Context, PassContent};
-pub use pass::{apply, prepare, prune_guard, PassError, PassOptions, PassReport, Prepared};
-pub use record::Recorder;
+pub use control::Control;
+pub use pass::{apply, load, prepare, prune_guard, PassError, PassOptions, PassReport, Prepared, Revision, Scope};
+pub use queue::{Action, Queue};
+pub use record::{Outcome, Recorder};
 
 use crate::ledger::{LedgerError, SourceRecord};
 use crate::model::RelPath;
@@ -82,12 +86,18 @@ pub fn record_applied(rec: &Recorder, revision: Oid) -> Result<(), LedgerError> 
 }
 
 /// Prepare and apply one revision, then record it applied and trim backups.
-pub fn full_pass(ctx: &Context, rec: &mut Recorder, revision: Oid, opts: PassOptions) -> Result<PassReport, PassError> {
+pub fn full_pass(
+    ctx: &Context,
+    rec: &mut Recorder,
+    rev: &Revision,
+    opts: PassOptions,
+    ctl: &Control,
+) -> Result<PassReport, PassError> {
     let inventory = rec.ledger.inventory()?;
-    let prepared = prepare(ctx, &inventory, revision)?;
-    let report = apply(ctx, rec, &prepared, opts)?;
-    if !opts.dry_run {
-        record_applied(rec, revision)?;
+    let prepared = prepare(ctx, rev, &inventory, Scope::All);
+    let report = apply(ctx, rec, rev, &prepared, opts, ctl)?;
+    if !opts.dry_run && !report.cancelled {
+        record_applied(rec, rev.id)?;
     }
     let policy = &ctx.settings.policy;
     if let Err(e) = rec.backup_store().prune(policy.backup_retention, policy.backup_max) {

@@ -10,7 +10,7 @@ use crate::ledger::{
     next_drift_since, AuditEntry, AuditLog, BackupStore, HashKey, IntentKind, InventoryEntry, Ledger, LedgerError,
     ResourceRecord, State,
 };
-use crate::model::{Backup, Change, ContentSource, Desired, Live, Observed, ResourceId, Spec};
+use crate::model::{Backup, Change, Desired, Live, Observed, ResourceId, Spec};
 
 /// Which resources are paused right now.
 pub struct Paused {
@@ -33,6 +33,28 @@ pub struct Recorder {
 
 fn digest_key(id: &ResourceId) -> String {
     format!("applied:{id}")
+}
+
+fn blocked_key(id: &ResourceId) -> String {
+    format!("blocked:{id}")
+}
+
+/// How one resource came out of a pass.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Outcome {
+    pub state: State,
+    pub reason: Option<String>,
+    /// tend wrote to it in this pass.
+    pub applied: bool,
+    /// Drift corrections inside the contested window, when this pass
+    /// changed them.
+    pub corrections: Option<Vec<SystemTime>>,
+}
+
+impl Outcome {
+    pub fn new(state: State, reason: Option<String>) -> Outcome {
+        Outcome { state, reason, applied: false, corrections: None }
+    }
 }
 
 impl Recorder {
@@ -64,7 +86,18 @@ impl Recorder {
     }
 
     pub fn set_applied_digest(&self, id: &ResourceId, digest: &str) -> Result<(), LedgerError> {
+        self.ledger.set_meta(&blocked_key(id), "")?;
         self.ledger.set_meta(&digest_key(id), digest)
+    }
+
+    /// The declaration a terminal error blocked; it stays blocked until the
+    /// declaration changes.
+    pub fn blocked_digest(&self, id: &ResourceId) -> Result<Option<String>, LedgerError> {
+        Ok(self.ledger.meta(&blocked_key(id))?.filter(|s| !s.is_empty()))
+    }
+
+    pub fn set_blocked_digest(&self, id: &ResourceId, digest: &str) -> Result<(), LedgerError> {
+        self.ledger.set_meta(&blocked_key(id), digest)
     }
 
     /// Records the identity in the inventory before it is created.
@@ -80,6 +113,7 @@ impl Recorder {
     pub fn forget(&self, id: &ResourceId) -> Result<(), LedgerError> {
         self.ledger.inventory_remove(id.as_str())?;
         self.ledger.remove_resource(id.as_str())?;
+        self.ledger.set_meta(&blocked_key(id), "")?;
         self.ledger.set_meta(&digest_key(id), "")
     }
 
@@ -130,7 +164,7 @@ impl Recorder {
 
     /// The hash shown for live content: a keyed hash of its blob id when
     /// sensitive, so nothing about the content can be checked without the key.
-    pub fn hash_observed(&self, observed: &Observed, sensitive: bool, _content: &dyn ContentSource) -> Option<String> {
+    pub fn hash_observed(&self, observed: &Observed, sensitive: bool) -> Option<String> {
         match observed {
             Observed::Present(Live::File { blob, .. }) if sensitive => Some(self.key.hash(blob.as_bytes())),
             Observed::Present(Live::File { blob, .. }) => Some(format!("git:{blob}")),
@@ -139,7 +173,7 @@ impl Recorder {
         }
     }
 
-    pub fn hash_desired(&self, d: &Desired, _content: &dyn ContentSource) -> String {
+    pub fn hash_desired(&self, d: &Desired) -> String {
         match &d.spec {
             Spec::File(f) if d.sensitive => self.key.hash(f.blob.as_bytes()),
             Spec::File(f) => format!("git:{}", f.blob),
@@ -147,55 +181,63 @@ impl Recorder {
         }
     }
 
-    /// Writes every outcome of a pass; the drift ledger keeps `drift_since`
-    /// from the first observation of a divergence until it is InSync again.
-    /// Records of identities the pass no longer covers are dropped.
+    /// Writes every outcome of a pass (only records that change); the drift
+    /// ledger keeps `drift_since` from the first observation of a divergence
+    /// until it is InSync again. A full pass also drops the records of
+    /// identities it no longer covers.
     pub fn record_all(
         &mut self,
-        outcomes: &BTreeMap<ResourceId, (State, Option<String>)>,
+        outcomes: &BTreeMap<ResourceId, Outcome>,
+        previous: &BTreeMap<String, ResourceRecord>,
         now: SystemTime,
+        drop_stale: bool,
     ) -> Result<(), LedgerError> {
-        let previous: BTreeMap<String, ResourceRecord> =
-            self.ledger.resources()?.into_iter().map(|r| (r.id.clone(), r)).collect();
-        for (id, (state, reason)) in outcomes {
+        let mut writes = Vec::new();
+        for (id, o) in outcomes {
             let prev = previous.get(id.as_str());
-            let record = next_record(prev, id, *state, reason.clone(), now);
+            let record = next_record(prev, id, o, now);
             if prev != Some(&record) {
-                self.ledger.put_resource(&record)?;
+                writes.push(record);
             }
         }
-        for id in previous.keys() {
-            if !outcomes.contains_key(&ResourceId::from_string(id.clone())) {
-                self.ledger.remove_resource(id)?;
-            }
+        let stale: Vec<&String> = if drop_stale {
+            previous.keys().filter(|id| !outcomes.contains_key(&ResourceId::from_string((*id).clone()))).collect()
+        } else {
+            Vec::new()
+        };
+        if writes.is_empty() && stale.is_empty() {
+            return Ok(());
         }
-        Ok(())
+        self.ledger.transaction(|tx| {
+            for r in &writes {
+                tx.put_resource(r)?;
+            }
+            for id in &stale {
+                tx.remove_resource(id)?;
+            }
+            Ok(())
+        })
     }
 }
 
-/// The next record of a resource after a pass observed `state`.
-pub fn next_record(
-    prev: Option<&ResourceRecord>,
-    id: &ResourceId,
-    state: State,
-    reason: Option<String>,
-    now: SystemTime,
-) -> ResourceRecord {
-    let attempts = match state {
+/// The next record of a resource after a pass observed `o`.
+pub fn next_record(prev: Option<&ResourceRecord>, id: &ResourceId, o: &Outcome, now: SystemTime) -> ResourceRecord {
+    let attempts = match o.state {
         State::Failed => prev.map(|p| p.attempts).unwrap_or(0) + 1,
         _ => 0,
     };
-    let next_retry = (state == State::Failed).then(|| now + backoff::jittered(attempts));
-    let applied_now = state == State::InSync && prev.is_some_and(|p| p.state != State::InSync);
-    let fresh = prev.is_none() && state == State::InSync;
+    let next_retry = match o.state {
+        State::Failed => Some(now + backoff::jittered(attempts)),
+        _ => None,
+    };
     ResourceRecord {
         id: id.to_string(),
-        state,
-        drift_since: next_drift_since(prev, state, now),
+        state: o.state,
+        drift_since: next_drift_since(prev, o.state, now),
         attempts,
-        reason,
+        reason: o.reason.clone(),
         next_retry,
-        last_applied: if applied_now || fresh { Some(now) } else { prev.and_then(|p| p.last_applied) },
-        corrections: prev.map(|p| p.corrections.clone()).unwrap_or_default(),
+        last_applied: if o.applied { Some(now) } else { prev.and_then(|p| p.last_applied) },
+        corrections: o.corrections.clone().unwrap_or_else(|| prev.map(|p| p.corrections.clone()).unwrap_or_default()),
     }
 }

@@ -152,3 +152,94 @@ pub fn stamps(dir: &Path) -> Vec<(PathBuf, (u64, i64, i64))> {
 pub fn mode(p: &Path) -> u32 {
     std::fs::symlink_metadata(p).unwrap().mode() & 0o7777
 }
+
+/// Polls `check` every 50 ms until it holds or `secs` pass.
+pub fn wait_until(secs: u64, mut check: impl FnMut() -> bool) -> bool {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    while std::time::Instant::now() < deadline {
+        if check() {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    check()
+}
+
+/// A `tend run` process; killed when dropped.
+pub struct Daemon {
+    pub child: std::process::Child,
+}
+
+impl Daemon {
+    pub fn signal(&self, sig: i32) {
+        let pid = rustix::process::Pid::from_raw(self.child.id() as i32).unwrap();
+        let sig = rustix::process::Signal::from_named_raw(sig).unwrap();
+        rustix::process::kill_process(pid, sig).unwrap();
+    }
+
+    /// SIGTERM, then the exit code (None if it did not exit within `secs`).
+    pub fn stop(&mut self, secs: u64) -> Option<i32> {
+        self.signal(libc_sigterm());
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+        while std::time::Instant::now() < deadline {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return status.code();
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        None
+    }
+
+    pub fn kill9(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn libc_sigterm() -> i32 {
+    15
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Env {
+    /// Writes a config file with these extra lines (YAML) and returns its path.
+    pub fn config(&self, extra: &str) -> PathBuf {
+        let p = self.state.path().join("tend.yaml");
+        std::fs::write(&p, extra).unwrap();
+        p
+    }
+
+    /// Starts `tend run` with the given extra arguments, logs to a file in
+    /// the state dir.
+    pub fn daemon(&self, args: &[&str]) -> Daemon {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.state.path().join("daemon.log"))
+            .unwrap();
+        let mut c = self.cmd(&["run", "--listen", "127.0.0.1:0", "--log-level", "info"]);
+        c.args(args).stdout(log.try_clone().unwrap()).stderr(log);
+        Daemon { child: c.spawn().expect("start tend run") }
+    }
+
+    pub fn daemon_log(&self) -> String {
+        std::fs::read_to_string(self.state.path().join("daemon.log")).unwrap_or_default()
+    }
+
+    /// `tend status -o json`, parsed.
+    pub fn status(&self) -> serde_json::Value {
+        let r = self.raw(&["status", "-o", "json", "--state-dir", self.state.path().to_str().unwrap()]);
+        serde_json::from_str(&r.stdout).unwrap_or(serde_json::Value::Null)
+    }
+
+    /// The status entry of one resource.
+    pub fn resource(&self, id: &str) -> Option<serde_json::Value> {
+        self.status()["resources"].as_array()?.iter().find(|r| r["id"] == id).cloned()
+    }
+}

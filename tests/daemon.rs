@@ -1,0 +1,261 @@
+//! `tend run` on real repositories: the loop applies new commits, prunes,
+//! respects self_heal and pauses, corrects drift at resync, keeps drift ages
+//! across restarts, backs off from contested resources, survives kill -9,
+//! and stops cleanly on SIGTERM.
+
+mod util;
+
+use std::time::Duration;
+
+use util::{stamps, wait_until, Env};
+
+fn site(env: &Env) {
+    env.repo
+        .write("a.tend.yaml", "kind: file\npath: etc/a\ncontent: \"a1\\n\"\n---\nkind: file\npath: etc/b\ncontent: \"b1\\n\"\n");
+    env.repo.commit("init");
+}
+
+#[test]
+fn new_commits_are_applied_and_removals_pruned() {
+    let env = Env::new();
+    site(&env);
+    let mut d = env.daemon(&["--interval", "1s"]);
+    assert!(wait_until(20, || env.at("etc/b").exists()), "{}", env.daemon_log());
+    env.repo.write("a.tend.yaml", "kind: file\npath: etc/a\ncontent: \"a2\\n\"\n");
+    env.repo.commit("change a, drop b");
+    assert!(wait_until(20, || std::fs::read_to_string(env.at("etc/a")).ok().as_deref() == Some("a2\n")));
+    assert!(wait_until(20, || !env.at("etc/b").exists()), "{}", env.daemon_log());
+    assert_eq!(d.stop(10), Some(0));
+}
+
+#[test]
+fn self_heal_off_keeps_the_hand_edit_and_its_age_grows() {
+    let env = Env::new();
+    env.repo.write("a.tend.yaml", "kind: file\npath: etc/keep\ncontent: \"k\\n\"\nself_heal: false\n");
+    env.repo.commit("init");
+    let cfg = env.config("policy:\n  resync: 1s\n");
+    let _d = env.daemon(&["--interval", "1s", "-c", cfg.to_str().unwrap()]);
+    assert!(wait_until(20, || env.at("etc/keep").exists()));
+    std::fs::write(env.at("etc/keep"), "hand edit\n").unwrap();
+    assert!(wait_until(20, || env.resource("files/file/etc/keep").is_some_and(|r| r["state"] == "Drifted")));
+    let first = env.resource("files/file/etc/keep").unwrap();
+    std::thread::sleep(Duration::from_millis(2500));
+    let later = env.resource("files/file/etc/keep").unwrap();
+    assert_eq!(first["drift_since"], later["drift_since"]);
+    assert!(later["drift_age_seconds"].as_u64() > first["drift_age_seconds"].as_u64(), "{first} {later}");
+    assert_eq!(env.read("etc/keep"), "hand edit\n");
+}
+
+#[test]
+fn a_paused_resource_is_left_alone_until_resumed() {
+    let env = Env::new();
+    site(&env);
+    let cfg = env.config("policy:\n  resync: 1s\n");
+    let _d = env.daemon(&["--interval", "1s", "-c", cfg.to_str().unwrap()]);
+    assert!(wait_until(20, || env.at("etc/a").exists()));
+    let state = env.state.path().to_str().unwrap();
+    let p = env.raw(&["pause", "files/file/etc/a", "--state-dir", state]);
+    assert_eq!(p.code, 0, "{p:?}");
+    std::fs::write(env.at("etc/a"), "emergency edit\n").unwrap();
+    assert!(wait_until(20, || env.resource("files/file/etc/a").is_some_and(|r| r["state"] == "Paused")));
+    let paused = env.resource("files/file/etc/a").unwrap();
+    assert!(paused["drift_since"].is_string(), "{paused}");
+    std::thread::sleep(Duration::from_millis(2500));
+    assert_eq!(env.read("etc/a"), "emergency edit\n");
+    // The other resource is still corrected.
+    std::fs::write(env.at("etc/b"), "edited\n").unwrap();
+    assert!(wait_until(20, || env.read("etc/b") == "b1\n"));
+    assert_eq!(env.raw(&["resume", "--state-dir", state]).code, 0);
+    assert!(wait_until(20, || env.read("etc/a") == "a1\n"), "{}", env.daemon_log());
+}
+
+#[test]
+fn drift_is_corrected_at_the_next_resync() {
+    let env = Env::new();
+    site(&env);
+    let cfg = env.config("policy:\n  resync: 2s\n");
+    let _d = env.daemon(&["--interval", "1h", "-c", cfg.to_str().unwrap()]);
+    assert!(wait_until(20, || env.at("etc/a").exists()));
+    std::fs::write(env.at("etc/a"), "drifted\n").unwrap();
+    std::fs::remove_file(env.at("etc/b")).unwrap();
+    assert!(wait_until(20, || env.read("etc/a") == "a1\n" && env.at("etc/b").exists()), "{}", env.daemon_log());
+}
+
+#[test]
+fn a_converged_daemon_writes_nothing_and_changes_no_status() {
+    let env = Env::new();
+    site(&env);
+    let cfg = env.config("policy:\n  resync: 1s\n");
+    let _d = env.daemon(&["--interval", "1s", "-c", cfg.to_str().unwrap()]);
+    assert!(wait_until(20, || env.status()["counts"]["InSync"] == 2));
+    std::thread::sleep(Duration::from_millis(1500));
+    let before = stamps(env.root());
+    let audit = std::fs::read(env.state.path().join("audit.jsonl")).unwrap();
+    let strip = |v: serde_json::Value| {
+        v["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| (r["id"].clone(), r["state"].clone(), r["last_applied"].clone(), r["attempts"].clone()))
+            .collect::<Vec<_>>()
+    };
+    let status = strip(env.status());
+    // Several resync passes.
+    std::thread::sleep(Duration::from_secs(4));
+    assert_eq!(stamps(env.root()), before);
+    assert_eq!(std::fs::read(env.state.path().join("audit.jsonl")).unwrap(), audit);
+    assert_eq!(strip(env.status()), status);
+    assert!(env.daemon_log().matches("pass ended").count() >= 3, "{}", env.daemon_log());
+}
+
+#[test]
+fn every_failure_has_a_reason_and_a_next_retry_and_drift_age_survives_restart() {
+    let env = Env::new();
+    env.repo.write("a.tend.yaml", "kind: file\npath: etc/blocked\ncontent: x\n---\nkind: file\npath: etc/fine\ncontent: y\n");
+    env.repo.commit("init");
+    // A directory of unmanaged files where a file must go: nothing in it may be lost.
+    std::fs::create_dir_all(env.at("etc/blocked")).unwrap();
+    std::fs::write(env.at("etc/blocked/precious"), "mine").unwrap();
+    let mut d = env.daemon(&["--interval", "1s"]);
+    let id = "files/file/etc/blocked";
+    assert!(wait_until(20, || env.resource(id).is_some_and(|r| r["state"] == "Failed")), "{}", env.daemon_log());
+    let r = env.resource(id).unwrap();
+    assert!(r["reason"].as_str().unwrap().contains("unmanaged"), "{r}");
+    assert!(r["next_retry"].is_string(), "{r}");
+    assert!(r["attempts"].as_u64().unwrap() >= 1, "{r}");
+    let since = r["drift_since"].clone();
+    assert!(since.is_string());
+    assert_eq!(d.stop(10), Some(0));
+    std::thread::sleep(Duration::from_millis(1100));
+    let _d2 = env.daemon(&["--interval", "1s"]);
+    assert!(wait_until(20, || env.resource(id).is_some_and(|r| r["attempts"].as_u64() > Some(1)
+        || r["last_applied"].is_null() && r["drift_age_seconds"].as_u64() >= Some(1))));
+    let after = env.resource(id).unwrap();
+    assert_eq!(after["drift_since"], since, "a restart must not reset drift ages");
+    assert_eq!(env.read("etc/blocked/precious"), "mine");
+    assert_eq!(env.read("etc/fine"), "y");
+}
+
+#[test]
+fn a_second_writer_makes_the_resource_contested_and_tend_backs_off() {
+    let env = Env::new();
+    site(&env);
+    let cfg = env.config("policy:\n  resync: 1s\n  contested: {corrections: 3, window: 10m}\n");
+    let _d = env.daemon(&["--interval", "1s", "-c", cfg.to_str().unwrap()]);
+    assert!(wait_until(20, || env.at("etc/a").exists()));
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (flag, path) = (stop.clone(), env.at("etc/a"));
+    let writer = std::thread::spawn(move || {
+        let mut n = 0u64;
+        while !flag.load(std::sync::atomic::Ordering::SeqCst) {
+            let _ = std::fs::write(&path, format!("the other writer, take {n}\n"));
+            n += 1;
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    });
+    let id = "files/file/etc/a";
+    let contested = wait_until(30, || env.resource(id).is_some_and(|r| r["state"] == "Contested"));
+    let backups = || util::snapshot_tree(&env.state.path().join("backups")).len();
+    let count_then = backups();
+    std::thread::sleep(Duration::from_secs(4));
+    let count_later = backups();
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    writer.join().unwrap();
+    assert!(contested, "{}", env.daemon_log());
+    let r = env.resource(id).unwrap();
+    assert!(r["reason"].as_str().unwrap().contains("overruled"), "{r}");
+    assert_eq!(count_then, count_later, "the backup store must stop growing");
+}
+
+#[test]
+fn an_unreachable_remote_keeps_the_last_good_state() {
+    let env = Env::new();
+    site(&env);
+    let _d = env.daemon(&["--interval", "1s"]);
+    assert!(wait_until(20, || env.status()["counts"]["InSync"] == 2));
+    // The remote goes away.
+    let moved = env.repo.path().with_extension("gone");
+    std::fs::rename(env.repo.path(), &moved).unwrap();
+    assert!(wait_until(20, || env.status()["source"]["last_fetch_error"].is_string()), "{}", env.daemon_log());
+    std::thread::sleep(Duration::from_millis(2200));
+    let s = env.status();
+    std::fs::rename(&moved, env.repo.path()).unwrap();
+    assert!(s["source"]["seconds_since_last_successful_fetch"].as_u64() >= Some(2), "{s}");
+    assert_eq!(env.read("etc/a"), "a1\n");
+    assert_eq!(env.read("etc/b"), "b1\n");
+    assert_eq!(s["counts"]["InSync"], 2, "{s}");
+}
+
+#[test]
+fn sigterm_stops_cleanly() {
+    let env = Env::new();
+    site(&env);
+    let mut d = env.daemon(&["--interval", "1s"]);
+    assert!(wait_until(20, || env.at("etc/a").exists()));
+    let started = std::time::Instant::now();
+    assert_eq!(d.stop(10), Some(0), "{}", env.daemon_log());
+    assert!(started.elapsed() < Duration::from_secs(10));
+    // The lock is released: a sync can run now.
+    assert_eq!(env.tend(&["sync"]).code, 0);
+}
+
+fn count_files(dir: &std::path::Path) -> (usize, usize) {
+    let (mut files, mut temps) = (0, 0);
+    for (p, bytes) in util::snapshot_tree(dir) {
+        if bytes == b"<dir>" {
+            continue;
+        }
+        if p.file_name().unwrap().to_string_lossy().starts_with(".tend-") {
+            temps += 1;
+        } else {
+            files += 1;
+        }
+    }
+    (files, temps)
+}
+
+#[test]
+fn kill_9_mid_sync_then_restart_converges_exactly() {
+    let env = Env::new();
+    let n = 3000;
+    env.repo.write("site.tend.yaml", "kind: directory\npath: site\nsource: content\n");
+    for i in 0..n {
+        env.repo.write(&format!("content/d{}/f{i}", i % 30), format!("file {i}\n"));
+    }
+    env.repo.commit("many");
+    let mut landed_mid_sync = 0;
+    for _round in 0..3 {
+        let mut d = env.daemon(&["--interval", "1h"]);
+        // Kill as soon as some, but not all, files are there.
+        let seen = wait_until(60, || {
+            let (f, _) = count_files(env.root());
+            f > 0
+        });
+        d.kill9();
+        let (files, _) = count_files(env.root());
+        if seen && files < n {
+            landed_mid_sync += 1;
+        }
+        if files >= n {
+            break;
+        }
+    }
+    assert!(landed_mid_sync >= 1, "at least one kill must land mid-sync");
+    let r = env.tend(&["sync"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(count_files(env.root()), (n, 0), "exactly the declared files, no temp files");
+    // Once more on a revision that deletes files.
+    for i in 0..n / 3 {
+        env.repo.remove(&format!("content/d{}/f{i}", i % 30));
+    }
+    env.repo.commit("delete a third");
+    let mut d = env.daemon(&["--interval", "1h"]);
+    wait_until(60, || count_files(env.root()).0 < n);
+    d.kill9();
+    let r = env.tend(&["sync"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(count_files(env.root()), (n - n / 3, 0));
+    let audit = std::fs::read_to_string(env.state.path().join("audit.jsonl")).unwrap();
+    let creates = audit.lines().filter(|l| l.contains("\"create\"")).count();
+    assert!(creates >= n, "every file was created once at least ({creates})");
+}
