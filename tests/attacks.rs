@@ -9,7 +9,11 @@ use std::time::{Duration, Instant};
 use util::Env;
 
 fn assert_sentinel_intact(env: &Env, before: &[(std::path::PathBuf, Vec<u8>)]) {
-    assert_eq!(env.sentinel_snapshot(), before, "the sentinel outside the root changed");
+    assert_eq!(
+        env.sentinel_snapshot(),
+        before,
+        "the sentinel outside the root changed"
+    );
 }
 
 #[test]
@@ -26,7 +30,10 @@ fn dotdot_and_absolute_paths_are_refused() {
     let before = env.sentinel_snapshot();
     let v = env.tend(&["validate"]);
     assert_eq!(v.code, 1, "{v:?}");
-    assert!(v.stdout.contains("evil.tend.yaml:1:") && v.stdout.contains("evil.tend.yaml:5:"), "{v:?}");
+    assert!(
+        v.stdout.contains("evil.tend.yaml:1:") && v.stdout.contains("evil.tend.yaml:5:"),
+        "{v:?}"
+    );
     let r = env.tend(&["sync"]);
     assert_eq!(r.code, 3, "{r:?}");
     assert_eq!(env.read("ok"), "fine");
@@ -39,7 +46,11 @@ fn symlink_in_the_root_pointing_outside_stays_inside() {
     let s = env.sentinel.path();
     // An absolute and a relative escape, both as parent components.
     std::os::unix::fs::symlink(s, env.at("abs")).unwrap();
-    std::os::unix::fs::symlink("../../../../../../../../".to_string() + s.to_str().unwrap(), env.at("rel")).unwrap();
+    std::os::unix::fs::symlink(
+        "../../../../../../../../".to_string() + s.to_str().unwrap(),
+        env.at("rel"),
+    )
+    .unwrap();
     // And a final component pointing straight at the sentinel file.
     std::os::unix::fs::symlink(s.join("precious"), env.at("last")).unwrap();
     env.repo.write(
@@ -52,10 +63,18 @@ fn symlink_in_the_root_pointing_outside_stays_inside() {
     assert_eq!(r.code, 0, "{r:?}");
     assert_sentinel_intact(&env, &before);
     // Resolved as if the root were `/`: the writes landed inside the root.
-    let inside = env.root().join(s.strip_prefix("/").unwrap()).join("precious");
-    assert!(std::fs::read_to_string(&inside).unwrap().starts_with("pwned"));
+    let inside = env
+        .root()
+        .join(s.strip_prefix("/").unwrap())
+        .join("precious");
+    assert!(std::fs::read_to_string(&inside)
+        .unwrap()
+        .starts_with("pwned"));
     // The last component was replaced, not written through.
-    assert!(!std::fs::symlink_metadata(env.at("last")).unwrap().file_type().is_symlink());
+    assert!(!std::fs::symlink_metadata(env.at("last"))
+        .unwrap()
+        .file_type()
+        .is_symlink());
     assert_eq!(env.read("last"), "pwned3");
 }
 
@@ -64,13 +83,19 @@ fn a_symlink_swapped_in_during_apply_never_leads_outside() {
     let env = Env::new();
     let mut decl = String::new();
     for i in 0..300 {
-        decl.push_str(&format!("---\nkind: file\npath: d/f{i}\ncontent: \"{i}\"\n"));
+        decl.push_str(&format!(
+            "---\nkind: file\npath: d/f{i}\ncontent: \"{i}\"\n"
+        ));
     }
     env.repo.write("many.tend.yaml", decl);
     env.repo.commit("many");
     let before = env.sentinel_snapshot();
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let (root, sentinel, flag) = (env.root().to_path_buf(), env.sentinel.path().to_path_buf(), stop.clone());
+    let (root, sentinel, flag) = (
+        env.root().to_path_buf(),
+        env.sentinel.path().to_path_buf(),
+        stop.clone(),
+    );
     // Another process keeps swapping `d` between a directory and a symlink
     // to the sentinel while tend applies.
     let swapper = std::thread::spawn(move || {
@@ -78,7 +103,10 @@ fn a_symlink_swapped_in_during_apply_never_leads_outside() {
         let mut swaps = 0;
         while !flag.load(std::sync::atomic::Ordering::SeqCst) {
             let parked = root.join(format!("parked{swaps}"));
-            if std::fs::symlink_metadata(&d).map(|m| m.is_dir()).unwrap_or(false) {
+            if std::fs::symlink_metadata(&d)
+                .map(|m| m.is_dir())
+                .unwrap_or(false)
+            {
                 let _ = std::fs::rename(&d, &parked);
             } else {
                 let _ = std::fs::remove_file(&d);
@@ -137,11 +165,17 @@ fn conflicting_declarations_apply_neither() {
     let env = Env::new();
     env.repo
         .write("one.tend.yaml", "kind: file\npath: etc/x\ncontent: one\n")
-        .write("two.tend.yaml", "kind: file\npath: etc/x\ncontent: two\n---\nkind: file\npath: etc/y\ncontent: y\n");
+        .write(
+            "two.tend.yaml",
+            "kind: file\npath: etc/x\ncontent: two\n---\nkind: file\npath: etc/y\ncontent: y\n",
+        );
     env.repo.commit("conflict");
     let r = env.tend(&["sync"]);
     assert_eq!(r.code, 3, "{r:?}");
-    assert!(r.stderr.contains("one.tend.yaml:1") && r.stderr.contains("two.tend.yaml:1"), "{r:?}");
+    assert!(
+        r.stderr.contains("one.tend.yaml:1") && r.stderr.contains("two.tend.yaml:1"),
+        "{r:?}"
+    );
     assert!(!env.at("etc/x").exists());
     assert_eq!(env.read("etc/y"), "y");
     let st = env.tend(&["status"]);
@@ -149,7 +183,10 @@ fn conflicting_declarations_apply_neither() {
 }
 
 fn many_files(env: &Env, n: usize) {
-    env.repo.write("site.tend.yaml", "kind: directory\npath: site\nsource: site\n");
+    env.repo.write(
+        "site.tend.yaml",
+        "kind: directory\npath: site\nsource: site\n",
+    );
     for i in 0..n {
         env.repo.write(&format!("site/f{i}"), format!("{i}"));
     }
@@ -211,9 +248,13 @@ fn validate_limited(env: &Env) -> (util::Run, Duration) {
 #[test]
 fn yaml_alias_bomb_is_refused_in_bounded_memory() {
     let env = Env::new();
-    let mut bomb = String::from("a: &a [\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\"]\n");
+    let mut bomb = String::from(
+        "a: &a [\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\"]\n",
+    );
     for (p, c) in ('a'..='l').zip('b'..='m') {
-        bomb.push_str(&format!("{c}: &{c} [*{p},*{p},*{p},*{p},*{p},*{p},*{p},*{p},*{p}]\n"));
+        bomb.push_str(&format!(
+            "{c}: &{c} [*{p},*{p},*{p},*{p},*{p},*{p},*{p},*{p},*{p}]\n"
+        ));
     }
     env.repo.write("bomb.tend.yaml", bomb);
     env.repo.commit("bomb");
@@ -226,8 +267,15 @@ fn yaml_alias_bomb_is_refused_in_bounded_memory() {
 #[test]
 fn deep_nesting_is_refused_in_bounded_memory() {
     let env = Env::new();
-    env.repo.write("deep.tend.yaml", "[".repeat(20_000) + &"]".repeat(20_000));
-    env.repo.write("deep2.tend.yaml", "a:\n".to_string() + &(1..20_000).map(|i| format!("{}- \n", " ".repeat(i % 200))).collect::<String>());
+    env.repo
+        .write("deep.tend.yaml", "[".repeat(20_000) + &"]".repeat(20_000));
+    env.repo.write(
+        "deep2.tend.yaml",
+        "a:\n".to_string()
+            + &(1..20_000)
+                .map(|i| format!("{}- \n", " ".repeat(i % 200)))
+                .collect::<String>(),
+    );
     env.repo.commit("deep");
     let (r, took) = validate_limited(&env);
     assert_eq!(r.code, 1, "{r:?}");
@@ -238,25 +286,39 @@ fn deep_nesting_is_refused_in_bounded_memory() {
 #[test]
 fn invalid_utf8_is_a_clear_error() {
     let env = Env::new();
-    env.repo.write("bad.tend.yaml", b"kind: file\npath: x\ncontent: \"\xff\xfe\"\n".to_vec());
+    env.repo.write(
+        "bad.tend.yaml",
+        b"kind: file\npath: x\ncontent: \"\xff\xfe\"\n".to_vec(),
+    );
     env.repo.commit("bad");
     let v = env.tend(&["validate"]);
     assert_eq!(v.code, 1, "{v:?}");
-    assert!(v.stdout.contains("bad.tend.yaml:3: not valid UTF-8"), "{v:?}");
+    assert!(
+        v.stdout.contains("bad.tend.yaml:3: not valid UTF-8"),
+        "{v:?}"
+    );
 }
 
 #[test]
 fn a_malformed_file_beside_valid_ones_applies_the_valid_and_prunes_nothing() {
     let env = Env::new();
-    env.repo.write("good.tend.yaml", "kind: file\npath: good\ncontent: g\n").write("old.tend.yaml", "kind: file\npath: old\ncontent: o\n");
+    env.repo
+        .write("good.tend.yaml", "kind: file\npath: good\ncontent: g\n")
+        .write("old.tend.yaml", "kind: file\npath: old\ncontent: o\n");
     env.repo.commit("two");
     assert_eq!(env.tend(&["sync"]).code, 0);
     env.repo.remove("old.tend.yaml");
-    env.repo.write("good.tend.yaml", "kind: file\npath: good\ncontent: g2\n").write("broken.tend.yaml", "kind: file\npath: [unclosed\n");
+    env.repo
+        .write("good.tend.yaml", "kind: file\npath: good\ncontent: g2\n")
+        .write("broken.tend.yaml", "kind: file\npath: [unclosed\n");
     env.repo.commit("broken");
     let r = env.tend(&["sync"]);
     assert_eq!(r.code, 3, "{r:?}");
     assert!(r.stderr.contains("broken.tend.yaml:"), "{r:?}");
     assert_eq!(env.read("good"), "g2");
-    assert_eq!(env.read("old"), "o", "nothing is pruned while a declaration is invalid");
+    assert_eq!(
+        env.read("old"),
+        "o",
+        "nothing is pruned while a declaration is invalid"
+    );
 }

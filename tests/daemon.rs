@@ -20,29 +20,51 @@ fn new_commits_are_applied_and_removals_pruned() {
     let env = Env::new();
     site(&env);
     let mut d = env.daemon(&["--interval", "1s"]);
-    assert!(wait_until(20, || env.at("etc/b").exists()), "{}", env.daemon_log());
-    env.repo.write("a.tend.yaml", "kind: file\npath: etc/a\ncontent: \"a2\\n\"\n");
+    assert!(
+        wait_until(20, || env.at("etc/b").exists()),
+        "{}",
+        env.daemon_log()
+    );
+    env.repo.write(
+        "a.tend.yaml",
+        "kind: file\npath: etc/a\ncontent: \"a2\\n\"\n",
+    );
     env.repo.commit("change a, drop b");
-    assert!(wait_until(20, || std::fs::read_to_string(env.at("etc/a")).ok().as_deref() == Some("a2\n")));
-    assert!(wait_until(20, || !env.at("etc/b").exists()), "{}", env.daemon_log());
+    assert!(wait_until(20, || std::fs::read_to_string(env.at("etc/a"))
+        .ok()
+        .as_deref()
+        == Some("a2\n")));
+    assert!(
+        wait_until(20, || !env.at("etc/b").exists()),
+        "{}",
+        env.daemon_log()
+    );
     assert_eq!(d.stop(10), Some(0));
 }
 
 #[test]
 fn self_heal_off_keeps_the_hand_edit_and_its_age_grows() {
     let env = Env::new();
-    env.repo.write("a.tend.yaml", "kind: file\npath: etc/keep\ncontent: \"k\\n\"\nself_heal: false\n");
+    env.repo.write(
+        "a.tend.yaml",
+        "kind: file\npath: etc/keep\ncontent: \"k\\n\"\nself_heal: false\n",
+    );
     env.repo.commit("init");
     let cfg = env.config("policy:\n  resync: 1s\n");
     let _d = env.daemon(&["--interval", "1s", "-c", cfg.to_str().unwrap()]);
     assert!(wait_until(20, || env.at("etc/keep").exists()));
     std::fs::write(env.at("etc/keep"), "hand edit\n").unwrap();
-    assert!(wait_until(20, || env.resource("files/file/etc/keep").is_some_and(|r| r["state"] == "Drifted")));
+    assert!(wait_until(20, || env
+        .resource("files/file/etc/keep")
+        .is_some_and(|r| r["state"] == "Drifted")));
     let first = env.resource("files/file/etc/keep").unwrap();
     std::thread::sleep(Duration::from_millis(2500));
     let later = env.resource("files/file/etc/keep").unwrap();
     assert_eq!(first["drift_since"], later["drift_since"]);
-    assert!(later["drift_age_seconds"].as_u64() > first["drift_age_seconds"].as_u64(), "{first} {later}");
+    assert!(
+        later["drift_age_seconds"].as_u64() > first["drift_age_seconds"].as_u64(),
+        "{first} {later}"
+    );
     assert_eq!(env.read("etc/keep"), "hand edit\n");
 }
 
@@ -57,7 +79,9 @@ fn a_paused_resource_is_left_alone_until_resumed() {
     let p = env.raw(&["pause", "files/file/etc/a", "--state-dir", state]);
     assert_eq!(p.code, 0, "{p:?}");
     std::fs::write(env.at("etc/a"), "emergency edit\n").unwrap();
-    assert!(wait_until(20, || env.resource("files/file/etc/a").is_some_and(|r| r["state"] == "Paused")));
+    assert!(wait_until(20, || env
+        .resource("files/file/etc/a")
+        .is_some_and(|r| r["state"] == "Paused")));
     let paused = env.resource("files/file/etc/a").unwrap();
     assert!(paused["drift_since"].is_string(), "{paused}");
     std::thread::sleep(Duration::from_millis(2500));
@@ -66,7 +90,11 @@ fn a_paused_resource_is_left_alone_until_resumed() {
     std::fs::write(env.at("etc/b"), "edited\n").unwrap();
     assert!(wait_until(20, || env.read("etc/b") == "b1\n"));
     assert_eq!(env.raw(&["resume", "--state-dir", state]).code, 0);
-    assert!(wait_until(20, || env.read("etc/a") == "a1\n"), "{}", env.daemon_log());
+    assert!(
+        wait_until(20, || env.read("etc/a") == "a1\n"),
+        "{}",
+        env.daemon_log()
+    );
 }
 
 #[test]
@@ -78,7 +106,12 @@ fn drift_is_corrected_at_the_next_resync() {
     assert!(wait_until(20, || env.at("etc/a").exists()));
     std::fs::write(env.at("etc/a"), "drifted\n").unwrap();
     std::fs::remove_file(env.at("etc/b")).unwrap();
-    assert!(wait_until(20, || env.read("etc/a") == "a1\n" && env.at("etc/b").exists()), "{}", env.daemon_log());
+    assert!(
+        wait_until(20, || env.read("etc/a") == "a1\n"
+            && env.at("etc/b").exists()),
+        "{}",
+        env.daemon_log()
+    );
 }
 
 #[test]
@@ -96,29 +129,52 @@ fn a_converged_daemon_writes_nothing_and_changes_no_status() {
             .as_array()
             .unwrap()
             .iter()
-            .map(|r| (r["id"].clone(), r["state"].clone(), r["last_applied"].clone(), r["attempts"].clone()))
+            .map(|r| {
+                (
+                    r["id"].clone(),
+                    r["state"].clone(),
+                    r["last_applied"].clone(),
+                    r["attempts"].clone(),
+                )
+            })
             .collect::<Vec<_>>()
     };
     let status = strip(env.status());
     // Several resync passes.
     std::thread::sleep(Duration::from_secs(4));
     assert_eq!(stamps(env.root()), before);
-    assert_eq!(std::fs::read(env.state.path().join("audit.jsonl")).unwrap(), audit);
+    assert_eq!(
+        std::fs::read(env.state.path().join("audit.jsonl")).unwrap(),
+        audit
+    );
     assert_eq!(strip(env.status()), status);
-    assert!(env.daemon_log().matches("pass ended").count() >= 3, "{}", env.daemon_log());
+    assert!(
+        env.daemon_log().matches("pass ended").count() >= 3,
+        "{}",
+        env.daemon_log()
+    );
 }
 
 #[test]
 fn every_failure_has_a_reason_and_a_next_retry_and_drift_age_survives_restart() {
     let env = Env::new();
-    env.repo.write("a.tend.yaml", "kind: file\npath: etc/blocked\ncontent: x\n---\nkind: file\npath: etc/fine\ncontent: y\n");
+    env.repo.write(
+        "a.tend.yaml",
+        "kind: file\npath: etc/blocked\ncontent: x\n---\nkind: file\npath: etc/fine\ncontent: y\n",
+    );
     env.repo.commit("init");
     // A directory of unmanaged files where a file must go: nothing in it may be lost.
     std::fs::create_dir_all(env.at("etc/blocked")).unwrap();
     std::fs::write(env.at("etc/blocked/precious"), "mine").unwrap();
     let mut d = env.daemon(&["--interval", "1s"]);
     let id = "files/file/etc/blocked";
-    assert!(wait_until(20, || env.resource(id).is_some_and(|r| r["state"] == "Failed")), "{}", env.daemon_log());
+    assert!(
+        wait_until(20, || env
+            .resource(id)
+            .is_some_and(|r| r["state"] == "Failed")),
+        "{}",
+        env.daemon_log()
+    );
     let r = env.resource(id).unwrap();
     assert!(r["reason"].as_str().unwrap().contains("unmanaged"), "{r}");
     assert!(r["next_retry"].is_string(), "{r}");
@@ -128,10 +184,17 @@ fn every_failure_has_a_reason_and_a_next_retry_and_drift_age_survives_restart() 
     assert_eq!(d.stop(10), Some(0));
     std::thread::sleep(Duration::from_millis(1100));
     let _d2 = env.daemon(&["--interval", "1s"]);
-    assert!(wait_until(20, || env.resource(id).is_some_and(|r| r["attempts"].as_u64() > Some(1)
-        || r["last_applied"].is_null() && r["drift_age_seconds"].as_u64() >= Some(1))));
+    assert!(wait_until(20, || env.resource(id).is_some_and(|r| r
+        ["attempts"]
+        .as_u64()
+        > Some(1)
+        || r["last_applied"].is_null()
+            && r["drift_age_seconds"].as_u64() >= Some(1))));
     let after = env.resource(id).unwrap();
-    assert_eq!(after["drift_since"], since, "a restart must not reset drift ages");
+    assert_eq!(
+        after["drift_since"], since,
+        "a restart must not reset drift ages"
+    );
     assert_eq!(env.read("etc/blocked/precious"), "mine");
     assert_eq!(env.read("etc/fine"), "y");
 }
@@ -154,7 +217,9 @@ fn a_second_writer_makes_the_resource_contested_and_tend_backs_off() {
         }
     });
     let id = "files/file/etc/a";
-    let contested = wait_until(30, || env.resource(id).is_some_and(|r| r["state"] == "Contested"));
+    let contested = wait_until(30, || {
+        env.resource(id).is_some_and(|r| r["state"] == "Contested")
+    });
     let backups = || util::snapshot_tree(&env.state.path().join("backups")).len();
     let count_then = backups();
     std::thread::sleep(Duration::from_secs(4));
@@ -164,7 +229,10 @@ fn a_second_writer_makes_the_resource_contested_and_tend_backs_off() {
     assert!(contested, "{}", env.daemon_log());
     let r = env.resource(id).unwrap();
     assert!(r["reason"].as_str().unwrap().contains("overruled"), "{r}");
-    assert_eq!(count_then, count_later, "the backup store must stop growing");
+    assert_eq!(
+        count_then, count_later,
+        "the backup store must stop growing"
+    );
 }
 
 #[test]
@@ -176,11 +244,19 @@ fn an_unreachable_remote_keeps_the_last_good_state() {
     // The remote goes away.
     let moved = env.repo.path().with_extension("gone");
     std::fs::rename(env.repo.path(), &moved).unwrap();
-    assert!(wait_until(20, || env.status()["source"]["last_fetch_error"].is_string()), "{}", env.daemon_log());
+    assert!(
+        wait_until(20, || env.status()["source"]["last_fetch_error"]
+            .is_string()),
+        "{}",
+        env.daemon_log()
+    );
     std::thread::sleep(Duration::from_millis(2200));
     let s = env.status();
     std::fs::rename(&moved, env.repo.path()).unwrap();
-    assert!(s["source"]["seconds_since_last_successful_fetch"].as_u64() >= Some(2), "{s}");
+    assert!(
+        s["source"]["seconds_since_last_successful_fetch"].as_u64() >= Some(2),
+        "{s}"
+    );
     assert_eq!(env.read("etc/a"), "a1\n");
     assert_eq!(env.read("etc/b"), "b1\n");
     assert_eq!(s["counts"]["InSync"], 2, "{s}");
@@ -205,7 +281,11 @@ fn count_files(dir: &std::path::Path) -> (usize, usize) {
         if bytes == b"<dir>" {
             continue;
         }
-        if p.file_name().unwrap().to_string_lossy().starts_with(".tend-") {
+        if p.file_name()
+            .unwrap()
+            .to_string_lossy()
+            .starts_with(".tend-")
+        {
             temps += 1;
         } else {
             files += 1;
@@ -218,9 +298,13 @@ fn count_files(dir: &std::path::Path) -> (usize, usize) {
 fn kill_9_mid_sync_then_restart_converges_exactly() {
     let env = Env::new();
     let n = 3000;
-    env.repo.write("site.tend.yaml", "kind: directory\npath: site\nsource: content\n");
+    env.repo.write(
+        "site.tend.yaml",
+        "kind: directory\npath: site\nsource: content\n",
+    );
     for i in 0..n {
-        env.repo.write(&format!("content/d{}/f{i}", i % 30), format!("file {i}\n"));
+        env.repo
+            .write(&format!("content/d{}/f{i}", i % 30), format!("file {i}\n"));
     }
     env.repo.commit("many");
     let mut landed_mid_sync = 0;
@@ -243,7 +327,11 @@ fn kill_9_mid_sync_then_restart_converges_exactly() {
     assert!(landed_mid_sync >= 1, "at least one kill must land mid-sync");
     let r = env.tend(&["sync"]);
     assert_eq!(r.code, 0, "{r:?}");
-    assert_eq!(count_files(env.root()), (n, 0), "exactly the declared files, no temp files");
+    assert_eq!(
+        count_files(env.root()),
+        (n, 0),
+        "exactly the declared files, no temp files"
+    );
     // Once more on a revision that deletes files.
     for i in 0..n / 3 {
         env.repo.remove(&format!("content/d{}/f{i}", i % 30));
@@ -257,5 +345,8 @@ fn kill_9_mid_sync_then_restart_converges_exactly() {
     assert_eq!(count_files(env.root()), (n - n / 3, 0));
     let audit = std::fs::read_to_string(env.state.path().join("audit.jsonl")).unwrap();
     let creates = audit.lines().filter(|l| l.contains("\"create\"")).count();
-    assert!(creates >= n, "every file was created once at least ({creates})");
+    assert!(
+        creates >= n,
+        "every file was created once at least ({creates})"
+    );
 }

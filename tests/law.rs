@@ -53,7 +53,11 @@ fn path() -> impl Strategy<Value = String> {
 fn tree() -> impl Strategy<Value = BTreeMap<String, (String, u32, Hostile)>> {
     prop::collection::btree_map(
         path(),
-        ("[ -~]{0,40}", prop::sample::select(vec![0o644u32, 0o600, 0o755]), hostile()),
+        (
+            "[ -~]{0,40}",
+            prop::sample::select(vec![0o644u32, 0o600, 0o755]),
+            hostile(),
+        ),
         1..8,
     )
 }
@@ -79,7 +83,10 @@ fn build_live(env: &Env, desired: &BTreeMap<String, (String, u32, Hostile)>, ext
             }
             _ => {}
         }
-        if std::fs::symlink_metadata(&parent).map(|m| !m.is_dir()).unwrap_or(false) {
+        if std::fs::symlink_metadata(&parent)
+            .map(|m| !m.is_dir())
+            .unwrap_or(false)
+        {
             continue;
         }
         std::fs::create_dir_all(&parent).unwrap();
@@ -90,14 +97,21 @@ fn build_live(env: &Env, desired: &BTreeMap<String, (String, u32, Hostile)>, ext
                 std::fs::set_permissions(&full, std::fs::Permissions::from_mode(*m)).unwrap();
             }
             Hostile::EmptyDir => std::fs::create_dir(&full).unwrap(),
-            Hostile::LinkOutside => std::os::unix::fs::symlink(sentinel.join("precious"), &full).unwrap(),
-            Hostile::LinkDangling => std::os::unix::fs::symlink("/nonexistent/target", &full).unwrap(),
+            Hostile::LinkOutside => {
+                std::os::unix::fs::symlink(sentinel.join("precious"), &full).unwrap()
+            }
+            Hostile::LinkDangling => {
+                std::os::unix::fs::symlink("/nonexistent/target", &full).unwrap()
+            }
             _ => {}
         }
     }
     for e in extras {
         let full = root.join(e);
-        if desired.keys().any(|d| e.starts_with(&format!("{d}/")) || d == e) {
+        if desired
+            .keys()
+            .any(|d| e.starts_with(&format!("{d}/")) || d == e)
+        {
             continue;
         }
         if let Some(parent) = full.parent() {

@@ -26,7 +26,11 @@ fn validate_then_diff_then_sync_then_nothing() {
     let d = env.tend(&["diff"]);
     assert_eq!(d.code, 1, "{d:?}");
     assert!(d.stdout.contains("files/file/etc/motd: create"), "{d:?}");
-    assert!(d.stdout.contains("--- live/files/file/etc/motd\n+++ desired/files/file/etc/motd"), "{d:?}");
+    assert!(
+        d.stdout
+            .contains("--- live/files/file/etc/motd\n+++ desired/files/file/etc/motd"),
+        "{d:?}"
+    );
     assert!(d.stdout.contains("+hello"), "{d:?}");
     assert!(!env.at("etc").exists(), "diff must change nothing");
 
@@ -35,7 +39,12 @@ fn validate_then_diff_then_sync_then_nothing() {
     assert_eq!(env.read("etc/motd"), "hello\n");
     assert_eq!(env.read("etc/app/app.conf"), "port=80\n");
     assert_eq!(mode(&env.at("etc/app/app.conf")), 0o600);
-    assert_eq!(std::fs::read_link(env.at("etc/app/current")).unwrap().to_str(), Some("app.conf"));
+    assert_eq!(
+        std::fs::read_link(env.at("etc/app/current"))
+            .unwrap()
+            .to_str(),
+        Some("app.conf")
+    );
 
     let d = env.tend(&["diff"]);
     assert_eq!(d.code, 0, "{d:?}");
@@ -57,10 +66,25 @@ fn second_sync_writes_nothing() {
     let s = env.tend(&["sync"]);
     assert_eq!(s.code, 0, "{s:?}");
     assert!(s.stdout.contains("0 applied"), "{s:?}");
-    assert_eq!(stamps(env.root()), before, "inodes, mtimes and ctimes must not change");
-    assert_eq!(std::fs::read(env.state.path().join("audit.jsonl")).unwrap(), audit);
-    let strip = |s: &str| s.lines().filter(|l| !l.contains("generated_at") && !l.contains("seconds_since")).collect::<Vec<_>>().join("\n");
-    assert_eq!(strip(&env.tend(&["status", "-o", "json"]).stdout), strip(&status_before));
+    assert_eq!(
+        stamps(env.root()),
+        before,
+        "inodes, mtimes and ctimes must not change"
+    );
+    assert_eq!(
+        std::fs::read(env.state.path().join("audit.jsonl")).unwrap(),
+        audit
+    );
+    let strip = |s: &str| {
+        s.lines()
+            .filter(|l| !l.contains("generated_at") && !l.contains("seconds_since"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    assert_eq!(
+        strip(&env.tend(&["status", "-o", "json"]).stdout),
+        strip(&status_before)
+    );
 }
 
 #[test]
@@ -73,8 +97,14 @@ fn mode_only_drift_is_a_chmod_on_the_same_inode() {
     std::fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o666)).unwrap();
     let d = env.tend(&["diff"]);
     assert_eq!(d.code, 1);
-    assert!(d.stdout.contains("files/file/etc/motd: mode 0666 -> 0644"), "{d:?}");
-    assert!(!d.stdout.contains("+++"), "a mode change shows no content diff: {d:?}");
+    assert!(
+        d.stdout.contains("files/file/etc/motd: mode 0666 -> 0644"),
+        "{d:?}"
+    );
+    assert!(
+        !d.stdout.contains("+++"),
+        "a mode change shows no content diff: {d:?}"
+    );
     assert_eq!(env.tend(&["sync"]).code, 0);
     assert_eq!(mode(&p), 0o644);
     assert_eq!(std::fs::metadata(&p).unwrap().ino(), ino);
@@ -94,7 +124,9 @@ fn hand_edit_is_restored_and_the_old_content_is_in_the_backup() {
     let last: serde_json::Value = serde_json::from_str(audit.lines().last().unwrap()).unwrap();
     assert_eq!(last["id"], "files/file/etc/motd");
     assert_eq!(last["action"], "update");
-    let backup = last["backup"].as_str().expect("the audit log names the backup");
+    let backup = last["backup"]
+        .as_str()
+        .expect("the audit log names the backup");
     let hex = backup.strip_prefix("sha256:").unwrap();
     let saved = std::fs::read(env.state.path().join("backups").join(&hex[..2]).join(hex)).unwrap();
     assert_eq!(saved, b"edited by hand\n");
@@ -103,9 +135,11 @@ fn hand_edit_is_restored_and_the_old_content_is_in_the_backup() {
 #[test]
 fn prune_removes_what_git_deleted_and_keeps_unmanaged_files() {
     let env = Env::new();
-    env.repo.write("a.tend.yaml", "kind: directory\npath: srv\nsource: www\n");
+    env.repo
+        .write("a.tend.yaml", "kind: directory\npath: srv\nsource: www\n");
     for i in 0..4 {
-        env.repo.write(&format!("www/page{i}.html"), format!("page {i}"));
+        env.repo
+            .write(&format!("www/page{i}.html"), format!("page {i}"));
     }
     env.repo.commit("site");
     assert_eq!(env.tend(&["sync"]).code, 0);
@@ -113,7 +147,10 @@ fn prune_removes_what_git_deleted_and_keeps_unmanaged_files() {
     env.repo.remove("www/page3.html");
     env.repo.commit("drop page 3");
     let d = env.tend(&["diff"]);
-    assert!(d.stdout.contains("files/file/srv/page3.html: delete"), "{d:?}");
+    assert!(
+        d.stdout.contains("files/file/srv/page3.html: delete"),
+        "{d:?}"
+    );
     let s = env.tend(&["sync"]);
     assert_eq!(s.code, 0, "{s:?}");
     assert!(!env.at("srv/page3.html").exists());
@@ -124,7 +161,10 @@ fn prune_removes_what_git_deleted_and_keeps_unmanaged_files() {
 #[test]
 fn mirror_mode() {
     let env = Env::new();
-    env.repo.write("site/index.html", "<h1>hi</h1>").write("site/css/a.css", "a{}").write("other/x", "x");
+    env.repo
+        .write("site/index.html", "<h1>hi</h1>")
+        .write("site/css/a.css", "a{}")
+        .write("other/x", "x");
     env.repo.commit("site");
     let s = env.tend(&["sync", "--mirror", "--path", "site"]);
     assert_eq!(s.code, 0, "{s:?}");
@@ -136,7 +176,9 @@ fn mirror_mode() {
 #[test]
 fn refs_branch_tag_commit_and_force_push() {
     let env = Env::new();
-    env.repo.write("f.tend.yaml", "kind: file\npath: v\nsource: v\n").write("v", "one");
+    env.repo
+        .write("f.tend.yaml", "kind: file\npath: v\nsource: v\n")
+        .write("v", "one");
     let first = env.repo.commit("one");
     env.repo.git(&["tag", "v1"]);
     env.repo.write("v", "two");
@@ -168,14 +210,24 @@ fn config_file_errors_name_file_and_line() {
     let env = Env::new();
     basic(&env);
     let cfg = env.state.path().join("tend.yaml");
-    std::fs::write(&cfg, "source:\n  repo: x\npolicy:\n  prune: true\n  prun: false\n").unwrap();
+    std::fs::write(
+        &cfg,
+        "source:\n  repo: x\npolicy:\n  prune: true\n  prun: false\n",
+    )
+    .unwrap();
     let r = env.tend(&["sync", "-c", cfg.to_str().unwrap()]);
     assert_eq!(r.code, 2, "{r:?}");
-    assert!(r.stderr.contains("tend.yaml") && r.stderr.contains("line 5") && r.stderr.contains("prun"), "{r:?}");
+    assert!(
+        r.stderr.contains("tend.yaml") && r.stderr.contains("line 5") && r.stderr.contains("prun"),
+        "{r:?}"
+    );
     std::fs::write(&cfg, "source:\n  interval: soon\n").unwrap();
     let r = env.tend(&["diff", "-c", cfg.to_str().unwrap()]);
     assert_eq!(r.code, 2, "{r:?}");
-    assert!(r.stderr.contains("line 2") && r.stderr.contains("soon"), "{r:?}");
+    assert!(
+        r.stderr.contains("line 2") && r.stderr.contains("soon"),
+        "{r:?}"
+    );
 }
 
 #[test]
@@ -214,7 +266,10 @@ fn a_second_writer_on_a_locked_state_dir_exits_2() {
     let env = Env::new();
     basic(&env);
     // Hold the lock with a real process: a daemon on the same state dir.
-    let mut daemon = env.cmd(&["run", "--interval", "1h", "--listen", "127.0.0.1:0"]).spawn().unwrap();
+    let mut daemon = env
+        .cmd(&["run", "--interval", "1h", "--listen", "127.0.0.1:0"])
+        .spawn()
+        .unwrap();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     while !env.at("etc/motd").exists() && std::time::Instant::now() < deadline {
         std::thread::sleep(std::time::Duration::from_millis(50));
@@ -223,7 +278,10 @@ fn a_second_writer_on_a_locked_state_dir_exits_2() {
     daemon.kill().ok();
     daemon.wait().ok();
     assert_eq!(r.code, 2, "{r:?}");
-    assert!(r.stderr.contains("locked") && r.stderr.contains("tend run"), "{r:?}");
+    assert!(
+        r.stderr.contains("locked") && r.stderr.contains("tend run"),
+        "{r:?}"
+    );
 }
 
 #[test]
@@ -236,7 +294,10 @@ fn diff_json_shape() {
     assert_eq!(v["revision"].as_str().unwrap().len(), 40);
     let changes = v["changes"].as_array().unwrap();
     assert_eq!(changes.len(), 3);
-    let motd = changes.iter().find(|c| c["id"] == "files/file/etc/motd").unwrap();
+    let motd = changes
+        .iter()
+        .find(|c| c["id"] == "files/file/etc/motd")
+        .unwrap();
     assert_eq!(motd["action"], "create");
     assert!(motd["diff"].as_str().unwrap().contains("+hello"));
 }
@@ -245,7 +306,10 @@ fn diff_json_shape() {
 fn sensitive_content_never_shows() {
     let env = Env::new();
     let canary = format!("canary-{}", std::process::id());
-    env.repo.write("s.tend.yaml", format!("kind: file\npath: etc/token\ncontent: \"{canary}\"\nsensitive: true\n"));
+    env.repo.write(
+        "s.tend.yaml",
+        format!("kind: file\npath: etc/token\ncontent: \"{canary}\"\nsensitive: true\n"),
+    );
     env.repo.commit("secret");
     let d = env.tend(&["diff"]);
     assert_eq!(d.code, 1);
@@ -265,7 +329,10 @@ fn sensitive_content_never_shows() {
         if p.contains("/mirrors/") || p.contains("/backups/") {
             continue;
         }
-        assert!(!String::from_utf8_lossy(&bytes).contains(&canary), "{p} holds the secret");
+        assert!(
+            !String::from_utf8_lossy(&bytes).contains(&canary),
+            "{p} holds the secret"
+        );
     }
     assert_eq!(env.read("etc/token"), canary);
 }
@@ -273,7 +340,10 @@ fn sensitive_content_never_shows() {
 #[test]
 fn owner_and_group_by_id() {
     let env = Env::new();
-    env.repo.write("o.tend.yaml", "kind: file\npath: owned\ncontent: x\nowner: 4242\ngroup: \"4343\"\n");
+    env.repo.write(
+        "o.tend.yaml",
+        "kind: file\npath: owned\ncontent: x\nowner: 4242\ngroup: \"4343\"\n",
+    );
     env.repo.commit("owned");
     let s = env.tend(&["sync"]);
     if !rustix::process::geteuid().is_root() {
@@ -286,7 +356,10 @@ fn owner_and_group_by_id() {
     assert_eq!((m.uid(), m.gid()), (4242, 4343));
     std::os::unix::fs::chown(env.at("owned"), Some(0), Some(0)).unwrap();
     let d = env.tend(&["diff"]);
-    assert!(d.stdout.contains("owner 0 -> 4242") && d.stdout.contains("group 0 -> 4343"), "{d:?}");
+    assert!(
+        d.stdout.contains("owner 0 -> 4242") && d.stdout.contains("group 0 -> 4343"),
+        "{d:?}"
+    );
     let ino = stamp(&env.at("owned")).0;
     assert_eq!(env.tend(&["sync"]).code, 0);
     assert_eq!(stamp(&env.at("owned")).0, ino);

@@ -34,7 +34,11 @@ impl Run {
 
 impl std::fmt::Debug for Run {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "exit {}\n--- stdout\n{}--- stderr\n{}", self.code, self.stdout, self.stderr)
+        write!(
+            f,
+            "exit {}\n--- stdout\n{}--- stderr\n{}",
+            self.code, self.stdout, self.stderr
+        )
     }
 }
 
@@ -63,12 +67,21 @@ pub struct Env {
 
 impl Env {
     pub fn new() -> Env {
-        let sentinel = tempfile::Builder::new().prefix("tend-sentinel-").tempdir().unwrap();
+        let sentinel = tempfile::Builder::new()
+            .prefix("tend-sentinel-")
+            .tempdir()
+            .unwrap();
         std::fs::write(sentinel.path().join("precious"), "do not touch\n").unwrap();
         Env {
             repo: TestRepo::new(),
-            root: tempfile::Builder::new().prefix("tend-root-").tempdir().unwrap(),
-            state: tempfile::Builder::new().prefix("tend-state-").tempdir().unwrap(),
+            root: tempfile::Builder::new()
+                .prefix("tend-root-")
+                .tempdir()
+                .unwrap(),
+            state: tempfile::Builder::new()
+                .prefix("tend-state-")
+                .tempdir()
+                .unwrap(),
             sentinel,
         }
     }
@@ -125,7 +138,13 @@ pub fn snapshot_tree(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
                 stack.push(p.clone());
                 out.push((p, b"<dir>".to_vec()));
             } else if ft.is_symlink() {
-                out.push((p.clone(), std::fs::read_link(&p).unwrap().into_os_string().into_encoded_bytes()));
+                out.push((
+                    p.clone(),
+                    std::fs::read_link(&p)
+                        .unwrap()
+                        .into_os_string()
+                        .into_encoded_bytes(),
+                ));
             } else {
                 out.push((p.clone(), std::fs::read(&p).unwrap()));
             }
@@ -138,15 +157,22 @@ pub fn snapshot_tree(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
 /// (inode, mtime ns, ctime ns) of a path, not following a final symlink.
 pub fn stamp(p: &Path) -> (u64, i64, i64) {
     let m = std::fs::symlink_metadata(p).unwrap();
-    (m.ino(), m.mtime() * 1_000_000_000 + m.mtime_nsec(), m.ctime() * 1_000_000_000 + m.ctime_nsec())
+    (
+        m.ino(),
+        m.mtime() * 1_000_000_000 + m.mtime_nsec(),
+        m.ctime() * 1_000_000_000 + m.ctime_nsec(),
+    )
 }
 
 /// Stamps of every entry under a directory.
 pub fn stamps(dir: &Path) -> Vec<(PathBuf, (u64, i64, i64))> {
-    snapshot_tree(dir).into_iter().map(|(p, _)| {
-        let s = stamp(&p);
-        (p, s)
-    }).collect()
+    snapshot_tree(dir)
+        .into_iter()
+        .map(|(p, _)| {
+            let s = stamp(&p);
+            (p, s)
+        })
+        .collect()
 }
 
 pub fn mode(p: &Path) -> u32 {
@@ -225,7 +251,9 @@ impl Env {
             .unwrap();
         let mut c = self.cmd(&["run", "--listen", "127.0.0.1:0", "--log-level", "info"]);
         c.args(args).stdout(log.try_clone().unwrap()).stderr(log);
-        Daemon { child: c.spawn().expect("start tend run") }
+        Daemon {
+            child: c.spawn().expect("start tend run"),
+        }
     }
 
     pub fn daemon_log(&self) -> String {
@@ -234,12 +262,22 @@ impl Env {
 
     /// `tend status -o json`, parsed.
     pub fn status(&self) -> serde_json::Value {
-        let r = self.raw(&["status", "-o", "json", "--state-dir", self.state.path().to_str().unwrap()]);
+        let r = self.raw(&[
+            "status",
+            "-o",
+            "json",
+            "--state-dir",
+            self.state.path().to_str().unwrap(),
+        ]);
         serde_json::from_str(&r.stdout).unwrap_or(serde_json::Value::Null)
     }
 
     /// The status entry of one resource.
     pub fn resource(&self, id: &str) -> Option<serde_json::Value> {
-        self.status()["resources"].as_array()?.iter().find(|r| r["id"] == id).cloned()
+        self.status()["resources"]
+            .as_array()?
+            .iter()
+            .find(|r| r["id"] == id)
+            .cloned()
     }
 }

@@ -12,7 +12,10 @@ pub struct TestRepo {
 
 impl TestRepo {
     pub fn new() -> TestRepo {
-        let dir = tempfile::Builder::new().prefix("tend-repo-").tempdir().expect("temp dir");
+        let dir = tempfile::Builder::new()
+            .prefix("tend-repo-")
+            .tempdir()
+            .expect("temp dir");
         let repo = TestRepo { dir };
         repo.git(&["init", "-q", "-b", "main"]);
         repo.git(&["config", "user.name", "Test"]);
@@ -38,7 +41,11 @@ impl TestRepo {
             .env("HOME", self.path())
             .output()
             .expect("run git");
-        assert!(out.status.success(), "git {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "git {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         String::from_utf8_lossy(&out.stdout).trim().to_string()
     }
 
