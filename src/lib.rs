@@ -1,5 +1,6 @@
 //! tend: keeps live state equal to a versioned declaration in Git, and keeps
 //! that responsibility after the first run.
 
+pub mod ledger;
 pub mod model;
 pub mod target;
