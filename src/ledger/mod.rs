@@ -3,6 +3,7 @@
 //! intents, source state), content-addressed backups, the audit log and the
 //! per-state-dir key for hashing sensitive content.
 
+mod backup;
 mod db;
 mod lock;
 mod records;
@@ -15,6 +16,7 @@ mod tests;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+pub use backup::BackupStore;
 pub use db::Ledger;
 pub use lock::StateLock;
 pub use records::{
@@ -123,4 +125,11 @@ pub(crate) fn create_state_dir(state_dir: &Path) -> Result<(), LedgerError> {
         .mode(0o700)
         .create(state_dir)
         .map_err(|e| LedgerError::io(state_dir, e))
+}
+
+/// Makes a rename or a new entry in `dir` durable.
+pub(crate) fn sync_dir(dir: &Path) -> Result<(), LedgerError> {
+    std::fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| LedgerError::io(dir, e))
 }
