@@ -3,8 +3,10 @@
 //! intents, source state), content-addressed backups, the audit log and the
 //! per-state-dir key for hashing sensitive content.
 
+mod audit;
 mod backup;
 mod db;
+mod hashkey;
 mod lock;
 mod records;
 mod schema;
@@ -16,8 +18,10 @@ mod tests;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+pub use audit::{AuditEntry, AuditLog};
 pub use backup::BackupStore;
 pub use db::Ledger;
+pub use hashkey::HashKey;
 pub use lock::StateLock;
 pub use records::{
     next_drift_since, Intent, IntentKind, InventoryEntry, PauseRecord, ResourceRecord,
