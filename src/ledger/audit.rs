@@ -1,0 +1,174 @@
+//! The audit log, `<state_dir>/audit.jsonl`: one JSON line per applied change,
+//! appended by the single writer and synced per batch.
+
+use std::fs::{File, OpenOptions};
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::SystemTime;
+
+use super::{create_state_dir, LedgerError};
+
+pub const AUDIT_FILE: &str = "audit.jsonl";
+
+/// One applied change. Hashes of sensitive content are keyed
+/// ([`HashKey`](super::HashKey)); content itself never appears here.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AuditEntry {
+    pub time: SystemTime,
+    pub revision: String,
+    pub id: String,
+    /// `create`, `update` or `delete`.
+    pub action: String,
+    /// The fields that differed.
+    pub why: Vec<String>,
+    pub before: Option<String>,
+    pub after: Option<String>,
+    /// The backup reference of the content the change replaced.
+    pub backup: Option<String>,
+}
+
+#[derive(serde::Serialize)]
+struct Line<'a> {
+    time: String,
+    revision: &'a str,
+    id: &'a str,
+    action: &'a str,
+    why: &'a [String],
+    before: Option<&'a str>,
+    after: Option<&'a str>,
+    backup: Option<&'a str>,
+}
+
+pub struct AuditLog {
+    file: Mutex<File>,
+    path: PathBuf,
+}
+
+type Res<T> = Result<T, LedgerError>;
+
+impl AuditLog {
+    /// Opens the log for appending, creating it (mode 0600) if needed. Call
+    /// with the state lock held: a line left half-written by a crash is cut
+    /// off, so the next line starts clean.
+    pub fn open(state_dir: &Path) -> Res<AuditLog> {
+        create_state_dir(state_dir)?;
+        let path = state_dir.join(AUDIT_FILE);
+        let mut file = OpenOptions::new()
+            .read(true)
+            .append(true)
+            .create(true)
+            .mode(0o600)
+            .open(&path)
+            .map_err(|e| LedgerError::io(&path, e))?;
+        cut_torn_tail(&mut file).map_err(|e| LedgerError::io(&path, e))?;
+        Ok(AuditLog {
+            file: Mutex::new(file),
+            path,
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Appends one entry, durably.
+    pub fn append(&self, e: &AuditEntry) -> Res<()> {
+        self.append_all(std::slice::from_ref(e))
+    }
+
+    /// Appends entries with one write and one sync, for the changes of a pass.
+    pub fn append_all(&self, entries: &[AuditEntry]) -> Res<()> {
+        let mut buf = Vec::new();
+        for e in entries {
+            let line = Line {
+                time: humantime::format_rfc3339_millis(e.time).to_string(),
+                revision: &e.revision,
+                id: &e.id,
+                action: &e.action,
+                why: &e.why,
+                before: e.before.as_deref(),
+                after: e.after.as_deref(),
+                backup: e.backup.as_deref(),
+            };
+            serde_json::to_writer(&mut buf, &line).expect("an audit line serializes");
+            buf.push(b'\n');
+        }
+        let file = self.file.lock().unwrap_or_else(|p| p.into_inner());
+        (&*file)
+            .write_all(&buf)
+            .and_then(|()| file.sync_data())
+            .map_err(|e| LedgerError::io(&self.path, e))
+    }
+
+    /// Every entry, oldest first, as JSON.
+    pub fn read_all(&self) -> Res<Vec<serde_json::Value>> {
+        read_entries(&self.path)
+    }
+
+    /// Reads the log of `state_dir` without opening it for writing, for
+    /// readers beside a running daemon; no log yet reads as empty.
+    pub fn read_state_dir(state_dir: &Path) -> Res<Vec<serde_json::Value>> {
+        let path = state_dir.join(AUDIT_FILE);
+        if !path.exists() {
+            return Ok(Vec::new());
+        }
+        read_entries(&path)
+    }
+}
+
+/// A last line without its newline is a write in
+/// progress, or torn by a crash, and is skipped.
+fn read_entries(path: &Path) -> Res<Vec<serde_json::Value>> {
+    let file = File::open(path).map_err(|e| LedgerError::io(path, e))?;
+    let mut out = Vec::new();
+    let mut reader = BufReader::new(file);
+    let mut line = String::new();
+    for number in 1.. {
+        line.clear();
+        let n = reader
+            .read_line(&mut line)
+            .map_err(|e| LedgerError::io(path, e))?;
+        if n == 0 || !line.ends_with('\n') {
+            break;
+        }
+        if line.trim().is_empty() {
+            continue;
+        }
+        let value = serde_json::from_str(&line).map_err(|e| LedgerError::Corrupt {
+            path: path.to_path_buf(),
+            detail: format!("line {number}: {e}"),
+        })?;
+        out.push(value);
+    }
+    Ok(out)
+}
+
+/// Truncates the file after its last newline.
+fn cut_torn_tail(file: &mut File) -> std::io::Result<()> {
+    let len = file.metadata()?.len();
+    if len == 0 {
+        return Ok(());
+    }
+    // Lines are short; look back in chunks rather than reading the whole log.
+    let mut end = len;
+    let mut chunk = vec![0u8; 8192];
+    while end > 0 {
+        let start = end.saturating_sub(chunk.len() as u64);
+        let buf = &mut chunk[..(end - start) as usize];
+        file.seek(SeekFrom::Start(start))?;
+        file.read_exact(buf)?;
+        if let Some(i) = buf.iter().rposition(|&b| b == b'\n') {
+            let keep = start + i as u64 + 1;
+            if keep != len {
+                file.set_len(keep)?;
+                file.sync_data()?;
+            }
+            return Ok(());
+        }
+        end = start;
+    }
+    file.set_len(0)?;
+    file.sync_data()
+}

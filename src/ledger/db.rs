@@ -1,0 +1,186 @@
+//! The ledger database: opening it for the writer or for a reader beside a
+//! running daemon, and the transaction boundary a pass writes through.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use rusqlite::{Connection, OpenFlags, TransactionBehavior};
+
+use super::records::{
+    Intent, IntentKind, InventoryEntry, PauseRecord, ResourceRecord, SourceRecord,
+};
+use super::tx::Tx;
+use super::{create_state_dir, schema, LedgerError, DATABASE_FILE};
+
+/// Long enough to outwait another process's transaction (a pass commit, a
+/// `tend pause`), short enough that a wedged peer shows up as an error.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// tend's transactional state: inventory, drift ledger, pauses, intents,
+/// source state and small counters, in SQLite (WAL) at `<state_dir>/ledger.db`.
+pub struct Ledger {
+    conn: Connection,
+    state_dir: PathBuf,
+    path: PathBuf,
+    read_only: bool,
+}
+
+type Res<T> = Result<T, LedgerError>;
+
+impl Ledger {
+    /// Opens the ledger for writing, creating the state dir (mode 0700) and
+    /// the database as needed and migrating its schema.
+    pub fn open(state_dir: &Path) -> Res<Ledger> {
+        create_state_dir(state_dir)?;
+        let path = state_dir.join(DATABASE_FILE);
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let mut conn =
+            Connection::open_with_flags(&path, flags).map_err(|e| LedgerError::db(&path, e))?;
+        let err = |e| LedgerError::db(&path, e);
+        conn.busy_timeout(BUSY_TIMEOUT).map_err(err)?;
+        let mode: String = conn
+            .pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0))
+            .map_err(err)?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            return Err(LedgerError::Corrupt {
+                path: path.clone(),
+                detail: format!("cannot switch to WAL journaling (got {mode:?}); is the state dir on a network file system?"),
+            });
+        }
+        // FULL: an intent must be on disk before the effect it announces.
+        conn.pragma_update(None, "synchronous", "FULL")
+            .map_err(err)?;
+        schema::migrate(&mut conn, &path)?;
+        Ok(Ledger {
+            conn,
+            state_dir: state_dir.to_path_buf(),
+            path,
+            read_only: false,
+        })
+    }
+
+    /// Opens an existing ledger for reading beside a running writer (`status`,
+    /// `diff`): creates nothing, and WAL keeps it from blocking the writer.
+    pub fn open_read_only(state_dir: &Path) -> Res<Ledger> {
+        let path = state_dir.join(DATABASE_FILE);
+        match std::fs::metadata(&path) {
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(LedgerError::NotFound { path })
+            }
+            Err(e) => return Err(LedgerError::io(path, e)),
+        }
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let conn =
+            Connection::open_with_flags(&path, flags).map_err(|e| LedgerError::db(&path, e))?;
+        conn.busy_timeout(BUSY_TIMEOUT)
+            .map_err(|e| LedgerError::db(&path, e))?;
+        schema::check_current(&conn, &path)?;
+        Ok(Ledger {
+            conn,
+            state_dir: state_dir.to_path_buf(),
+            path,
+            read_only: true,
+        })
+    }
+
+    pub fn state_dir(&self) -> &Path {
+        &self.state_dir
+    }
+
+    /// The database file, for messages.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Runs `f` in one transaction: committed if it returns `Ok`, rolled back
+    /// otherwise. Readers see all of its writes or none, and a batch of
+    /// thousands of writes costs one commit. On a read-only ledger it is a
+    /// consistent snapshot for several reads.
+    pub fn transaction<T>(&mut self, f: impl FnOnce(&Tx<'_>) -> Res<T>) -> Res<T> {
+        // A writer takes the write lock up front: upgrading a read lock later
+        // can fail at once with SQLITE_BUSY instead of waiting.
+        let behavior = if self.read_only {
+            TransactionBehavior::Deferred
+        } else {
+            TransactionBehavior::Immediate
+        };
+        let path = &self.path;
+        let tx = self
+            .conn
+            .transaction_with_behavior(behavior)
+            .map_err(|e| LedgerError::db(path, e))?;
+        let value = f(&Tx { conn: &tx, path })?;
+        tx.commit().map_err(|e| LedgerError::db(path, e))?;
+        Ok(value)
+    }
+
+    fn q(&self) -> Tx<'_> {
+        Tx {
+            conn: &self.conn,
+            path: &self.path,
+        }
+    }
+
+    pub fn inventory(&self) -> Res<Vec<InventoryEntry>> {
+        self.q().inventory()
+    }
+    /// Idempotent.
+    pub fn inventory_add(&self, e: &InventoryEntry) -> Res<()> {
+        self.q().inventory_add(e)
+    }
+    pub fn inventory_remove(&self, id: &str) -> Res<()> {
+        self.q().inventory_remove(id)
+    }
+    pub fn resources(&self) -> Res<Vec<ResourceRecord>> {
+        self.q().resources()
+    }
+    pub fn resource(&self, id: &str) -> Res<Option<ResourceRecord>> {
+        self.q().resource(id)
+    }
+    pub fn put_resource(&self, r: &ResourceRecord) -> Res<()> {
+        self.q().put_resource(r)
+    }
+    pub fn remove_resource(&self, id: &str) -> Res<()> {
+        self.q().remove_resource(id)
+    }
+    /// See [`Tx::pause`].
+    pub fn pause(&self, id: Option<&str>, until: Option<SystemTime>) -> Res<()> {
+        self.q().pause(id, until)
+    }
+    /// See [`Tx::resume`]: `None` clears every pause.
+    pub fn resume(&self, id: Option<&str>) -> Res<()> {
+        self.q().resume(id)
+    }
+    /// The pauses in force now; expired ones are not returned.
+    pub fn pauses(&self) -> Res<Vec<PauseRecord>> {
+        self.q().pauses()
+    }
+    pub fn pauses_at(&self, now: SystemTime) -> Res<Vec<PauseRecord>> {
+        self.q().pauses_at(now)
+    }
+    /// Records an intent before its effect; durable when this returns.
+    pub fn add_intent(&self, kind: IntentKind, id: &str, detail: &str) -> Res<i64> {
+        self.q().add_intent(kind, id, detail)
+    }
+    pub fn clear_intent(&self, seq: i64) -> Res<()> {
+        self.q().clear_intent(seq)
+    }
+    pub fn intents(&self, kind: IntentKind) -> Res<Vec<Intent>> {
+        self.q().intents(kind)
+    }
+    pub fn source(&self) -> Res<Option<SourceRecord>> {
+        self.q().source()
+    }
+    pub fn put_source(&self, s: &SourceRecord) -> Res<()> {
+        self.q().put_source(s)
+    }
+    pub fn meta(&self, key: &str) -> Res<Option<String>> {
+        self.q().meta(key)
+    }
+    pub fn set_meta(&self, key: &str, value: &str) -> Res<()> {
+        self.q().set_meta(key, value)
+    }
+}

@@ -1,0 +1,121 @@
+//! The ledger's schema, the one place it is defined, and its migrations.
+//! `PRAGMA user_version` records how many migrations a database has had.
+
+use std::path::Path;
+
+use rusqlite::Connection;
+
+use super::LedgerError;
+
+/// Migration `i` takes a database from version `i` to `i + 1`. Append only:
+/// a released migration is never edited, a change is a new entry.
+const MIGRATIONS: &[&str] = &[
+    // 1: the first schema. Times are unix milliseconds.
+    "
+    CREATE TABLE inventory (
+        id     TEXT PRIMARY KEY NOT NULL,
+        target TEXT NOT NULL,
+        path   TEXT NOT NULL
+    ) WITHOUT ROWID;
+
+    CREATE TABLE resources (
+        id           TEXT PRIMARY KEY NOT NULL,
+        state        TEXT NOT NULL,
+        drift_since  INTEGER,
+        attempts     INTEGER NOT NULL DEFAULT 0,
+        reason       TEXT,
+        next_retry   INTEGER,
+        last_applied INTEGER,
+        corrections  TEXT NOT NULL DEFAULT '[]'  -- JSON array of times
+    ) WITHOUT ROWID;
+
+    -- scope '' pauses everything; otherwise it is a resource id.
+    CREATE TABLE pauses (
+        scope TEXT PRIMARY KEY NOT NULL,
+        until INTEGER
+    ) WITHOUT ROWID;
+
+    -- AUTOINCREMENT: a cleared intent's number is never handed out again.
+    CREATE TABLE intents (
+        seq        INTEGER PRIMARY KEY AUTOINCREMENT,
+        kind       TEXT NOT NULL,
+        id         TEXT NOT NULL,
+        detail     TEXT NOT NULL,
+        created_at INTEGER NOT NULL
+    );
+    CREATE INDEX intents_by_kind ON intents (kind, seq);
+
+    CREATE TABLE source (
+        singleton        INTEGER PRIMARY KEY CHECK (singleton = 1),
+        repo             TEXT NOT NULL,
+        reference        TEXT,
+        fetched_revision TEXT,
+        applied_revision TEXT,
+        last_fetch_at    INTEGER,
+        last_fetch_error TEXT,
+        last_success_at  INTEGER,
+        drift_since      INTEGER
+    );
+
+    CREATE TABLE meta (
+        key   TEXT PRIMARY KEY NOT NULL,
+        value TEXT NOT NULL
+    ) WITHOUT ROWID;
+    ",
+];
+
+/// The schema version this build reads and writes.
+pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+
+pub fn version(conn: &Connection, path: &Path) -> Result<i64, LedgerError> {
+    conn.query_row("PRAGMA user_version", [], |row| row.get(0))
+        .map_err(|e| LedgerError::db(path, e))
+}
+
+/// Brings a writable database up to [`SCHEMA_VERSION`], each step in its own
+/// transaction together with its version bump, so a crash leaves a database
+/// at some whole version.
+pub fn migrate(conn: &mut Connection, path: &Path) -> Result<(), LedgerError> {
+    let found = version(conn, path)?;
+    if found > SCHEMA_VERSION {
+        return Err(LedgerError::NewerSchema {
+            path: path.to_path_buf(),
+            found,
+            supported: SCHEMA_VERSION,
+        });
+    }
+    for (step, sql) in MIGRATIONS.iter().enumerate().skip(found.max(0) as usize) {
+        let tx = conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .map_err(|e| LedgerError::db(path, e))?;
+        // Another writer (e.g. `tend pause` racing a first `tend run`) may
+        // have migrated while this one waited for the write lock.
+        if version(&tx, path)? > step as i64 {
+            continue;
+        }
+        tx.execute_batch(sql)
+            .map_err(|e| LedgerError::db(path, e))?;
+        tx.pragma_update(None, "user_version", step as i64 + 1)
+            .map_err(|e| LedgerError::db(path, e))?;
+        tx.commit().map_err(|e| LedgerError::db(path, e))?;
+    }
+    Ok(())
+}
+
+/// A read-only connection cannot migrate: it accepts only the current schema.
+pub fn check_current(conn: &Connection, path: &Path) -> Result<(), LedgerError> {
+    let found = version(conn, path)?;
+    match found.cmp(&SCHEMA_VERSION) {
+        std::cmp::Ordering::Equal => Ok(()),
+        std::cmp::Ordering::Greater => Err(LedgerError::NewerSchema {
+            path: path.to_path_buf(),
+            found,
+            supported: SCHEMA_VERSION,
+        }),
+        std::cmp::Ordering::Less => Err(LedgerError::OlderSchema {
+            path: path.to_path_buf(),
+            found,
+            supported: SCHEMA_VERSION,
+        }),
+    }
+}

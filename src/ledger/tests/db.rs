@@ -1,0 +1,383 @@
+//! The database: round trips, reopening, WAL readers beside a writer, and
+//! clear errors for corrupt or newer databases.
+
+use std::time::{Duration, Instant, SystemTime};
+
+use super::{at, mode_of};
+use crate::ledger::*;
+
+fn record(id: &str, state: State) -> ResourceRecord {
+    ResourceRecord::new(id, state)
+}
+
+#[test]
+fn open_creates_a_private_state_dir_and_reopens() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("a/state");
+    let ledger = Ledger::open(&dir).unwrap();
+    assert_eq!(ledger.state_dir(), dir);
+    assert_eq!(mode_of(&dir), 0o700);
+    assert!(dir.join(DATABASE_FILE).is_file());
+    let journal: String = rusqlite::Connection::open(dir.join(DATABASE_FILE))
+        .unwrap()
+        .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(journal, "wal");
+    ledger.set_meta("passes", "3").unwrap();
+    drop(ledger);
+    let ledger = Ledger::open(&dir).unwrap();
+    assert_eq!(ledger.meta("passes").unwrap().as_deref(), Some("3"));
+    assert_eq!(ledger.meta("other").unwrap(), None);
+}
+
+#[test]
+fn inventory_add_is_idempotent_and_remove_removes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ledger = Ledger::open(tmp.path()).unwrap();
+    let e = InventoryEntry {
+        id: "files/file/etc/a".into(),
+        target: "files".into(),
+        path: "etc/a".into(),
+    };
+    ledger.inventory_add(&e).unwrap();
+    ledger.inventory_add(&e).unwrap();
+    let b = InventoryEntry {
+        id: "files/file/etc/b".into(),
+        target: "files".into(),
+        path: "etc/b".into(),
+    };
+    ledger.inventory_add(&b).unwrap();
+    assert_eq!(ledger.inventory().unwrap(), vec![e.clone(), b.clone()]);
+    ledger.inventory_remove(&e.id).unwrap();
+    assert_eq!(ledger.inventory().unwrap(), vec![b]);
+}
+
+#[test]
+fn resource_records_round_trip_with_every_field() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ledger = Ledger::open(tmp.path()).unwrap();
+    let r = ResourceRecord {
+        id: "files/file/etc/x".into(),
+        state: State::Failed,
+        drift_since: Some(at(1)),
+        attempts: 4,
+        reason: Some("permission denied".into()),
+        next_retry: Some(at(20)),
+        last_applied: Some(at(0)),
+        corrections: vec![at(2), at(3)],
+    };
+    ledger.put_resource(&r).unwrap();
+    ledger
+        .put_resource(&record("files/file/etc/y", State::InSync))
+        .unwrap();
+    drop(ledger);
+    let ledger = Ledger::open(tmp.path()).unwrap();
+    assert_eq!(ledger.resource(&r.id).unwrap(), Some(r.clone()));
+    assert_eq!(ledger.resources().unwrap().len(), 2);
+    ledger.remove_resource(&r.id).unwrap();
+    assert_eq!(ledger.resource(&r.id).unwrap(), None);
+}
+
+#[test]
+fn intents_survive_reopen_until_cleared() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ledger = Ledger::open(tmp.path()).unwrap();
+    let a = ledger
+        .add_intent(IntentKind::Create, "files/file/a", "")
+        .unwrap();
+    let h = ledger
+        .add_intent(IntentKind::Hook, "files/file/a", "nginx-reload")
+        .unwrap();
+    drop(ledger);
+    let ledger = Ledger::open(tmp.path()).unwrap();
+    let hooks = ledger.intents(IntentKind::Hook).unwrap();
+    assert_eq!(
+        hooks,
+        vec![Intent {
+            seq: h,
+            kind: IntentKind::Hook,
+            id: "files/file/a".into(),
+            detail: "nginx-reload".into()
+        }]
+    );
+    assert_eq!(ledger.intents(IntentKind::Create).unwrap().len(), 1);
+    ledger.clear_intent(a).unwrap();
+    assert!(ledger.intents(IntentKind::Create).unwrap().is_empty());
+    // A cleared number is never reused, so a stale clear cannot hit a new intent.
+    ledger.clear_intent(h).unwrap();
+    let next = ledger
+        .add_intent(IntentKind::Hook, "files/file/b", "x")
+        .unwrap();
+    assert!(next > h);
+}
+
+#[test]
+fn pauses_expire_and_resume_clears() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ledger = Ledger::open(tmp.path()).unwrap();
+    let now = SystemTime::now();
+    ledger
+        .pause(Some("files/file/a"), Some(now + Duration::from_secs(3600)))
+        .unwrap();
+    ledger
+        .pause(Some("files/file/old"), Some(now - Duration::from_secs(1)))
+        .unwrap();
+    ledger.pause(Some("files/file/b"), None).unwrap();
+    let ids: Vec<_> = ledger
+        .pauses()
+        .unwrap()
+        .into_iter()
+        .map(|p| p.id.unwrap())
+        .collect();
+    assert_eq!(ids, ["files/file/a", "files/file/b"]);
+    let later = ledger.pauses_at(now + Duration::from_secs(7200)).unwrap();
+    assert_eq!(
+        later,
+        vec![PauseRecord {
+            id: Some("files/file/b".into()),
+            until: None
+        }]
+    );
+
+    ledger.resume(Some("files/file/b")).unwrap();
+    assert_eq!(ledger.pauses().unwrap().len(), 1);
+    ledger.pause(None, None).unwrap();
+    let all = ledger.pauses().unwrap();
+    let global = all.iter().find(|p| p.id.is_none()).expect("a global pause");
+    assert!(global.covers("files/file/anything"));
+    assert!(!all
+        .iter()
+        .find(|p| p.id.is_some())
+        .unwrap()
+        .covers("files/file/zzz"));
+    ledger.resume(None).unwrap();
+    assert!(ledger.pauses().unwrap().is_empty());
+}
+
+#[test]
+fn source_and_meta_round_trip() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ledger = Ledger::open(tmp.path()).unwrap();
+    assert_eq!(ledger.source().unwrap(), None);
+    let mut s = SourceRecord {
+        repo: "https://example.com/r.git".into(),
+        reference: Some("main".into()),
+        fetched_revision: Some("a".repeat(40)),
+        last_fetch_at: Some(at(5)),
+        last_fetch_error: Some("timeout".into()),
+        drift_since: Some(at(4)),
+        ..SourceRecord::default()
+    };
+    ledger.put_source(&s).unwrap();
+    s.applied_revision = s.fetched_revision.clone();
+    s.last_success_at = Some(at(6));
+    ledger.put_source(&s).unwrap();
+    assert_eq!(ledger.source().unwrap(), Some(s));
+}
+
+#[test]
+fn a_failed_transaction_writes_nothing_and_a_batch_is_fast() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut ledger = Ledger::open(tmp.path()).unwrap();
+    let err = ledger.transaction(|tx| {
+        tx.put_resource(&record("files/file/a", State::Drifted))?;
+        Err::<(), _>(LedgerError::NotFound { path: "x".into() })
+    });
+    assert!(err.is_err());
+    assert!(ledger.resources().unwrap().is_empty());
+
+    let started = Instant::now();
+    ledger
+        .transaction(|tx| {
+            for i in 0..5000 {
+                tx.put_resource(&record(&format!("files/file/f{i}"), State::InSync))?;
+            }
+            Ok(())
+        })
+        .unwrap();
+    assert_eq!(ledger.resources().unwrap().len(), 5000);
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "5000 puts took {:?}",
+        started.elapsed()
+    );
+}
+
+#[test]
+fn a_reader_sees_committed_state_while_a_writer_holds_a_transaction() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut writer = Ledger::open(tmp.path()).unwrap();
+    writer
+        .put_resource(&record("files/file/old", State::Drifted))
+        .unwrap();
+    let reader = Ledger::open_read_only(tmp.path()).unwrap();
+    writer
+        .transaction(|tx| {
+            for i in 0..100 {
+                tx.put_resource(&record(&format!("files/file/new{i}"), State::InSync))?;
+            }
+            tx.remove_resource("files/file/old")?;
+            // Mid-pass: the reader neither waits nor sees half of it.
+            let started = Instant::now();
+            let seen = reader.resources()?;
+            assert!(started.elapsed() < Duration::from_secs(1));
+            assert_eq!(
+                seen.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(),
+                ["files/file/old"]
+            );
+            Ok(())
+        })
+        .unwrap();
+    assert_eq!(reader.resources().unwrap().len(), 100);
+}
+
+#[test]
+fn a_read_only_transaction_is_one_snapshot() {
+    let tmp = tempfile::tempdir().unwrap();
+    let writer = Ledger::open(tmp.path()).unwrap();
+    writer
+        .put_resource(&record("files/file/a", State::Drifted))
+        .unwrap();
+    let mut reader = Ledger::open_read_only(tmp.path()).unwrap();
+    let (before, after) = reader
+        .transaction(|tx| {
+            let before = tx.resources()?.len();
+            // The daemon commits a pass between two reads of `tend status`.
+            writer.put_resource(&record("files/file/b", State::Drifted))?;
+            Ok((before, tx.resources()?.len()))
+        })
+        .unwrap();
+    assert_eq!((before, after), (1, 1));
+    assert_eq!(reader.resources().unwrap().len(), 2);
+}
+
+#[test]
+fn a_second_writer_waits_for_a_transaction_instead_of_failing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut daemon = Ledger::open(tmp.path()).unwrap();
+    let dir = tmp.path().to_path_buf();
+    let (held, wait_held) = std::sync::mpsc::channel();
+    let pauser = std::thread::spawn(move || {
+        wait_held.recv().unwrap();
+        // `tend pause` beside a daemon that is mid-commit.
+        Ledger::open(&dir)
+            .unwrap()
+            .pause(Some("files/file/a"), None)
+    });
+    daemon
+        .transaction(|tx| {
+            tx.put_resource(&record("files/file/a", State::Drifted))?;
+            held.send(()).unwrap();
+            std::thread::sleep(Duration::from_millis(300));
+            Ok(())
+        })
+        .unwrap();
+    pauser.join().unwrap().unwrap();
+    assert_eq!(daemon.pauses().unwrap().len(), 1);
+}
+
+#[test]
+fn a_reader_in_another_process_is_not_blocked_by_an_open_write() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ledger = Ledger::open(tmp.path()).unwrap();
+    ledger.set_meta("k", "committed").unwrap();
+    drop(ledger);
+    let db = tmp.path().join(DATABASE_FILE);
+    let script = "BEGIN IMMEDIATE; UPDATE meta SET value = 'uncommitted' WHERE key = 'k';";
+    let writer = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "(echo \"{script}\"; echo .print ready; sleep 3) | sqlite3 '{}'",
+            db.display()
+        ))
+        .stdout(std::process::Stdio::piped())
+        .spawn();
+    let Ok(mut writer) = writer else {
+        eprintln!("sqlite3 CLI not found; skipping the cross-process check");
+        return;
+    };
+    let mut out = std::io::BufReader::new(writer.stdout.take().unwrap());
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut out, &mut line).unwrap();
+    if line.trim() != "ready" {
+        eprintln!("sqlite3 CLI unusable ({line:?}); skipping the cross-process check");
+        return;
+    }
+    let started = Instant::now();
+    let reader = Ledger::open_read_only(tmp.path()).unwrap();
+    assert_eq!(reader.meta("k").unwrap().as_deref(), Some("committed"));
+    assert!(started.elapsed() < Duration::from_secs(2));
+    writer.wait().unwrap();
+}
+
+#[test]
+fn read_only_open_creates_nothing_and_cannot_write() {
+    let tmp = tempfile::tempdir().unwrap();
+    let missing = tmp.path().join("none");
+    let err = Ledger::open_read_only(&missing).err().unwrap();
+    assert!(matches!(err, LedgerError::NotFound { .. }), "{err}");
+    assert!(err.to_string().contains(&missing.display().to_string()));
+    assert!(!missing.exists());
+
+    Ledger::open(tmp.path())
+        .unwrap()
+        .put_resource(&record("files/file/a", State::InSync))
+        .unwrap();
+    // The writer has closed: no -wal or -shm are left, the reader still works.
+    let reader = Ledger::open_read_only(tmp.path()).unwrap();
+    assert_eq!(reader.resources().unwrap().len(), 1);
+    assert!(reader
+        .put_resource(&record("files/file/b", State::InSync))
+        .is_err());
+}
+
+#[test]
+fn a_corrupt_database_is_a_clear_error_naming_the_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join(DATABASE_FILE);
+    std::fs::write(&db, vec![b'x'; 8192]).unwrap();
+    for err in [
+        Ledger::open(tmp.path()).err().unwrap(),
+        Ledger::open_read_only(tmp.path()).err().unwrap(),
+    ] {
+        assert!(matches!(err, LedgerError::Corrupt { .. }), "{err}");
+        assert!(err.to_string().contains(&db.display().to_string()), "{err}");
+    }
+}
+
+#[test]
+fn a_newer_schema_is_refused_by_writers_and_readers() {
+    let tmp = tempfile::tempdir().unwrap();
+    drop(Ledger::open(tmp.path()).unwrap());
+    let db = tmp.path().join(DATABASE_FILE);
+    rusqlite::Connection::open(&db)
+        .unwrap()
+        .pragma_update(None, "user_version", 99)
+        .unwrap();
+    for err in [
+        Ledger::open(tmp.path()).err().unwrap(),
+        Ledger::open_read_only(tmp.path()).err().unwrap(),
+    ] {
+        assert!(
+            matches!(err, LedgerError::NewerSchema { found: 99, .. }),
+            "{err}"
+        );
+        assert!(err.to_string().contains(&db.display().to_string()), "{err}");
+    }
+}
+
+#[test]
+fn an_unknown_state_in_the_database_is_an_error_not_a_panic() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ledger = Ledger::open(tmp.path()).unwrap();
+    rusqlite::Connection::open(tmp.path().join(DATABASE_FILE))
+        .unwrap()
+        .execute(
+            "INSERT INTO resources (id, state) VALUES ('files/file/a', 'Sideways')",
+            [],
+        )
+        .unwrap();
+    let err = ledger.resources().err().unwrap();
+    assert!(matches!(err, LedgerError::Corrupt { .. }), "{err}");
+    assert!(err.to_string().contains("Sideways"));
+}

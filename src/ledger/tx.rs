@@ -1,0 +1,310 @@
+//! Every query the ledger runs, over one connection: used directly by
+//! [`Ledger`](super::Ledger)'s methods and, batched, inside a transaction.
+
+use std::path::Path;
+use std::time::SystemTime;
+
+use rusqlite::{params, Connection, OptionalExtension, Row};
+
+use super::records::{
+    Intent, IntentKind, InventoryEntry, PauseRecord, ResourceRecord, SourceRecord, State,
+};
+use super::{from_millis, to_millis, LedgerError};
+
+/// A view of the ledger inside one transaction (or a single statement when
+/// reached through a [`Ledger`](super::Ledger) method). Readers of the
+/// database see all of a transaction's writes or none.
+pub struct Tx<'a> {
+    pub(crate) conn: &'a Connection,
+    pub(crate) path: &'a Path,
+}
+
+type Res<T> = Result<T, LedgerError>;
+
+fn opt_ms(t: Option<SystemTime>) -> Option<i64> {
+    t.map(to_millis)
+}
+
+fn opt_time(ms: Option<i64>) -> Option<SystemTime> {
+    ms.map(from_millis)
+}
+
+impl Tx<'_> {
+    fn err(&self, e: rusqlite::Error) -> LedgerError {
+        LedgerError::db(self.path, e)
+    }
+
+    fn corrupt(&self, detail: String) -> LedgerError {
+        LedgerError::Corrupt {
+            path: self.path.to_path_buf(),
+            detail,
+        }
+    }
+
+    pub fn inventory(&self) -> Res<Vec<InventoryEntry>> {
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT id, target, path FROM inventory ORDER BY id")
+            .map_err(|e| self.err(e))?;
+        let rows = stmt
+            .query_map([], |r| {
+                Ok(InventoryEntry {
+                    id: r.get(0)?,
+                    target: r.get(1)?,
+                    path: r.get(2)?,
+                })
+            })
+            .map_err(|e| self.err(e))?;
+        rows.collect::<Result<_, _>>().map_err(|e| self.err(e))
+    }
+
+    /// Adds or refreshes a member; adding one twice is harmless.
+    pub fn inventory_add(&self, e: &InventoryEntry) -> Res<()> {
+        self.conn
+            .prepare_cached(
+                "INSERT INTO inventory (id, target, path) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (id) DO UPDATE SET target = excluded.target, path = excluded.path",
+            )
+            .and_then(|mut s| s.execute(params![e.id, e.target, e.path]))
+            .map(drop)
+            .map_err(|e| self.err(e))
+    }
+
+    pub fn inventory_remove(&self, id: &str) -> Res<()> {
+        self.exec("DELETE FROM inventory WHERE id = ?1", params![id])
+    }
+
+    fn resource_from_row(&self, r: &Row<'_>) -> Res<ResourceRecord> {
+        let get = |e| self.err(e);
+        let id: String = r.get(0).map_err(get)?;
+        let state: String = r.get(1).map_err(get)?;
+        let state: State = state
+            .parse()
+            .map_err(|e| self.corrupt(format!("resource {id}: {e}")))?;
+        let corrections: String = r.get(7).map_err(get)?;
+        let corrections: Vec<i64> = serde_json::from_str(&corrections)
+            .map_err(|e| self.corrupt(format!("resource {id}: corrections: {e}")))?;
+        Ok(ResourceRecord {
+            state,
+            drift_since: opt_time(r.get(2).map_err(get)?),
+            attempts: r.get(3).map_err(get)?,
+            reason: r.get(4).map_err(get)?,
+            next_retry: opt_time(r.get(5).map_err(get)?),
+            last_applied: opt_time(r.get(6).map_err(get)?),
+            corrections: corrections.into_iter().map(from_millis).collect(),
+            id,
+        })
+    }
+
+    const RESOURCE_COLUMNS: &'static str =
+        "id, state, drift_since, attempts, reason, next_retry, last_applied, corrections";
+
+    pub fn resources(&self) -> Res<Vec<ResourceRecord>> {
+        let sql = format!(
+            "SELECT {} FROM resources ORDER BY id",
+            Self::RESOURCE_COLUMNS
+        );
+        let mut stmt = self.conn.prepare_cached(&sql).map_err(|e| self.err(e))?;
+        let mut rows = stmt.query([]).map_err(|e| self.err(e))?;
+        let mut out = Vec::new();
+        while let Some(row) = rows.next().map_err(|e| self.err(e))? {
+            out.push(self.resource_from_row(row)?);
+        }
+        Ok(out)
+    }
+
+    pub fn resource(&self, id: &str) -> Res<Option<ResourceRecord>> {
+        let sql = format!(
+            "SELECT {} FROM resources WHERE id = ?1",
+            Self::RESOURCE_COLUMNS
+        );
+        let mut stmt = self.conn.prepare_cached(&sql).map_err(|e| self.err(e))?;
+        let mut rows = stmt.query(params![id]).map_err(|e| self.err(e))?;
+        match rows.next().map_err(|e| self.err(e))? {
+            Some(row) => self.resource_from_row(row).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    pub fn put_resource(&self, r: &ResourceRecord) -> Res<()> {
+        let corrections: Vec<i64> = r.corrections.iter().copied().map(to_millis).collect();
+        let corrections =
+            serde_json::to_string(&corrections).expect("a list of integers serializes");
+        self.exec(
+            "INSERT OR REPLACE INTO resources
+                 (id, state, drift_since, attempts, reason, next_retry, last_applied, corrections)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+            params![
+                r.id,
+                r.state.as_str(),
+                opt_ms(r.drift_since),
+                r.attempts,
+                r.reason,
+                opt_ms(r.next_retry),
+                opt_ms(r.last_applied),
+                corrections
+            ],
+        )
+    }
+
+    pub fn remove_resource(&self, id: &str) -> Res<()> {
+        self.exec("DELETE FROM resources WHERE id = ?1", params![id])
+    }
+
+    /// Pauses one resource, or all with `None`; a second pause of the same
+    /// scope replaces the first's expiry.
+    pub fn pause(&self, id: Option<&str>, until: Option<SystemTime>) -> Res<()> {
+        self.exec(
+            "INSERT OR REPLACE INTO pauses (scope, until) VALUES (?1, ?2)",
+            params![id.unwrap_or(""), opt_ms(until)],
+        )
+    }
+
+    /// Lifts the pause of one resource; `None` lifts every pause, global and
+    /// per resource. A resource stays paused while a global pause lasts.
+    pub fn resume(&self, id: Option<&str>) -> Res<()> {
+        match id {
+            Some(id) => self.exec("DELETE FROM pauses WHERE scope = ?1", params![id]),
+            None => self.exec("DELETE FROM pauses", []),
+        }
+    }
+
+    /// The pauses in force now.
+    pub fn pauses(&self) -> Res<Vec<PauseRecord>> {
+        self.pauses_at(SystemTime::now())
+    }
+
+    /// The pauses in force at `now`; expired ones are left out (and left in
+    /// the table, so a reader never has to write).
+    pub fn pauses_at(&self, now: SystemTime) -> Res<Vec<PauseRecord>> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT scope, until FROM pauses WHERE until IS NULL OR until > ?1 ORDER BY scope",
+            )
+            .map_err(|e| self.err(e))?;
+        let rows = stmt
+            .query_map(params![to_millis(now)], |r| {
+                let scope: String = r.get(0)?;
+                Ok(PauseRecord {
+                    id: (!scope.is_empty()).then_some(scope),
+                    until: opt_time(r.get(1)?),
+                })
+            })
+            .map_err(|e| self.err(e))?;
+        rows.collect::<Result<_, _>>().map_err(|e| self.err(e))
+    }
+
+    /// Records an intent and returns its number for [`Tx::clear_intent`].
+    pub fn add_intent(&self, kind: IntentKind, id: &str, detail: &str) -> Res<i64> {
+        self.exec(
+            "INSERT INTO intents (kind, id, detail, created_at) VALUES (?1, ?2, ?3, ?4)",
+            params![kind.as_str(), id, detail, to_millis(SystemTime::now())],
+        )?;
+        Ok(self.conn.last_insert_rowid())
+    }
+
+    pub fn clear_intent(&self, seq: i64) -> Res<()> {
+        self.exec("DELETE FROM intents WHERE seq = ?1", params![seq])
+    }
+
+    /// Outstanding intents of one kind, oldest first.
+    pub fn intents(&self, kind: IntentKind) -> Res<Vec<Intent>> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT seq, kind, id, detail FROM intents WHERE kind = ?1 ORDER BY seq",
+            )
+            .map_err(|e| self.err(e))?;
+        let rows = stmt
+            .query_map(params![kind.as_str()], |r| {
+                Ok((
+                    r.get::<_, i64>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get(2)?,
+                    r.get(3)?,
+                ))
+            })
+            .map_err(|e| self.err(e))?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (seq, k, id, detail) = row.map_err(|e| self.err(e))?;
+            let kind = IntentKind::parse(&k)
+                .ok_or_else(|| self.corrupt(format!("intent {seq}: kind {k:?}")))?;
+            out.push(Intent {
+                seq,
+                kind,
+                id,
+                detail,
+            });
+        }
+        Ok(out)
+    }
+
+    pub fn source(&self) -> Res<Option<SourceRecord>> {
+        self.conn
+            .query_row(
+                "SELECT repo, reference, fetched_revision, applied_revision, last_fetch_at,
+                        last_fetch_error, last_success_at, drift_since
+                 FROM source WHERE singleton = 1",
+                [],
+                |r| {
+                    Ok(SourceRecord {
+                        repo: r.get(0)?,
+                        reference: r.get(1)?,
+                        fetched_revision: r.get(2)?,
+                        applied_revision: r.get(3)?,
+                        last_fetch_at: opt_time(r.get(4)?),
+                        last_fetch_error: r.get(5)?,
+                        last_success_at: opt_time(r.get(6)?),
+                        drift_since: opt_time(r.get(7)?),
+                    })
+                },
+            )
+            .optional()
+            .map_err(|e| self.err(e))
+    }
+
+    pub fn put_source(&self, s: &SourceRecord) -> Res<()> {
+        self.exec(
+            "INSERT OR REPLACE INTO source
+                 (singleton, repo, reference, fetched_revision, applied_revision, last_fetch_at,
+                  last_fetch_error, last_success_at, drift_since)
+             VALUES (1, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+            params![
+                s.repo,
+                s.reference,
+                s.fetched_revision,
+                s.applied_revision,
+                opt_ms(s.last_fetch_at),
+                s.last_fetch_error,
+                opt_ms(s.last_success_at),
+                opt_ms(s.drift_since)
+            ],
+        )
+    }
+
+    pub fn meta(&self, key: &str) -> Res<Option<String>> {
+        self.conn
+            .query_row("SELECT value FROM meta WHERE key = ?1", params![key], |r| {
+                r.get(0)
+            })
+            .optional()
+            .map_err(|e| self.err(e))
+    }
+
+    pub fn set_meta(&self, key: &str, value: &str) -> Res<()> {
+        self.exec(
+            "INSERT OR REPLACE INTO meta (key, value) VALUES (?1, ?2)",
+            params![key, value],
+        )
+    }
+
+    fn exec(&self, sql: &str, params: impl rusqlite::Params) -> Res<()> {
+        self.conn
+            .prepare_cached(sql)
+            .and_then(|mut s| s.execute(params))
+            .map(drop)
+            .map_err(|e| self.err(e))
+    }
+}
