@@ -2,4 +2,5 @@
 //! that responsibility after the first run.
 
 pub mod model;
+pub mod source;
 pub mod target;
