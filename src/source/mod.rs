@@ -11,6 +11,9 @@ mod remote;
 mod snapshot;
 mod url;
 
+#[cfg(test)]
+mod tests;
+
 use std::path::PathBuf;
 use std::time::Duration;
 
