@@ -2,6 +2,9 @@
 //! resolved as if the root were `/`, written atomically, observed through a
 //! persistent stat cache.
 
+mod attrs;
+mod cachefile;
+mod decide;
 mod observe;
 mod remove;
 mod resolve;

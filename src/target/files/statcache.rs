@@ -1,42 +1,38 @@
 //! The stat cache: path -> (dev, ino, size, mtime, ctime, blob), so a file
 //! whose stat is unchanged is not read again; kept in the state dir in a
-//! compact checksummed format.
+//! compact checksummed file (see `cachefile`).
 
 use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write};
+use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use git2::Oid;
 use rustix::fs::{self as rfs, Timespec, Timestamps, UTIME_NOW};
-use sha2::{Digest, Sha256};
 
+use super::cachefile::{encode, file_stem, load, write_atomically};
 use super::observe::Meta;
 
-const MAGIC: &[u8; 8] = b"TENDSC01";
 /// An entry not looked up during this many flushes (passes) is dropped.
 const KEEP_GENERATIONS: u32 = 8;
 /// `recorded` of an entry made without a filesystem clock: never trusted.
-const NEVER: i64 = i64::MIN;
+pub(super) const NEVER: i64 = i64::MIN;
 const NANOS: i64 = 1_000_000_000;
-/// Bytes of an entry after its path: dev, ino, size, mtime, ctime,
-/// recorded, blob.
-const FIXED: usize = 8 * 6 + 20;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Entry {
-    dev: u64,
-    ino: u64,
-    size: u64,
-    mtime: i64,
-    ctime: i64,
+pub(super) struct Entry {
+    pub dev: u64,
+    pub ino: u64,
+    pub size: u64,
+    pub mtime: i64,
+    pub ctime: i64,
     /// The filesystem clock when the content was read (or written).
-    recorded: i64,
-    blob: [u8; 20],
+    pub recorded: i64,
+    pub blob: [u8; 20],
     /// The generation in which the entry was last used.
-    seen: u32,
+    pub seen: u32,
 }
 
 impl Entry {
@@ -252,128 +248,6 @@ impl StatCache {
     }
 }
 
-/// The cache file's name for a target name, kept to one safe path component.
-fn file_stem(name: &str) -> String {
-    let plain = !name.is_empty()
-        && !name.starts_with('.')
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.');
-    if plain {
-        name.to_string()
-    } else {
-        format!("x-{}", hex::encode(name))
-    }
-}
-
-fn encode(map: &HashMap<Box<str>, Entry>, root_key: &[u8]) -> Vec<u8> {
-    let paths: usize = map.keys().map(|k| k.len()).sum();
-    let mut out = Vec::with_capacity(64 + root_key.len() + paths + map.len() * (2 + FIXED));
-    out.extend_from_slice(MAGIC);
-    out.extend_from_slice(&(root_key.len() as u32).to_le_bytes());
-    out.extend_from_slice(root_key);
-    out.extend_from_slice(&(map.len() as u64).to_le_bytes());
-    for (path, e) in map {
-        // RelPath components are at most a few hundred bytes; a longer
-        // path is simply not cached.
-        let Ok(len) = u16::try_from(path.len()) else {
-            continue;
-        };
-        out.extend_from_slice(&len.to_le_bytes());
-        out.extend_from_slice(path.as_bytes());
-        for v in [e.dev, e.ino, e.size] {
-            out.extend_from_slice(&v.to_le_bytes());
-        }
-        for v in [e.mtime, e.ctime, e.recorded] {
-            out.extend_from_slice(&v.to_le_bytes());
-        }
-        out.extend_from_slice(&e.blob);
-    }
-    let count_at = 8 + 4 + root_key.len();
-    let written = map
-        .keys()
-        .filter(|k| k.len() <= usize::from(u16::MAX))
-        .count() as u64;
-    out[count_at..count_at + 8].copy_from_slice(&written.to_le_bytes());
-    let digest = Sha256::digest(&out);
-    out.extend_from_slice(&digest);
-    out
-}
-
-/// Reads a cache file; anything missing, damaged or made for another root
-/// gives `None`, which means an empty cache.
-fn load(file: &Path, root_key: &[u8]) -> Option<HashMap<Box<str>, Entry>> {
-    let bytes = fs::read(file).ok()?;
-    decode(&bytes, root_key)
-}
-
-fn decode(bytes: &[u8], root_key: &[u8]) -> Option<HashMap<Box<str>, Entry>> {
-    let (body, digest) = bytes.split_at_checked(bytes.len().checked_sub(32)?)?;
-    if Sha256::digest(body).as_slice() != digest {
-        return None;
-    }
-    let mut r = Reader(body);
-    if r.take(8)? != MAGIC {
-        return None;
-    }
-    let key_len = u32::from_le_bytes(r.take(4)?.try_into().ok()?) as usize;
-    if r.take(key_len)? != root_key {
-        return None;
-    }
-    let count = usize::try_from(r.u64()?).ok()?;
-    let mut map = HashMap::with_capacity(count.min(body.len() / (2 + FIXED)));
-    for _ in 0..count {
-        let len = u16::from_le_bytes(r.take(2)?.try_into().ok()?);
-        let path = std::str::from_utf8(r.take(usize::from(len))?).ok()?;
-        let (dev, ino, size) = (r.u64()?, r.u64()?, r.u64()?);
-        let (mtime, ctime, recorded) = (r.u64()? as i64, r.u64()? as i64, r.u64()? as i64);
-        let blob = r.take(20)?.try_into().ok()?;
-        map.insert(
-            path.into(),
-            Entry {
-                dev,
-                ino,
-                size,
-                mtime,
-                ctime,
-                recorded,
-                blob,
-                seen: 0,
-            },
-        );
-    }
-    r.0.is_empty().then_some(map)
-}
-
-struct Reader<'a>(&'a [u8]);
-
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
-        let (head, tail) = self.0.split_at_checked(n)?;
-        self.0 = tail;
-        Some(head)
-    }
-    fn u64(&mut self) -> Option<u64> {
-        Some(u64::from_le_bytes(self.take(8)?.try_into().ok()?))
-    }
-}
-
-fn write_atomically(file: &Path, bytes: &[u8]) -> io::Result<()> {
-    let mut tmp = file.as_os_str().to_owned();
-    tmp.push(format!(".{:016x}.part", rand::random::<u64>()));
-    let tmp = PathBuf::from(tmp);
-    let result = (|| {
-        let mut out = OpenOptions::new().write(true).create_new(true).open(&tmp)?;
-        out.write_all(bytes)?;
-        out.sync_data()?;
-        fs::rename(&tmp, file)
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    result
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -392,41 +266,5 @@ mod tests {
         let whole = 1_700_000_000 * NANOS;
         assert!(!trusted(whole, whole + NANOS + 1));
         assert!(trusted(whole, whole + 2 * NANOS));
-    }
-
-    #[test]
-    fn encoding_round_trips_and_rejects_damage() {
-        let mut map = HashMap::new();
-        let entry = Entry {
-            dev: 1,
-            ino: 2,
-            size: 3,
-            mtime: -4,
-            ctime: 5,
-            recorded: NEVER,
-            blob: [7; 20],
-            seen: 0,
-        };
-        map.insert(Box::<str>::from("etc/a"), entry);
-        map.insert(Box::<str>::from("b"), Entry { ino: 9, ..entry });
-        let bytes = encode(&map, b"/root");
-        assert_eq!(decode(&bytes, b"/root"), Some(map));
-        assert_eq!(
-            decode(&bytes, b"/other"),
-            None,
-            "a cache made for another root is void"
-        );
-        let mut flipped = bytes.clone();
-        flipped[20] ^= 1;
-        assert_eq!(decode(&flipped, b"/root"), None);
-        assert_eq!(decode(&bytes[..bytes.len() - 1], b"/root"), None);
-        assert_eq!(decode(b"", b"/root"), None);
-    }
-
-    #[test]
-    fn target_names_become_one_safe_component() {
-        assert_eq!(file_stem("files"), "files");
-        assert_eq!(file_stem("../x"), "x-2e2e2f78");
-        assert_eq!(file_stem(".hidden"), "x-2e68696464656e");
     }
 }

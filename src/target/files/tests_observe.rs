@@ -128,17 +128,20 @@ fn a_racy_entry_is_read_again_every_time() {
 }
 
 #[test]
-fn tends_own_write_is_hashed_once_more_then_trusted() {
+fn tends_own_write_is_trusted_at_once() {
     let sb = Sandbox::new();
     let t = sb.target();
     put(&t, "f", b"mine", 0o644).unwrap();
-    // Let the filesystem clock move past the write's mtime.
-    std::thread::sleep(Duration::from_millis(30));
-    let hashed = t.hashes_total();
-    observe(&t, "f");
-    observe(&t, "f");
-    observe(&t, "f");
-    assert_eq!(t.hashes_total(), hashed + 1, "racy once, trusted after");
+    assert!(matches!(
+        observe(&t, "f"),
+        Observed::Present(Live::File { size: 4, .. })
+    ));
+    assert_eq!(t.hashes_total(), 0, "the write recorded its own stat");
+    // Another writer, even within the same clock tick, is noticed.
+    fs::write(sb.at("f"), b"them").unwrap();
+    let seen = observe(&t, "f");
+    assert!(matches!(seen, Observed::Present(Live::File { blob, .. }) if blob == blob_id(b"them")));
+    assert_eq!(t.hashes_total(), 1);
 }
 
 #[test]

@@ -1,98 +1,24 @@
-//! Create and update: the smallest change that makes the object at a path
-//! equal to its spec, either a chmod or chown in place, or a new file or
-//! symlink made under a temp name and renamed over the old object.
+//! Create and update: applying the decided step; replacements are new files
+//! or symlinks made under an exclusive temp name and renamed over the old
+//! object.
 
 use std::fs::File;
 use std::io::{self, Write};
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd};
 
-use rustix::fs::{self as rfs, AtFlags, FileType, Gid, Mode, OFlags, Uid};
+use rustix::fs::{
+    self as rfs, AtFlags, FileType, Gid, Mode, OFlags, Timespec, Timestamps, Uid, UTIME_OMIT,
+};
 use rustix::io::Errno;
 
-use super::observe::{open_regular, read_regular, stat_at, Batch, Meta};
+use super::decide::{decide, Step};
+use super::observe::{read_regular, stat_at, Batch, Meta};
 use super::resolve::{is_absent, resolve_error};
 use super::{transient, FilesTarget, Ops};
-use crate::model::{blob_id, Action, Change, ContentSource, Field, FileSpec, Live, Spec};
+use crate::model::{blob_id, Action, Change, ContentSource, FileSpec, Spec};
 use crate::target::TargetError;
 
-/// Attributes to set in place; `None` leaves one as it is.
-#[derive(Debug, Default, PartialEq, Eq)]
-struct Attrs {
-    mode: Option<u32>,
-    uid: Option<u32>,
-    gid: Option<u32>,
-}
-
-#[derive(Debug, PartialEq, Eq)]
-enum Step {
-    Nothing,
-    Attrs(Attrs),
-    /// A new object renamed over whatever stands there.
-    Replace,
-    /// A transient refusal, with its reason.
-    Refuse(String),
-}
-
-/// What to do, given what stands at the path now. Only the fields the plan
-/// names are touched (a create names them all), and a field that already
-/// matches is left alone, so a repeated apply writes nothing.
-fn decide(change: &Change, spec: &Spec, live: Option<&Live>) -> Step {
-    let every = change.action == Action::Create;
-    let asks = |want: fn(&Field) -> bool| every || change.fields.iter().any(want);
-    let path = &change.path;
-    let rewrite = match spec {
-        Spec::File(_) => asks(|f| matches!(f, Field::Content | Field::Type { .. })),
-        Spec::Symlink { .. } => {
-            asks(|f| matches!(f, Field::LinkTarget { .. } | Field::Type { .. }))
-        }
-    };
-    match (spec, live) {
-        (
-            Spec::File(f),
-            Some(Live::File {
-                blob,
-                mode,
-                uid,
-                gid,
-                ..
-            }),
-        ) => {
-            if *blob != f.blob && rewrite {
-                return Step::Replace;
-            }
-            let attrs = Attrs {
-                mode: Some(f.mode & 0o7777)
-                    .filter(|m| asks(|x| matches!(x, Field::Mode { .. })) && m != mode),
-                uid: f
-                    .uid
-                    .filter(|u| asks(|x| matches!(x, Field::Owner { .. })) && u != uid),
-                gid: f
-                    .gid
-                    .filter(|g| asks(|x| matches!(x, Field::Group { .. })) && g != gid),
-            };
-            if attrs == Attrs::default() {
-                Step::Nothing
-            } else {
-                Step::Attrs(attrs)
-            }
-        }
-        (Spec::Symlink { target }, Some(Live::Symlink { target: now })) if now == target => {
-            Step::Nothing
-        }
-        (_, Some(Live::Directory { empty: false })) if rewrite => Step::Refuse(format!(
-            "{path}: a directory holding unmanaged files stands where a {} belongs; \
-             nothing was deleted, a human has to move it",
-            spec.kind()
-        )),
-        _ if rewrite => Step::Replace,
-        _ if change.fields.is_empty() || matches!(spec, Spec::Symlink { .. }) => Step::Nothing,
-        (_, None) => Step::Refuse(format!("{path}: vanished since it was observed")),
-        (_, Some(other)) => Step::Refuse(format!(
-            "{path}: is a {} now, not what was observed",
-            other.type_name()
-        )),
-    }
-}
+const NANOS: i64 = 1_000_000_000;
 
 impl FilesTarget {
     pub(super) fn apply_change(
@@ -184,17 +110,18 @@ impl FilesTarget {
         let uid = spec.uid.or(old.map(|m| m.uid));
         let gid = spec.gid.or(old.map(|m| m.gid));
         let recorded = self.cache.clock_now();
+        // Dated just before the clock reading, the file's stat is one the
+        // cache can trust at once: any later write, by anyone, leaves a
+        // newer mtime.
+        let mtime = recorded.map(|t| t - 1);
         let (temp, mut file) = create_temp_file(dir, path, ops)?;
-        let result = fill(&mut file, &bytes, uid, gid, spec.mode & 0o7777, ops)
+        let result = fill(&mut file, &bytes, uid, gid, spec.mode & 0o7777, mtime, ops)
             .map_err(|e| transient(path, "write temp file", e))
             .and_then(|()| swap_in(dir, &temp, change.path.split_last().1, path, ops));
         if let Err(e) = result {
             discard(dir, &temp);
             return Err(e);
         }
-        // The new file's mtime is later than `recorded`, so this entry is
-        // racy and the next observation re-reads once; that is the price of
-        // never trusting a stat another writer could share.
         if let Ok(st) = rfs::fstat(&file) {
             self.cache
                 .record(path, &Meta::from_stat(&st), spec.blob, recorded);
@@ -232,81 +159,6 @@ impl FilesTarget {
         self.cache.forget(path);
         Ok(())
     }
-
-    /// chown and chmod on the existing file, same inode. The file is held by
-    /// an O_PATH handle opened without following, so a symlink swapped in
-    /// meanwhile is never changed through.
-    fn set_attrs(
-        &self,
-        dir: BorrowedFd,
-        path: &str,
-        name: &str,
-        attrs: Attrs,
-        ops: &mut Ops,
-    ) -> Result<(), TargetError> {
-        let flags = OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-        let fd =
-            rfs::openat(dir, name, flags, Mode::empty()).map_err(|e| transient(path, "open", e))?;
-        let stat = |fd: &OwnedFd| {
-            rfs::fstat(fd)
-                .map(|st| Meta::from_stat(&st))
-                .map_err(|e| transient(path, "stat", e))
-        };
-        let before = stat(&fd)?;
-        if before.file_type() != FileType::RegularFile {
-            return Err(TargetError::Transient(format!(
-                "{path}: replaced while being applied"
-            )));
-        }
-        let mut mode = attrs.mode;
-        if attrs.uid.is_some() || attrs.gid.is_some() {
-            let (uid, gid) = (
-                owner_id(attrs.uid, path)?.map(Uid::from_raw),
-                owner_id(attrs.gid, path)?.map(Gid::from_raw),
-            );
-            ops.writes += 1;
-            rfs::chownat(&fd, "", uid, gid, AtFlags::EMPTY_PATH)
-                .map_err(|e| transient(path, "chown", e))?;
-            // chown clears setuid and setgid; the mode was not to change.
-            if mode.is_none() && stat(&fd)?.perm() != before.perm() {
-                mode = Some(before.perm());
-            }
-        }
-        if let Some(mode) = mode {
-            ops.writes += 1;
-            chmod_opened(&fd, dir, name, mode).map_err(|e| transient(path, "chmod", e))?;
-        }
-        self.cache.carry(path, &before, &stat(&fd)?);
-        Ok(())
-    }
-}
-
-/// `-1` means "unchanged" to chown, so it cannot name an owner.
-fn owner_id(id: Option<u32>, path: &str) -> Result<Option<u32>, TargetError> {
-    match id {
-        Some(u32::MAX) => Err(TargetError::Terminal(format!(
-            "{path}: owner or group id 4294967295 is not valid"
-        ))),
-        other => Ok(other),
-    }
-}
-
-/// chmod through an O_PATH handle: via its /proc/self/fd link, which names
-/// exactly that inode; without /proc, by reopening the name and checking it
-/// is still the same file.
-fn chmod_opened(fd: &OwnedFd, dir: BorrowedFd, name: &str, mode: u32) -> io::Result<()> {
-    let link = format!("/proc/self/fd/{}", fd.as_raw_fd());
-    match rfs::chmod(link.as_str(), Mode::from_raw_mode(mode)) {
-        Err(Errno::NOENT) => {}
-        other => return other.map_err(io::Error::from),
-    }
-    let held = Meta::from_stat(&rfs::fstat(fd)?);
-    match open_regular(dir, name)? {
-        Some((file, now)) if (now.dev, now.ino) == (held.dev, held.ino) => {
-            Ok(rfs::fchmod(&file, Mode::from_raw_mode(mode))?)
-        }
-        _ => Err(io::Error::other("replaced while being applied")),
-    }
 }
 
 fn temp_name() -> String {
@@ -334,13 +186,15 @@ fn create_temp_file(
 }
 
 /// Content, owner, then mode (chown would clear setuid bits set before it),
-/// then durable. Any failure here means the temp file is thrown away.
+/// the mtime if given, then durable. Any failure here means the temp file is
+/// thrown away.
 fn fill(
     file: &mut File,
     bytes: &[u8],
     uid: Option<u32>,
     gid: Option<u32>,
     mode: u32,
+    mtime: Option<i64>,
     ops: &mut Ops,
 ) -> io::Result<()> {
     file.write_all(bytes)?;
@@ -353,6 +207,23 @@ fn fill(
     }
     ops.writes += 1;
     rfs::fchmod(&*file, Mode::from_raw_mode(mode))?;
+    if let Some(mtime) = mtime {
+        let omit = Timespec {
+            tv_sec: 0,
+            tv_nsec: UTIME_OMIT,
+        };
+        let modified = Timespec {
+            tv_sec: mtime.div_euclid(NANOS),
+            tv_nsec: mtime.rem_euclid(NANOS),
+        };
+        rfs::futimens(
+            &*file,
+            &Timestamps {
+                last_access: omit,
+                last_modification: modified,
+            },
+        )?;
+    }
     rfs::fdatasync(&*file)?;
     Ok(())
 }
@@ -395,104 +266,4 @@ fn swap_in(
 fn discard(dir: BorrowedFd, temp: &str) {
     // Best effort: a leftover is removed by the next clean_temp.
     let _ = rfs::unlinkat(dir, temp, AtFlags::empty());
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::model::{Observed, RelPath, ResourceId};
-
-    fn change(action: Action, fields: Vec<Field>) -> Change {
-        let path = RelPath::parse("a/b").unwrap();
-        Change {
-            id: ResourceId::new("files", "file", "a/b"),
-            target: "files".into(),
-            path,
-            action,
-            fields,
-            desired: None,
-            observed: Observed::Absent,
-        }
-    }
-
-    #[test]
-    fn decisions_touch_only_named_fields() {
-        let spec = FileSpec {
-            blob: blob_id(b"new"),
-            size: 3,
-            mode: 0o600,
-            uid: Some(7),
-            gid: None,
-        };
-        let live = Live::File {
-            blob: blob_id(b"old"),
-            size: 3,
-            mode: 0o644,
-            uid: 0,
-            gid: 0,
-        };
-        let file = Spec::File(spec.clone());
-        let mode_only = change(
-            Action::Update,
-            vec![Field::Mode {
-                from: 0o644,
-                to: 0o600,
-            }],
-        );
-        assert_eq!(
-            decide(&mode_only, &file, Some(&live)),
-            Step::Attrs(Attrs {
-                mode: Some(0o600),
-                ..Attrs::default()
-            })
-        );
-        assert_eq!(
-            decide(
-                &change(Action::Update, vec![Field::Content]),
-                &file,
-                Some(&live)
-            ),
-            Step::Replace
-        );
-        assert_eq!(
-            decide(
-                &change(Action::Create, vec![]),
-                &file,
-                Some(&Live::File {
-                    blob: spec.blob,
-                    size: 3,
-                    mode: 0o644,
-                    uid: 0,
-                    gid: 0
-                })
-            ),
-            Step::Attrs(Attrs {
-                mode: Some(0o600),
-                uid: Some(7),
-                gid: None
-            })
-        );
-        assert_eq!(
-            decide(&change(Action::Update, vec![]), &file, Some(&live)),
-            Step::Nothing
-        );
-        assert!(matches!(
-            decide(&change(Action::Create, vec![]), &file, Some(&Live::Directory { empty: false })),
-            Step::Refuse(reason) if reason.contains("unmanaged")
-        ));
-        assert!(matches!(decide(&mode_only, &file, None), Step::Refuse(_)));
-        let link = Spec::Symlink { target: "x".into() };
-        assert_eq!(
-            decide(
-                &change(Action::Create, vec![]),
-                &link,
-                Some(&Live::Symlink { target: "x".into() })
-            ),
-            Step::Nothing
-        );
-        assert_eq!(
-            decide(&change(Action::Create, vec![]), &link, Some(&live)),
-            Step::Replace
-        );
-    }
 }
