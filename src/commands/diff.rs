@@ -22,7 +22,11 @@ pub fn run(g: &GlobalArgs, settings: Settings) -> ExitCode {
         Err(code) => return code,
     };
     let dir = &ctx.settings.state_dir;
-    let ledger = if fetched.lock.is_some() { Ledger::open(dir) } else { Ledger::open_read_only(dir) };
+    let ledger = if fetched.lock.is_some() {
+        Ledger::open(dir)
+    } else {
+        Ledger::open_read_only(dir)
+    };
     let inventory = match ledger.and_then(|l| l.inventory()) {
         Ok(i) => i,
         Err(e) => return fail(e),
@@ -40,10 +44,18 @@ pub fn run(g: &GlobalArgs, settings: Settings) -> ExitCode {
     let hash = |b: &[u8]| key.hash(crate::model::blob_id(b).as_bytes());
     let color = g.use_color();
     let mut shown_changes = Vec::new();
-    for change in p.plan.applies.iter().chain(p.plan.deletes.iter().filter(|_| held.is_none())) {
+    for change in p
+        .plan
+        .applies
+        .iter()
+        .chain(p.plan.deletes.iter().filter(|_| held.is_none()))
+    {
         let target = &ctx.targets[&change.target];
         let content_changes = change.action != Action::Update
-            || change.fields.iter().any(|f| matches!(f, Field::Content | Field::Type { .. }));
+            || change
+                .fields
+                .iter()
+                .any(|f| matches!(f, Field::Content | Field::Type { .. }));
         let live = if content_changes && change.action != Action::Create {
             target.read_live(&change.path).ok().flatten()
         } else {
@@ -57,7 +69,13 @@ pub fn run(g: &GlobalArgs, settings: Settings) -> ExitCode {
             _ => None,
         };
         let sensitive = change.desired.as_ref().is_some_and(|d| d.sensitive);
-        let shown = Shown { live: live.as_deref(), desired: desired.as_deref(), hash: &hash, sensitive, color };
+        let shown = Shown {
+            live: live.as_deref(),
+            desired: desired.as_deref(),
+            hash: &hash,
+            sensitive,
+            color,
+        };
         shown_changes.push(match g.output {
             Output::Json => render::json(change, &shown).to_string(),
             Output::Text => render::text(change, &shown),
@@ -65,9 +83,12 @@ pub fn run(g: &GlobalArgs, settings: Settings) -> ExitCode {
     }
     match g.output {
         Output::Json => {
-            let changes: Vec<serde_json::Value> =
-                shown_changes.iter().map(|s| serde_json::from_str(s).expect("rendered JSON")).collect();
-            let v = serde_json::json!({"revision": fetched.revision.to_string(), "changes": changes});
+            let changes: Vec<serde_json::Value> = shown_changes
+                .iter()
+                .map(|s| serde_json::from_str(s).expect("rendered JSON"))
+                .collect();
+            let v =
+                serde_json::json!({"revision": fetched.revision.to_string(), "changes": changes});
             println!("{}", serde_json::to_string_pretty(&v).expect("serializes"));
         }
         Output::Text => {

@@ -34,18 +34,22 @@ pub fn run(g: &GlobalArgs, settings: Settings, allow_mass_prune: bool) -> ExitCo
         Ok(r) => r,
         Err(e) => return fail(e),
     };
-    let opts = PassOptions { allow_mass_prune, dry_run: false };
+    let opts = PassOptions {
+        allow_mass_prune,
+        dry_run: false,
+    };
     let rev = match reconcile::load(&ctx, revision) {
         Ok(r) => r,
         Err(e) => return fail(e),
     };
-    let report = match reconcile::full_pass(&ctx, &mut rec, &rev, opts, &reconcile::Control::default()) {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("tend: {e}");
-            return ExitCode::from(3);
-        }
-    };
+    let report =
+        match reconcile::full_pass(&ctx, &mut rec, &rev, opts, &reconcile::Control::default()) {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!("tend: {e}");
+                return ExitCode::from(3);
+            }
+        };
     for p in &report.problems {
         eprintln!("{p}");
     }
@@ -58,7 +62,11 @@ pub fn run(g: &GlobalArgs, settings: Settings, allow_mass_prune: bool) -> ExitCo
         report.applied,
         report.deleted,
         report.failed,
-        if report.converged { ", converged" } else { ", not converged" }
+        if report.converged {
+            ", converged"
+        } else {
+            ", not converged"
+        }
     );
     if g.output == crate::cli::Output::Json {
         let v = serde_json::json!({

@@ -10,7 +10,10 @@ use std::time::{Duration, SystemTime};
 use tokio::sync::mpsc;
 use tokio::time::{sleep_until, Instant};
 
-use super::{backoff, load, recover, Context, Control, PassOptions, PassReport, Queue, Recorder, Revision, Scope};
+use super::{
+    backoff, load, recover, Context, Control, PassOptions, PassReport, Queue, Recorder, Revision,
+    Scope,
+};
 use crate::config::Settings;
 use crate::ledger::{Ledger, State, StateLock};
 use crate::model::ResourceId;
@@ -36,7 +39,11 @@ fn jitter(d: Duration) -> Duration {
 }
 
 /// The error policy: when to look at a resource again after a pass.
-pub fn action_for(state: State, next_retry: Option<SystemTime>, settings: &Settings) -> super::Action {
+pub fn action_for(
+    state: State,
+    next_retry: Option<SystemTime>,
+    settings: &Settings,
+) -> super::Action {
     match state {
         State::Failed | State::Unknown => {
             let wait = next_retry
@@ -44,7 +51,9 @@ pub fn action_for(state: State, next_retry: Option<SystemTime>, settings: &Setti
                 .unwrap_or(backoff::BASE);
             super::Action::requeue(wait)
         }
-        State::Contested => super::Action::requeue(settings.policy.contested_window.min(backoff::MAX)),
+        State::Contested => {
+            super::Action::requeue(settings.policy.contested_window.min(backoff::MAX))
+        }
         _ => super::Action::await_change(),
     }
 }
@@ -68,7 +77,10 @@ struct Loop {
 }
 
 impl Loop {
-    async fn blocking<T: Send + 'static>(&self, f: impl FnOnce(&Context, &mut Recorder) -> T + Send + 'static) -> T {
+    async fn blocking<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Context, &mut Recorder) -> T + Send + 'static,
+    ) -> T {
         let worker = self.worker.clone();
         tokio::task::spawn_blocking(move || {
             let mut w = worker.lock().expect("worker lock");
@@ -81,7 +93,9 @@ impl Loop {
 
     /// Fetches; on a new revision loads it and runs a full pass.
     async fn poll(&mut self) -> Duration {
-        let result = self.blocking(|ctx, rec| super::fetch(ctx, rec, SystemTime::now())).await;
+        let result = self
+            .blocking(|ctx, rec| super::fetch(ctx, rec, SystemTime::now()))
+            .await;
         let interval = self.settings.source.interval;
         match result {
             Ok(id) => {
@@ -112,12 +126,16 @@ impl Loop {
                 self.current = Some(Arc::new(rev));
                 self.pass(Scope::All).await;
             }
-            Err(e) => tracing::warn!(revision = %id, error = %e, "cannot read revision; the last good state stays"),
+            Err(e) => {
+                tracing::warn!(revision = %id, error = %e, "cannot read revision; the last good state stays")
+            }
         }
     }
 
     async fn pass(&mut self, scope: Scope) {
-        let Some(rev) = self.current.clone() else { return };
+        let Some(rev) = self.current.clone() else {
+            return;
+        };
         let (opts, ctl) = (self.opts, self.ctl.clone());
         let full = matches!(scope, Scope::All);
         let keys: Vec<ResourceId> = match &scope {
@@ -160,7 +178,9 @@ impl Loop {
         let ids: Vec<ResourceId> = report.outcomes.keys().cloned().collect();
         let records = self
             .blocking(move |_, rec| {
-                ids.into_iter().filter_map(|id| rec.ledger.resource(id.as_str()).ok().flatten()).collect::<Vec<_>>()
+                ids.into_iter()
+                    .filter_map(|id| rec.ledger.resource(id.as_str()).ok().flatten())
+                    .collect::<Vec<_>>()
             })
             .await;
         for r in records {
@@ -171,7 +191,9 @@ impl Loop {
 
     /// Pauses live in the ledger, written by `tend pause`: a change starts a pass.
     async fn pauses_changed(&mut self) -> bool {
-        let now = self.blocking(|_, rec| format!("{:?}", rec.ledger.pauses().ok())).await;
+        let now = self
+            .blocking(|_, rec| format!("{:?}", rec.ledger.pauses().ok()))
+            .await;
         let changed = now != self.pauses_seen;
         self.pauses_seen = now;
         changed
@@ -214,7 +236,11 @@ pub fn run(settings: Settings) -> ExitCode {
     if let Err(e) = recover(&ctx, &rec) {
         return fail(e);
     }
-    let rt = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => return fail(format!("cannot start the runtime: {e}")),
     };
@@ -224,11 +250,18 @@ pub fn run(settings: Settings) -> ExitCode {
     code
 }
 
-async fn run_loop(ctx: Context, rec: Recorder, mut rx: mpsc::UnboundedReceiver<Trigger>) -> ExitCode {
+async fn run_loop(
+    ctx: Context,
+    rec: Recorder,
+    mut rx: mpsc::UnboundedReceiver<Trigger>,
+) -> ExitCode {
     let ctl = Arc::new(Control::default());
     let stop = Arc::new(tokio::sync::Notify::new());
     watch_signals(ctl.clone(), stop.clone());
-    let opts = PassOptions { allow_mass_prune: false, dry_run: ctx.settings.policy.dry_run };
+    let opts = PassOptions {
+        allow_mass_prune: false,
+        dry_run: ctx.settings.policy.dry_run,
+    };
     let resync = ctx.settings.policy.resync;
     tracing::info!(repo = %crate::source::redact_url(&ctx.settings.source.repo), "tend run started");
     let mut lp = Loop {

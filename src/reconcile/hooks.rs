@@ -43,7 +43,10 @@ pub fn run(name: &str, hook: &Hook) -> Result<(), String> {
             Err(e) => break Err(format!("hook {name}: {e}")),
         }
     };
-    let (stdout, stderr) = (out_t.join().unwrap_or_default(), err_t.join().unwrap_or_default());
+    let (stdout, stderr) = (
+        out_t.join().unwrap_or_default(),
+        err_t.join().unwrap_or_default(),
+    );
     if !stdout.trim().is_empty() {
         tracing::info!(hook = name, output = stdout.trim(), "hook stdout");
     }
@@ -64,16 +67,25 @@ mod tests {
     use super::*;
 
     fn hook(args: &[&str], timeout: u64) -> Hook {
-        Hook { run: args.iter().map(|s| s.to_string()).collect(), timeout: Duration::from_millis(timeout) }
+        Hook {
+            run: args.iter().map(|s| s.to_string()).collect(),
+            timeout: Duration::from_millis(timeout),
+        }
     }
 
     #[test]
     fn success_failure_and_timeout() {
         assert!(run("ok", &hook(&["true"], 5000)).is_ok());
-        assert!(run("bad", &hook(&["false"], 5000)).unwrap_err().contains("exited"));
+        assert!(run("bad", &hook(&["false"], 5000))
+            .unwrap_err()
+            .contains("exited"));
         let started = Instant::now();
-        assert!(run("slow", &hook(&["sleep", "10"], 200)).unwrap_err().contains("timed out"));
+        assert!(run("slow", &hook(&["sleep", "10"], 200))
+            .unwrap_err()
+            .contains("timed out"));
         assert!(started.elapsed() < Duration::from_secs(5));
-        assert!(run("missing", &hook(&["/nonexistent/hook"], 100)).unwrap_err().contains("cannot start"));
+        assert!(run("missing", &hook(&["/nonexistent/hook"], 100))
+            .unwrap_err()
+            .contains("cannot start"));
     }
 }

@@ -16,7 +16,10 @@ use git2::Oid;
 
 pub use context::{BuildError, Context, PassContent};
 pub use control::Control;
-pub use pass::{apply, load, prepare, prune_guard, PassError, PassOptions, PassReport, Prepared, Revision, Scope};
+pub use pass::{
+    apply, load, prepare, prune_guard, PassError, PassOptions, PassReport, Prepared, Revision,
+    Scope,
+};
 pub use queue::{Action, Queue};
 pub use record::{Outcome, Recorder};
 
@@ -28,8 +31,11 @@ use crate::model::RelPath;
 pub fn recover(ctx: &Context, rec: &Recorder) -> Result<(), LedgerError> {
     let inventory = rec.ledger.inventory()?;
     for (name, target) in &ctx.targets {
-        let paths: Vec<RelPath> =
-            inventory.iter().filter(|e| &e.target == name).filter_map(|e| RelPath::parse(&e.path).ok()).collect();
+        let paths: Vec<RelPath> = inventory
+            .iter()
+            .filter(|e| &e.target == name)
+            .filter_map(|e| RelPath::parse(&e.path).ok())
+            .collect();
         let refs: Vec<&RelPath> = paths.iter().collect();
         let removed = target.clean_temp(&refs);
         if removed > 0 {
@@ -40,17 +46,26 @@ pub fn recover(ctx: &Context, rec: &Recorder) -> Result<(), LedgerError> {
 }
 
 /// Fetches and records the outcome in the source ledger.
-pub fn fetch(ctx: &Context, rec: &Recorder, now: SystemTime) -> Result<Oid, crate::source::SourceError> {
-    let mut s = rec.ledger.source().ok().flatten().unwrap_or_else(|| SourceRecord {
-        repo: ctx.settings.source.repo.clone(),
-        reference: ctx.settings.source.reference.clone(),
-        fetched_revision: None,
-        applied_revision: None,
-        last_fetch_at: None,
-        last_fetch_error: None,
-        last_success_at: None,
-        drift_since: None,
-    });
+pub fn fetch(
+    ctx: &Context,
+    rec: &Recorder,
+    now: SystemTime,
+) -> Result<Oid, crate::source::SourceError> {
+    let mut s = rec
+        .ledger
+        .source()
+        .ok()
+        .flatten()
+        .unwrap_or_else(|| SourceRecord {
+            repo: ctx.settings.source.repo.clone(),
+            reference: ctx.settings.source.reference.clone(),
+            fetched_revision: None,
+            applied_revision: None,
+            last_fetch_at: None,
+            last_fetch_error: None,
+            last_success_at: None,
+            drift_since: None,
+        });
     s.repo = crate::source::redact_url(&ctx.settings.source.repo);
     s.reference = ctx.settings.source.reference.clone();
     s.last_fetch_at = Some(now);
@@ -100,7 +115,10 @@ pub fn full_pass(
         record_applied(rec, rev.id)?;
     }
     let policy = &ctx.settings.policy;
-    if let Err(e) = rec.backup_store().prune(policy.backup_retention, policy.backup_max) {
+    if let Err(e) = rec
+        .backup_store()
+        .prune(policy.backup_retention, policy.backup_max)
+    {
         tracing::warn!(error = %e, "cannot trim the backup store");
     }
     Ok(report)

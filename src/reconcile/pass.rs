@@ -68,8 +68,15 @@ pub struct Revision {
 pub fn load(ctx: &Context, id: Oid) -> Result<Revision, PassError> {
     let snapshot = ctx.mirror.snapshot(id)?;
     let declared = ctx.declare(&snapshot)?;
-    let content = PassContent { inline: declared.inline.clone(), blobs: snapshot.content_source()? };
-    Ok(Revision { id, declared, content })
+    let content = PassContent {
+        inline: declared.inline.clone(),
+        blobs: snapshot.content_source()?,
+    };
+    Ok(Revision {
+        id,
+        declared,
+        content,
+    })
 }
 
 fn owned(inventory: &[InventoryEntry]) -> Vec<Owned> {
@@ -77,7 +84,11 @@ fn owned(inventory: &[InventoryEntry]) -> Vec<Owned> {
         .iter()
         .filter_map(|e| {
             let path = RelPath::parse(&e.path).ok()?;
-            Some(Owned { id: ResourceId::from_string(e.id.clone()), target: e.target.clone(), path })
+            Some(Owned {
+                id: ResourceId::from_string(e.id.clone()),
+                target: e.target.clone(),
+                path,
+            })
         })
         .collect()
 }
@@ -100,27 +111,55 @@ pub struct Prepared {
 }
 
 /// Observes what the scope names and plans the corrections.
-pub fn prepare(ctx: &Context, rev: &Revision, inventory: &[InventoryEntry], scope: Scope) -> Prepared {
+pub fn prepare(
+    ctx: &Context,
+    rev: &Revision,
+    inventory: &[InventoryEntry],
+    scope: Scope,
+) -> Prepared {
     let in_scope = |id: &ResourceId| match &scope {
         Scope::All => true,
         Scope::Keys(keys) => keys.contains(id),
     };
     let inventory = owned(inventory);
-    let desired: BTreeMap<ResourceId, Desired> =
-        rev.declared.resources.iter().filter(|(id, _)| in_scope(id)).map(|(k, v)| (k.clone(), v.clone())).collect();
-    let scoped_inventory: Vec<Owned> = inventory.iter().filter(|o| in_scope(&o.id)).cloned().collect();
+    let desired: BTreeMap<ResourceId, Desired> = rev
+        .declared
+        .resources
+        .iter()
+        .filter(|(id, _)| in_scope(id))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let scoped_inventory: Vec<Owned> = inventory
+        .iter()
+        .filter(|o| in_scope(&o.id))
+        .cloned()
+        .collect();
     let items = desired
         .values()
         .map(|d| (&d.id, d.target.as_str(), &d.path))
-        .chain(scoped_inventory.iter().map(|o| (&o.id, o.target.as_str(), &o.path)));
+        .chain(
+            scoped_inventory
+                .iter()
+                .map(|o| (&o.id, o.target.as_str(), &o.path)),
+        );
     let observed = ctx.observe(items);
     let keep = |id: &ResourceId| rev.declared.blocked.contains_key(id);
     let plan = diff::plan(&desired, &keep, &scoped_inventory, &observed);
-    Prepared { scope, inventory, observed, plan }
+    Prepared {
+        scope,
+        inventory,
+        observed,
+        plan,
+    }
 }
 
 /// Why prune is held back this pass, if it is.
-pub fn prune_guard(ctx: &Context, rev: &Revision, p: &Prepared, opts: PassOptions) -> Option<String> {
+pub fn prune_guard(
+    ctx: &Context,
+    rev: &Revision,
+    p: &Prepared,
+    opts: PassOptions,
+) -> Option<String> {
     let policy = &ctx.settings.policy;
     if p.plan.deletes.is_empty() {
         return None;
@@ -132,7 +171,9 @@ pub fn prune_guard(ctx: &Context, rev: &Revision, p: &Prepared, opts: PassOption
         return Some("policy.prune is false".into());
     }
     if !rev.declared.is_complete() {
-        return Some("the revision has invalid declarations; nothing is pruned until they are fixed".into());
+        return Some(
+            "the revision has invalid declarations; nothing is pruned until they are fixed".into(),
+        );
     }
     if rev.declared.resources.is_empty() && rev.declared.blocked.is_empty() && !policy.allow_empty {
         return Some(format!(
@@ -163,14 +204,26 @@ struct Run<'a> {
 
 impl Run<'_> {
     fn set(&mut self, id: &ResourceId, state: State, reason: Option<String>) {
-        self.outcomes.insert(id.clone(), Outcome::new(state, reason));
+        self.outcomes
+            .insert(id.clone(), Outcome::new(state, reason));
     }
 
     /// Corrections of this resource's drift inside the contested window.
     fn recent_corrections(&self, id: &ResourceId) -> Vec<SystemTime> {
         let window = self.ctx.settings.policy.contested_window;
-        let prev = self.previous.get(id.as_str()).map(|r| r.corrections.clone()).unwrap_or_default();
-        prev.into_iter().filter(|t| self.now.duration_since(*t).map(|d| d < window).unwrap_or(true)).collect()
+        let prev = self
+            .previous
+            .get(id.as_str())
+            .map(|r| r.corrections.clone())
+            .unwrap_or_default();
+        prev.into_iter()
+            .filter(|t| {
+                self.now
+                    .duration_since(*t)
+                    .map(|d| d < window)
+                    .unwrap_or(true)
+            })
+            .collect()
     }
 }
 
@@ -183,9 +236,25 @@ pub fn apply(
     opts: PassOptions,
     ctl: &Control,
 ) -> Result<PassReport, PassError> {
-    let previous = rec.ledger.resources()?.into_iter().map(|r| (r.id.clone(), r)).collect();
-    let mut run = Run { ctx, rev, previous, outcomes: BTreeMap::new(), hooks: BTreeMap::new(), now: SystemTime::now() };
-    let mut report = PassReport { revision: Some(rev.id), problems: rev.declared.problems.clone(), ..Default::default() };
+    let previous = rec
+        .ledger
+        .resources()?
+        .into_iter()
+        .map(|r| (r.id.clone(), r))
+        .collect();
+    let mut run = Run {
+        ctx,
+        rev,
+        previous,
+        outcomes: BTreeMap::new(),
+        hooks: BTreeMap::new(),
+        now: SystemTime::now(),
+    };
+    let mut report = PassReport {
+        revision: Some(rev.id),
+        problems: rev.declared.problems.clone(),
+        ..Default::default()
+    };
     let paused = rec.paused()?;
     let policy = &ctx.settings.policy;
     let full = matches!(p.scope, Scope::All);
@@ -209,23 +278,50 @@ pub fn apply(
             report.cancelled = true;
             break;
         }
-        let d = change.desired.as_ref().expect("applies carry their desired state");
+        let d = change
+            .desired
+            .as_ref()
+            .expect("applies carry their desired state");
         let digest = spec_digest(d);
         let heal = d.self_heal.unwrap_or(policy.self_heal);
         let drift_of_applied = rec.applied_digest(&change.id)? == Some(digest.clone());
-        let why = change.fields.iter().map(|f| f.name()).collect::<Vec<_>>().join(", ");
-        let why = if why.is_empty() { "existence".to_string() } else { why };
+        let why = change
+            .fields
+            .iter()
+            .map(|f| f.name())
+            .collect::<Vec<_>>()
+            .join(", ");
+        let why = if why.is_empty() {
+            "existence".to_string()
+        } else {
+            why
+        };
         if paused.is(&change.id) {
-            run.set(&change.id, State::Paused, Some(format!("paused; differs in {why}")));
+            run.set(
+                &change.id,
+                State::Paused,
+                Some(format!("paused; differs in {why}")),
+            );
             continue;
         }
         if opts.dry_run || (!heal && drift_of_applied) {
-            let reason = if opts.dry_run { "dry run" } else { "self_heal is off" };
-            run.set(&change.id, State::Drifted, Some(format!("{reason}; differs in {why}")));
+            let reason = if opts.dry_run {
+                "dry run"
+            } else {
+                "self_heal is off"
+            };
+            run.set(
+                &change.id,
+                State::Drifted,
+                Some(format!("{reason}; differs in {why}")),
+            );
             continue;
         }
         if rec.blocked_digest(&change.id)?.as_deref() == Some(digest.as_str()) {
-            let reason = run.previous.get(change.id.as_str()).and_then(|r| r.reason.clone());
+            let reason = run
+                .previous
+                .get(change.id.as_str())
+                .and_then(|r| r.reason.clone());
             run.set(&change.id, State::Blocked, reason);
             continue;
         }
@@ -266,10 +362,16 @@ pub fn apply(
     }
 
     // Observe again: an apply is only done when live state says so.
-    let verify: Vec<&Desired> = applied_ids.iter().filter_map(|(id, _)| rev.declared.resources.get(id)).collect();
+    let verify: Vec<&Desired> = applied_ids
+        .iter()
+        .filter_map(|(id, _)| rev.declared.resources.get(id))
+        .collect();
     let again = ctx.observe(verify.iter().map(|d| (&d.id, d.target.as_str(), &d.path)));
     for (d, (_, corrections)) in verify.into_iter().zip(applied_ids) {
-        let obs = again.get(&d.id).cloned().unwrap_or(Observed::Unknown("not observed".into()));
+        let obs = again
+            .get(&d.id)
+            .cloned()
+            .unwrap_or(Observed::Unknown("not observed".into()));
         let mut outcome = match diff::compare(d, &obs) {
             Comparison::InSync => {
                 rec.set_applied_digest(&d.id, &spec_digest(d))?;
@@ -296,15 +398,27 @@ pub fn apply(
             break;
         }
         if let Some(reason) = &guard {
-            run.set(&change.id, State::Blocked, Some(format!("prune held: {reason}")));
+            run.set(
+                &change.id,
+                State::Blocked,
+                Some(format!("prune held: {reason}")),
+            );
             continue;
         }
         if paused.is(&change.id) {
-            run.set(&change.id, State::Paused, Some("paused; no longer declared".into()));
+            run.set(
+                &change.id,
+                State::Paused,
+                Some("paused; no longer declared".into()),
+            );
             continue;
         }
         if opts.dry_run {
-            run.set(&change.id, State::Drifted, Some("dry run; no longer declared".into()));
+            run.set(
+                &change.id,
+                State::Drifted,
+                Some("dry run; no longer declared".into()),
+            );
             continue;
         }
         match apply_one(&mut run, rec, change) {
@@ -334,8 +448,14 @@ pub fn apply(
         }
     }
 
-    rec.record_all(&run.outcomes, &run.previous, run.now, full && !report.cancelled)?;
-    report.converged = run.outcomes.values().all(|o| o.state == State::InSync) && report.problems.is_empty();
+    rec.record_all(
+        &run.outcomes,
+        &run.previous,
+        run.now,
+        full && !report.cancelled,
+    )?;
+    report.converged =
+        run.outcomes.values().all(|o| o.state == State::InSync) && report.problems.is_empty();
     report.outcomes = run.outcomes;
     for t in ctx.targets.values() {
         if let Err(e) = t.flush() {
@@ -348,11 +468,9 @@ pub fn apply(
 /// One correction, with intent recorded before the effect. Returns the
 /// number of writes.
 fn apply_one(run: &mut Run, rec: &mut Recorder, change: &Change) -> Result<u64, TargetError> {
-    let target = run
-        .ctx
-        .targets
-        .get(&change.target)
-        .ok_or_else(|| TargetError::Terminal(format!("target {:?} is not configured", change.target)))?;
+    let target = run.ctx.targets.get(&change.target).ok_or_else(|| {
+        TargetError::Terminal(format!("target {:?} is not configured", change.target))
+    })?;
     let ledger_err = |e: crate::ledger::LedgerError| TargetError::Transient(format!("ledger: {e}"));
     if change.action == Action::Create {
         rec.adopt(change).map_err(ledger_err)?;

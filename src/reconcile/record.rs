@@ -7,8 +7,8 @@ use std::time::SystemTime;
 use super::backoff;
 use super::context::Context;
 use crate::ledger::{
-    next_drift_since, AuditEntry, AuditLog, BackupStore, HashKey, IntentKind, InventoryEntry, Ledger, LedgerError,
-    ResourceRecord, State,
+    next_drift_since, AuditEntry, AuditLog, BackupStore, HashKey, IntentKind, InventoryEntry,
+    Ledger, LedgerError, ResourceRecord, State,
 };
 use crate::model::{Backup, Change, Desired, Live, Observed, ResourceId, Spec};
 
@@ -53,7 +53,12 @@ pub struct Outcome {
 
 impl Outcome {
     pub fn new(state: State, reason: Option<String>) -> Outcome {
-        Outcome { state, reason, applied: false, corrections: None }
+        Outcome {
+            state,
+            reason,
+            applied: false,
+            corrections: None,
+        }
     }
 }
 
@@ -69,7 +74,10 @@ impl Recorder {
     }
 
     pub fn paused(&self) -> Result<Paused, LedgerError> {
-        let mut p = Paused { all: false, ids: HashSet::new() };
+        let mut p = Paused {
+            all: false,
+            ids: HashSet::new(),
+        };
         for rec in self.ledger.pauses()? {
             match rec.id {
                 None => p.all = true,
@@ -93,7 +101,10 @@ impl Recorder {
     /// The declaration a terminal error blocked; it stays blocked until the
     /// declaration changes.
     pub fn blocked_digest(&self, id: &ResourceId) -> Result<Option<String>, LedgerError> {
-        Ok(self.ledger.meta(&blocked_key(id))?.filter(|s| !s.is_empty()))
+        Ok(self
+            .ledger
+            .meta(&blocked_key(id))?
+            .filter(|s| !s.is_empty()))
     }
 
     pub fn set_blocked_digest(&self, id: &ResourceId, digest: &str) -> Result<(), LedgerError> {
@@ -118,7 +129,9 @@ impl Recorder {
     }
 
     pub fn intend_hook(&self, hook: &str) -> Result<(), LedgerError> {
-        self.ledger.add_intent(IntentKind::Hook, hook, "").map(|_| ())
+        self.ledger
+            .add_intent(IntentKind::Hook, hook, "")
+            .map(|_| ())
     }
 
     /// Runs a hook and, once it succeeded, clears its pending intents.
@@ -127,16 +140,26 @@ impl Recorder {
             return Err(format!("hook {hook:?} is not defined in the local config"));
         };
         super::hooks::run(hook, h)?;
-        let pending = self.ledger.intents(IntentKind::Hook).map_err(|e| e.to_string())?;
+        let pending = self
+            .ledger
+            .intents(IntentKind::Hook)
+            .map_err(|e| e.to_string())?;
         for intent in pending.into_iter().filter(|i| i.id == hook) {
-            self.ledger.clear_intent(intent.seq).map_err(|e| e.to_string())?;
+            self.ledger
+                .clear_intent(intent.seq)
+                .map_err(|e| e.to_string())?;
         }
         Ok(())
     }
 
     /// Runs hooks left pending by an earlier process (at-least-once).
     pub fn run_pending_hooks(&self, ctx: &Context) -> Result<(), LedgerError> {
-        let mut names: Vec<String> = self.ledger.intents(IntentKind::Hook)?.into_iter().map(|i| i.id).collect();
+        let mut names: Vec<String> = self
+            .ledger
+            .intents(IntentKind::Hook)?
+            .into_iter()
+            .map(|i| i.id)
+            .collect();
         names.dedup();
         for name in names {
             if let Err(e) = self.run_hook(ctx, &name) {
@@ -166,9 +189,13 @@ impl Recorder {
     /// sensitive, so nothing about the content can be checked without the key.
     pub fn hash_observed(&self, observed: &Observed, sensitive: bool) -> Option<String> {
         match observed {
-            Observed::Present(Live::File { blob, .. }) if sensitive => Some(self.key.hash(blob.as_bytes())),
+            Observed::Present(Live::File { blob, .. }) if sensitive => {
+                Some(self.key.hash(blob.as_bytes()))
+            }
             Observed::Present(Live::File { blob, .. }) => Some(format!("git:{blob}")),
-            Observed::Present(Live::Symlink { target }) if !sensitive => Some(format!("symlink:{target}")),
+            Observed::Present(Live::Symlink { target }) if !sensitive => {
+                Some(format!("symlink:{target}"))
+            }
             _ => None,
         }
     }
@@ -201,7 +228,10 @@ impl Recorder {
             }
         }
         let stale: Vec<&String> = if drop_stale {
-            previous.keys().filter(|id| !outcomes.contains_key(&ResourceId::from_string((*id).clone()))).collect()
+            previous
+                .keys()
+                .filter(|id| !outcomes.contains_key(&ResourceId::from_string((*id).clone())))
+                .collect()
         } else {
             Vec::new()
         };
@@ -221,7 +251,12 @@ impl Recorder {
 }
 
 /// The next record of a resource after a pass observed `o`.
-pub fn next_record(prev: Option<&ResourceRecord>, id: &ResourceId, o: &Outcome, now: SystemTime) -> ResourceRecord {
+pub fn next_record(
+    prev: Option<&ResourceRecord>,
+    id: &ResourceId,
+    o: &Outcome,
+    now: SystemTime,
+) -> ResourceRecord {
     let attempts = match o.state {
         State::Failed => prev.map(|p| p.attempts).unwrap_or(0) + 1,
         _ => 0,
@@ -237,7 +272,14 @@ pub fn next_record(prev: Option<&ResourceRecord>, id: &ResourceId, o: &Outcome, 
         attempts,
         reason: o.reason.clone(),
         next_retry,
-        last_applied: if o.applied { Some(now) } else { prev.and_then(|p| p.last_applied) },
-        corrections: o.corrections.clone().unwrap_or_else(|| prev.map(|p| p.corrections.clone()).unwrap_or_default()),
+        last_applied: if o.applied {
+            Some(now)
+        } else {
+            prev.and_then(|p| p.last_applied)
+        },
+        corrections: o
+            .corrections
+            .clone()
+            .unwrap_or_else(|| prev.map(|p| p.corrections.clone()).unwrap_or_default()),
     }
 }
