@@ -83,6 +83,9 @@ pub struct PolicyConfig {
     pub backup_retention: Option<Dur>,
     pub backup_max: Option<String>,
     pub dry_run: Option<bool>,
+    /// Watch managed directories for changes (default true); off, drift is
+    /// found at the resync timer.
+    pub watch: Option<bool>,
 }
 
 #[derive(Debug, Clone, Copy, Deserialize)]
@@ -159,6 +162,7 @@ pub struct Policy {
     pub backup_retention: Duration,
     pub backup_max: u64,
     pub dry_run: bool,
+    pub watch: bool,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -425,6 +429,7 @@ pub fn resolve(args: &GlobalArgs) -> Result<Settings, ConfigError> {
             None => 1 << 30,
         },
         dry_run: args.dry_run || p.dry_run.unwrap_or(false),
+        watch: p.watch.unwrap_or(true),
     };
 
     let server = file.server.unwrap_or_default();

@@ -35,7 +35,8 @@ fn is_text(b: &[u8]) -> bool {
 /// binary or huge content. Empty when content does not change.
 pub fn content_diff(change: &Change, shown: &Shown) -> String {
     let content_changes = match change.action {
-        Action::Create | Action::Delete => true,
+        Action::Create => true,
+        Action::Delete => false,
         Action::Update => change
             .fields
             .iter()

@@ -6,9 +6,14 @@ mod context;
 mod control;
 pub mod daemon;
 mod hooks;
+mod http;
+mod notify;
+mod watch;
 mod pass;
+mod publish;
 mod queue;
 mod record;
+pub mod show;
 
 use std::time::SystemTime;
 

@@ -41,6 +41,7 @@ pub struct PassReport {
     pub deleted: usize,
     pub failed: usize,
     pub writes: u64,
+    pub writes_by_target: BTreeMap<String, u64>,
     pub problems: Vec<Problem>,
     pub prune_blocked: Option<String>,
     pub outcomes: BTreeMap<ResourceId, Outcome>,
@@ -344,6 +345,7 @@ pub fn apply(
         match apply_one(&mut run, rec, change) {
             Ok(writes) => {
                 report.writes += writes;
+                *report.writes_by_target.entry(change.target.clone()).or_default() += writes;
                 applied_ids.push((change.id.clone(), corrections));
                 report.applied += 1;
             }
@@ -424,6 +426,7 @@ pub fn apply(
         match apply_one(&mut run, rec, change) {
             Ok(writes) => {
                 report.writes += writes;
+                *report.writes_by_target.entry(change.target.clone()).or_default() += writes;
                 rec.forget(&change.id)?;
                 report.deleted += 1;
             }
