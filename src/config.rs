@@ -101,6 +101,8 @@ pub struct ServerConfig {
     pub listen: Option<String>,
     pub refresh_token_file: Option<PathBuf>,
     pub webhooks: Option<BTreeMap<String, WebhookConfig>>,
+    /// `/healthz` fails when the loop shows no sign of life for this long.
+    pub stuck_after: Option<Dur>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -208,6 +210,7 @@ pub struct ServerSettings {
     pub listen: String,
     pub refresh_token_file: Option<PathBuf>,
     pub webhooks: BTreeMap<String, PathBuf>,
+    pub stuck_after: Duration,
 }
 
 /// Everything a command needs, validated.
@@ -459,6 +462,7 @@ pub fn resolve(args: &GlobalArgs) -> Result<Settings, ConfigError> {
                 .or(server.listen)
                 .unwrap_or_else(|| "127.0.0.1:9420".into()),
             refresh_token_file: server.refresh_token_file,
+            stuck_after: server.stuck_after.map(|d| d.0).unwrap_or(Duration::from_secs(60)),
             webhooks: server
                 .webhooks
                 .unwrap_or_default()

@@ -27,7 +27,7 @@ pub fn run(g: &GlobalArgs, settings: Settings, allow_mass_prune: bool) -> ExitCo
         Ok(r) => r,
         Err(e) => return fail(e),
     };
-    if let Err(e) = reconcile::recover(&ctx, &rec) {
+    if let Err(e) = reconcile::recover(&ctx, &mut rec) {
         return fail(e);
     }
     let revision = match reconcile::fetch(&ctx, &rec, SystemTime::now()) {

@@ -33,6 +33,13 @@ impl Context {
         for t in &settings.targets {
             let target: Arc<dyn Target> = match &t.kind {
                 TargetKind::Files { root } => {
+                    // A missing root is made, as a sidecar's empty volume would be.
+                    if !root.exists() {
+                        std::fs::create_dir_all(root).map_err(|e| BuildError::Target {
+                            name: t.name.clone(),
+                            message: format!("cannot create root {}: {e}", root.display()),
+                        })?;
+                    }
                     let f = FilesTarget::new(&t.name, root, &settings.state_dir).map_err(|e| {
                         BuildError::Target {
                             name: t.name.clone(),

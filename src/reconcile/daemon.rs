@@ -174,7 +174,6 @@ impl Loop {
         let each = started.elapsed().as_secs_f64() / report.outcomes.len().max(1) as f64;
         publish::pass(&self.shared.metrics, &report, each);
         if let Some(w) = self.watch.as_mut() {
-            w.own_writes(report.outcomes.iter().filter(|(_, o)| o.applied).map(|(id, _)| id));
             let managed = rev.declared.resources.values().map(|d| (&d.id, d.target.as_str(), &d.path));
             w.update(managed);
         }
@@ -289,11 +288,11 @@ pub fn run(settings: Settings) -> ExitCode {
         Ok(c) => c,
         Err(e) => return fail(e),
     };
-    let rec = match Recorder::open(ledger) {
+    let mut rec = match Recorder::open(ledger) {
         Ok(r) => r,
         Err(e) => return fail(e),
     };
-    if let Err(e) = recover(&ctx, &rec) {
+    if let Err(e) = recover(&ctx, &mut rec) {
         return fail(e);
     }
     let rt = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
@@ -338,7 +337,9 @@ async fn run_loop(ctx: Context, rec: Recorder) -> ExitCode {
                 _ => None,
             })
             .collect();
-        Watch::start(roots, tx.clone())
+        let w = Watch::start(roots, tx.clone());
+        ctl.observe_writes(w.write_observer());
+        w
     });
     tracing::info!(repo = %crate::source::redact_url(&settings.source.repo), "tend run started");
     let resync = settings.policy.resync;

@@ -9,8 +9,20 @@ use crate::config::Hook;
 
 /// Runs `hook` to completion or until its timeout, logging its output.
 pub fn run(name: &str, hook: &Hook) -> Result<(), String> {
-    let mut child = Command::new(&hook.run[0])
-        .args(&hook.run[1..])
+    let mut cmd = Command::new(&hook.run[0]);
+    cmd.args(&hook.run[1..]);
+    // A hook dies with tend: if tend is killed mid-hook, the intent stays
+    // pending and the hook runs again after the restart, rather than a
+    // half-finished copy racing the next one.
+    // SAFETY: prctl(PR_SET_PDEATHSIG) is a single async-signal-safe system
+    // call that touches no memory of the parent.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
+            rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))
+                .map_err(std::io::Error::from)
+        });
+    }
+    let mut child = cmd
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -5,7 +5,6 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
 
 use tokio::sync::{mpsc, Notify};
 
@@ -15,9 +14,6 @@ use crate::config::Settings;
 use crate::ledger::HashKey;
 use crate::model::ResourceId;
 use crate::server::{self, AppState};
-
-/// A healthz older than this means the loop is stuck.
-const STUCK_AFTER: Duration = Duration::from_secs(60);
 
 fn read_secret(path: &Path, what: &str) -> Result<Vec<u8>, String> {
     let mut bytes = std::fs::read(path).map_err(|e| format!("{what}: cannot read {}: {e}", path.display()))?;
@@ -82,7 +78,7 @@ pub(crate) async fn start(
         metrics: shared.metrics.clone(),
         ready: shared.ready.clone(),
         heartbeat: shared.ctl.heartbeat(),
-        stuck_after: STUCK_AFTER,
+        stuck_after: settings.server.stuck_after,
         triggers: server_tx,
         reference: settings.source.reference.clone(),
         refresh_token,

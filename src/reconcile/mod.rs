@@ -33,7 +33,7 @@ use crate::model::RelPath;
 
 /// After a restart: remove tend's leftover temp files beside managed paths
 /// and run hooks that were pending when the last process stopped.
-pub fn recover(ctx: &Context, rec: &Recorder) -> Result<(), LedgerError> {
+pub fn recover(ctx: &Context, rec: &mut Recorder) -> Result<(), LedgerError> {
     let inventory = rec.ledger.inventory()?;
     for (name, target) in &ctx.targets {
         let paths: Vec<RelPath> = inventory
@@ -47,7 +47,7 @@ pub fn recover(ctx: &Context, rec: &Recorder) -> Result<(), LedgerError> {
             tracing::info!(target = %name, removed, "removed leftover temp files");
         }
     }
-    rec.run_pending_hooks(ctx)
+    rec.run_pending_hooks(ctx, false).map(|_| ())
 }
 
 /// Fetches and records the outcome in the source ledger.

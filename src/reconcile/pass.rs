@@ -47,6 +47,8 @@ pub struct PassReport {
     pub outcomes: BTreeMap<ResourceId, Outcome>,
     /// Every resource in scope is InSync and nothing is blocked.
     pub converged: bool,
+    /// Hooks run at the end of the pass, and whether each succeeded.
+    pub hooks: Vec<(String, bool)>,
     /// The pass stopped early because shutdown was asked for.
     pub cancelled: bool,
 }
@@ -154,6 +156,13 @@ pub fn prepare(
     }
 }
 
+fn scope_has(scope: &Scope, id: &ResourceId) -> bool {
+    match scope {
+        Scope::All => true,
+        Scope::Keys(k) => k.contains(id),
+    }
+}
+
 /// Why prune is held back this pass, if it is.
 pub fn prune_guard(
     ctx: &Context,
@@ -199,7 +208,6 @@ struct Run<'a> {
     rev: &'a Revision,
     previous: BTreeMap<String, ResourceRecord>,
     outcomes: BTreeMap<ResourceId, Outcome>,
-    hooks: BTreeMap<String, Vec<ResourceId>>,
     now: SystemTime,
 }
 
@@ -248,7 +256,6 @@ pub fn apply(
         rev,
         previous,
         outcomes: BTreeMap::new(),
-        hooks: BTreeMap::new(),
         now: SystemTime::now(),
     };
     let mut report = PassReport {
@@ -342,7 +349,7 @@ pub fn apply(
             }
             corrections.push(run.now);
         }
-        match apply_one(&mut run, rec, change) {
+        match apply_one(&mut run, rec, change, ctl) {
             Ok(writes) => {
                 report.writes += writes;
                 *report.writes_by_target.entry(change.target.clone()).or_default() += writes;
@@ -423,7 +430,7 @@ pub fn apply(
             );
             continue;
         }
-        match apply_one(&mut run, rec, change) {
+        match apply_one(&mut run, rec, change, ctl) {
             Ok(writes) => {
                 report.writes += writes;
                 *report.writes_by_target.entry(change.target.clone()).or_default() += writes;
@@ -443,10 +450,13 @@ pub fn apply(
         }
     }
 
-    for (hook, ids) in std::mem::take(&mut run.hooks) {
-        if let Err(reason) = rec.run_hook(ctx, &hook) {
-            for id in ids {
-                run.set(&id, State::Failed, Some(reason.clone()));
+    // Every pending hook runs once at the end of the pass: those this pass
+    // triggered and those still pending from earlier passes or processes.
+    for (hook, ids, result) in rec.run_pending_hooks(ctx, ctl.cancelled())? {
+        report.hooks.push((hook, result.is_ok()));
+        if let Err(reason) = result {
+            for id in ids.iter().filter(|id| scope_has(&p.scope, id)) {
+                run.set(id, State::Failed, Some(reason.clone()));
             }
         }
     }
@@ -470,7 +480,7 @@ pub fn apply(
 
 /// One correction, with intent recorded before the effect. Returns the
 /// number of writes.
-fn apply_one(run: &mut Run, rec: &mut Recorder, change: &Change) -> Result<u64, TargetError> {
+fn apply_one(run: &mut Run, rec: &mut Recorder, change: &Change, ctl: &Control) -> Result<u64, TargetError> {
     let target = run.ctx.targets.get(&change.target).ok_or_else(|| {
         TargetError::Terminal(format!("target {:?} is not configured", change.target))
     })?;
@@ -478,12 +488,10 @@ fn apply_one(run: &mut Run, rec: &mut Recorder, change: &Change) -> Result<u64, 
     if change.action == Action::Create {
         rec.adopt(change).map_err(ledger_err)?;
     }
-    if let Some(hook) = change.desired.as_ref().and_then(|d| d.on_change.clone()) {
-        if !run.hooks.contains_key(&hook) {
-            rec.intend_hook(&hook).map_err(ledger_err)?;
-        }
-        run.hooks.entry(hook).or_default().push(change.id.clone());
+    if let Some(hook) = change.desired.as_ref().and_then(|d| d.on_change.as_deref()) {
+        rec.intend_hook(hook, &change.id).map_err(ledger_err)?;
     }
+    ctl.writing(&change.id);
     let applied = target.apply(change, &run.rev.content, rec.backups())?;
     let sensitive = change.desired.as_ref().is_some_and(|d| d.sensitive);
     let entry = AuditEntry {

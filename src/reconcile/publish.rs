@@ -26,6 +26,9 @@ pub fn pass(metrics: &Metrics, report: &PassReport, seconds_each: f64) {
     for (target, n) in &report.writes_by_target {
         metrics.writes(target, *n);
     }
+    for (_, ok) in &report.hooks {
+        metrics.hook(*ok);
+    }
     if report.converged {
         metrics.set_last_converged(unix_secs(SystemTime::now()));
     }

@@ -7,7 +7,7 @@ use std::time::SystemTime;
 use super::backoff;
 use super::context::Context;
 use crate::ledger::{
-    next_drift_since, AuditEntry, AuditLog, BackupStore, HashKey, IntentKind, InventoryEntry,
+    next_drift_since, AuditEntry, AuditLog, BackupStore, HashKey, Intent, IntentKind, InventoryEntry,
     Ledger, LedgerError, ResourceRecord, State,
 };
 use crate::model::{Backup, Change, Desired, Live, Observed, ResourceId, Spec};
@@ -128,45 +128,53 @@ impl Recorder {
         self.ledger.set_meta(&digest_key(id), "")
     }
 
-    pub fn intend_hook(&self, hook: &str) -> Result<(), LedgerError> {
-        self.ledger
-            .add_intent(IntentKind::Hook, hook, "")
-            .map(|_| ())
+    /// Records, before the write that triggers it, that `hook` must run
+    /// for `id`.
+    pub fn intend_hook(&self, hook: &str, id: &ResourceId) -> Result<(), LedgerError> {
+        self.ledger.add_intent(IntentKind::Hook, hook, id.as_str()).map(|_| ())
     }
 
-    /// Runs a hook and, once it succeeded, clears its pending intents.
-    pub fn run_hook(&self, ctx: &Context, hook: &str) -> Result<(), String> {
-        let Some(h) = ctx.settings.hooks.get(hook) else {
-            return Err(format!("hook {hook:?} is not defined in the local config"));
-        };
-        super::hooks::run(hook, h)?;
-        let pending = self
-            .ledger
-            .intents(IntentKind::Hook)
-            .map_err(|e| e.to_string())?;
-        for intent in pending.into_iter().filter(|i| i.id == hook) {
-            self.ledger
-                .clear_intent(intent.seq)
-                .map_err(|e| e.to_string())?;
+    /// Runs every pending hook once (at-least-once: a hook whose intent was
+    /// recorded by a process that died runs now); clears the intents of those
+    /// that succeed. Returns each hook with the identities it was for.
+    #[allow(clippy::type_complexity)]
+    pub fn run_pending_hooks(
+        &mut self,
+        ctx: &Context,
+        stopping: bool,
+    ) -> Result<Vec<(String, Vec<ResourceId>, Result<(), String>)>, LedgerError> {
+        let mut pending: BTreeMap<String, Vec<Intent>> = BTreeMap::new();
+        for intent in self.ledger.intents(IntentKind::Hook)? {
+            pending.entry(intent.id.clone()).or_default().push(intent);
         }
-        Ok(())
-    }
-
-    /// Runs hooks left pending by an earlier process (at-least-once).
-    pub fn run_pending_hooks(&self, ctx: &Context) -> Result<(), LedgerError> {
-        let mut names: Vec<String> = self
-            .ledger
-            .intents(IntentKind::Hook)?
-            .into_iter()
-            .map(|i| i.id)
-            .collect();
-        names.dedup();
-        for name in names {
-            if let Err(e) = self.run_hook(ctx, &name) {
-                tracing::warn!(hook = %name, error = %e, "pending hook failed; it stays pending");
+        let mut out = Vec::new();
+        for (name, intents) in pending {
+            let ids: Vec<ResourceId> = intents.iter().map(|i| ResourceId::from_string(i.detail.clone())).collect();
+            let result = match ctx.settings.hooks.get(&name) {
+                None => Err(format!("hook {name:?} is not defined in the local config")),
+                Some(h) => {
+                    // On shutdown a hook gets at most 10 s, then stays pending.
+                    let mut h = h.clone();
+                    if stopping {
+                        h.timeout = h.timeout.min(std::time::Duration::from_secs(10));
+                    }
+                    super::hooks::run(&name, &h)
+                }
+            };
+            match &result {
+                Ok(()) => {
+                    self.ledger.transaction(|tx| {
+                        for i in &intents {
+                            tx.clear_intent(i.seq)?;
+                        }
+                        Ok(())
+                    })?;
+                }
+                Err(e) => tracing::warn!(hook = %name, error = %e, "hook failed; it stays pending"),
             }
+            out.push((name, ids, result));
         }
-        Ok(())
+        Ok(out)
     }
 
     pub fn backups(&self) -> &dyn Backup {

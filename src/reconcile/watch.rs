@@ -158,14 +158,16 @@ impl Watch {
         }
     }
 
-    /// Marks paths tend just wrote, so their events are not taken as drift.
-    pub fn own_writes<'a>(&self, ids: impl IntoIterator<Item = &'a ResourceId>) {
-        let mut index = self.index.lock().expect("watch index");
-        let until = Instant::now() + OWN_WRITE_ECHO;
-        let paths: Vec<PathBuf> = ids.into_iter().filter_map(|id| index.by_id.get(id).cloned()).collect();
-        for p in paths {
-            index.own.insert(p, until);
-        }
+    /// A callback that marks a path tend is about to write, so the events
+    /// its own write causes are not taken as drift.
+    pub fn write_observer(&self) -> super::control::WriteObserver {
+        let index = self.index.clone();
+        Arc::new(move |id: &ResourceId| {
+            let mut index = index.lock().expect("watch index");
+            if let Some(p) = index.by_id.get(id).cloned() {
+                index.own.insert(p, Instant::now() + OWN_WRITE_ECHO);
+            }
+        })
     }
 }
 
