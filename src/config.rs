@@ -462,7 +462,10 @@ pub fn resolve(args: &GlobalArgs) -> Result<Settings, ConfigError> {
                 .or(server.listen)
                 .unwrap_or_else(|| "127.0.0.1:9420".into()),
             refresh_token_file: server.refresh_token_file,
-            stuck_after: server.stuck_after.map(|d| d.0).unwrap_or(Duration::from_secs(60)),
+            stuck_after: server
+                .stuck_after
+                .map(|d| d.0)
+                .unwrap_or(Duration::from_secs(60)),
             webhooks: server
                 .webhooks
                 .unwrap_or_default()

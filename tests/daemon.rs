@@ -348,7 +348,10 @@ fn kill_9_mid_sync_then_restart_converges_exactly() {
     let mut created = std::collections::HashSet::new();
     for line in audit.lines().filter(|l| l.contains("\"create\"")) {
         let v: serde_json::Value = serde_json::from_str(line).unwrap();
-        assert!(created.insert(v["id"].as_str().unwrap().to_string()), "created twice: {line}");
+        assert!(
+            created.insert(v["id"].as_str().unwrap().to_string()),
+            "created twice: {line}"
+        );
     }
     assert!(created.len() > n / 2, "{}", created.len());
 }

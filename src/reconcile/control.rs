@@ -21,7 +21,9 @@ pub struct Control {
 }
 
 pub fn unix_millis(t: SystemTime) -> u64 {
-    t.duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+    t.duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
 }
 
 impl Control {
@@ -32,7 +34,8 @@ impl Control {
         self.cancel.load(Ordering::SeqCst)
     }
     pub fn beat(&self) {
-        self.heartbeat.store(unix_millis(SystemTime::now()), Ordering::Relaxed);
+        self.heartbeat
+            .store(unix_millis(SystemTime::now()), Ordering::Relaxed);
     }
     pub fn last_beat_millis(&self) -> u64 {
         self.heartbeat.load(Ordering::Relaxed)

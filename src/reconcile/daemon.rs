@@ -13,7 +13,10 @@ use tokio::time::{sleep_until, Instant};
 
 use super::notify::Notifier;
 use super::watch::Watch;
-use super::{backoff, load, publish, recover, Context, Control, PassOptions, PassReport, Queue, Recorder, Revision, Scope};
+use super::{
+    backoff, load, publish, recover, Context, Control, PassOptions, PassReport, Queue, Recorder,
+    Revision, Scope,
+};
 use crate::config::{Settings, TargetKind};
 use crate::ledger::{Ledger, State, StateLock};
 use crate::metrics::Metrics;
@@ -40,13 +43,21 @@ fn jitter(d: Duration) -> Duration {
 }
 
 /// The error policy: when to look at a resource again after a pass.
-pub fn action_for(state: State, next_retry: Option<SystemTime>, settings: &Settings) -> super::Action {
+pub fn action_for(
+    state: State,
+    next_retry: Option<SystemTime>,
+    settings: &Settings,
+) -> super::Action {
     match state {
         State::Failed | State::Unknown => {
-            let wait = next_retry.and_then(|t| t.duration_since(SystemTime::now()).ok()).unwrap_or(backoff::BASE);
+            let wait = next_retry
+                .and_then(|t| t.duration_since(SystemTime::now()).ok())
+                .unwrap_or(backoff::BASE);
             super::Action::requeue(wait)
         }
-        State::Contested => super::Action::requeue(settings.policy.contested_window.min(backoff::MAX)),
+        State::Contested => {
+            super::Action::requeue(settings.policy.contested_window.min(backoff::MAX))
+        }
         _ => super::Action::await_change(),
     }
 }
@@ -81,7 +92,10 @@ struct Loop {
 }
 
 impl Loop {
-    async fn blocking<T: Send + 'static>(&self, f: impl FnOnce(&Context, &mut Recorder) -> T + Send + 'static) -> T {
+    async fn blocking<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Context, &mut Recorder) -> T + Send + 'static,
+    ) -> T {
         let worker = self.shared.worker.clone();
         tokio::task::spawn_blocking(move || {
             let mut w = worker.lock().expect("worker lock");
@@ -94,7 +108,9 @@ impl Loop {
 
     /// Fetches; on a new revision loads it and runs a full pass.
     async fn poll(&mut self) -> Duration {
-        let result = self.blocking(|ctx, rec| super::fetch(ctx, rec, SystemTime::now())).await;
+        let result = self
+            .blocking(|ctx, rec| super::fetch(ctx, rec, SystemTime::now()))
+            .await;
         publish::fetch(&self.shared.metrics, result.is_ok());
         let interval = self.settings.source.interval;
         match result {
@@ -129,12 +145,16 @@ impl Loop {
                 self.current = Some(rev);
                 self.pass(Scope::All).await;
             }
-            Err(e) => tracing::warn!(revision = %id, error = %e, "cannot read revision; the last good state stays"),
+            Err(e) => {
+                tracing::warn!(revision = %id, error = %e, "cannot read revision; the last good state stays")
+            }
         }
     }
 
     async fn pass(&mut self, scope: Scope) {
-        let Some(rev) = self.current.clone() else { return };
+        let Some(rev) = self.current.clone() else {
+            return;
+        };
         let (opts, ctl) = (self.opts, self.shared.ctl.clone());
         let full = matches!(scope, Scope::All);
         let keys: Vec<ResourceId> = match &scope {
@@ -174,7 +194,11 @@ impl Loop {
         let each = started.elapsed().as_secs_f64() / report.outcomes.len().max(1) as f64;
         publish::pass(&self.shared.metrics, &report, each);
         if let Some(w) = self.watch.as_mut() {
-            let managed = rev.declared.resources.values().map(|d| (&d.id, d.target.as_str(), &d.path));
+            let managed = rev
+                .declared
+                .resources
+                .values()
+                .map(|d| (&d.id, d.target.as_str(), &d.path));
             w.update(managed);
         }
         self.requeue(&report).await;
@@ -188,14 +212,28 @@ impl Loop {
     }
 
     fn summary(&self, report: &PassReport) -> String {
-        let rev = report.revision.map(|r| r.to_string()[..12].to_string()).unwrap_or_default();
-        let not_in_sync = report.outcomes.values().filter(|o| o.state != State::InSync).count();
-        format!("revision {rev}: {} resources, {not_in_sync} not in sync", report.outcomes.len())
+        let rev = report
+            .revision
+            .map(|r| r.to_string()[..12].to_string())
+            .unwrap_or_default();
+        let not_in_sync = report
+            .outcomes
+            .values()
+            .filter(|o| o.state != State::InSync)
+            .count();
+        format!(
+            "revision {rev}: {} resources, {not_in_sync} not in sync",
+            report.outcomes.len()
+        )
     }
 
     /// Gauges from the ledger, at most once a second unless forced.
     async fn publish(&mut self, force: bool) {
-        if !force && self.last_published.is_some_and(|t| t.elapsed() < Duration::from_secs(1)) {
+        if !force
+            && self
+                .last_published
+                .is_some_and(|t| t.elapsed() < Duration::from_secs(1))
+        {
             return;
         }
         self.last_published = Some(Instant::now());
@@ -215,7 +253,9 @@ impl Loop {
         let ids: Vec<ResourceId> = report.outcomes.keys().cloned().collect();
         let records = self
             .blocking(move |_, rec| {
-                ids.into_iter().filter_map(|id| rec.ledger.resource(id.as_str()).ok().flatten()).collect::<Vec<_>>()
+                ids.into_iter()
+                    .filter_map(|id| rec.ledger.resource(id.as_str()).ok().flatten())
+                    .collect::<Vec<_>>()
             })
             .await;
         for r in records {
@@ -226,7 +266,9 @@ impl Loop {
 
     /// Pauses live in the ledger, written by `tend pause`: a change starts a pass.
     async fn pauses_changed(&mut self) -> bool {
-        let now = self.blocking(|_, rec| format!("{:?}", rec.ledger.pauses().ok())).await;
+        let now = self
+            .blocking(|_, rec| format!("{:?}", rec.ledger.pauses().ok()))
+            .await;
         let changed = now != self.pauses_seen;
         self.pauses_seen = now;
         changed
@@ -266,7 +308,8 @@ fn keep_systemd_informed(notifier: Arc<Notifier>, ready: Arc<AtomicBool>, ctl: A
             let mut tick = tokio::time::interval(period);
             loop {
                 tick.tick().await;
-                let age = super::control::unix_millis(SystemTime::now()).saturating_sub(ctl.last_beat_millis());
+                let age = super::control::unix_millis(SystemTime::now())
+                    .saturating_sub(ctl.last_beat_millis());
                 if Duration::from_millis(age) < period * 2 {
                     notifier.watchdog();
                 }
@@ -295,7 +338,11 @@ pub fn run(settings: Settings) -> ExitCode {
     if let Err(e) = recover(&ctx, &mut rec) {
         return fail(e);
     }
-    let rt = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => return fail(format!("cannot start the runtime: {e}")),
     };
@@ -344,7 +391,10 @@ async fn run_loop(ctx: Context, rec: Recorder) -> ExitCode {
     tracing::info!(repo = %crate::source::redact_url(&settings.source.repo), "tend run started");
     let resync = settings.policy.resync;
     let mut lp = Loop {
-        opts: PassOptions { allow_mass_prune: false, dry_run: settings.policy.dry_run },
+        opts: PassOptions {
+            allow_mass_prune: false,
+            dry_run: settings.policy.dry_run,
+        },
         settings,
         shared,
         queue: Queue::new(),

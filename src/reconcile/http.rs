@@ -16,7 +16,8 @@ use crate::model::ResourceId;
 use crate::server::{self, AppState};
 
 fn read_secret(path: &Path, what: &str) -> Result<Vec<u8>, String> {
-    let mut bytes = std::fs::read(path).map_err(|e| format!("{what}: cannot read {}: {e}", path.display()))?;
+    let mut bytes =
+        std::fs::read(path).map_err(|e| format!("{what}: cannot read {}: {e}", path.display()))?;
     while bytes.last().is_some_and(|b| *b == b'\n' || *b == b'\r') {
         bytes.pop();
     }
@@ -37,8 +38,12 @@ fn resource_diff(shared: &Shared) -> server::ResourceDiff {
         let key = HashKey::load_or_create(&ctx.settings.state_dir).ok()?;
         let id = ResourceId::from_string(id.to_string());
         let p = prepare(ctx, &rev, &inventory, Scope::Keys([id].into()));
-        let text: String =
-            p.plan.changes().map(|c| super::show::change(ctx, &rev, c, &key, false, false)).collect::<Vec<_>>().concat();
+        let text: String = p
+            .plan
+            .changes()
+            .map(|c| super::show::change(ctx, &rev, c, &key, false, false))
+            .collect::<Vec<_>>()
+            .concat();
         Some(text)
     })
 }
@@ -57,9 +62,14 @@ pub(crate) async fn start(
     let mut secrets = BTreeMap::new();
     for (provider, file) in &settings.server.webhooks {
         if !["github", "gitlab", "gitea", "generic"].contains(&provider.as_str()) {
-            return Err(format!("server.webhooks: unknown provider {provider:?} (github, gitlab, gitea, generic)"));
+            return Err(format!(
+                "server.webhooks: unknown provider {provider:?} (github, gitlab, gitea, generic)"
+            ));
         }
-        secrets.insert(provider.clone(), read_secret(file, &format!("webhook {provider}"))?);
+        secrets.insert(
+            provider.clone(),
+            read_secret(file, &format!("webhook {provider}"))?,
+        );
     }
     let refresh_token = match &settings.server.refresh_token_file {
         Some(f) => Some(String::from_utf8_lossy(&read_secret(f, "refresh token")?).into_owned()),

@@ -1,6 +1,7 @@
 //! The reconciler: fetch, prepare, apply, record. `sync` runs one pass; the
 //! daemon runs passes continuously.
 
+mod apply;
 mod backoff;
 mod context;
 mod control;
@@ -8,22 +9,22 @@ pub mod daemon;
 mod hooks;
 mod http;
 mod notify;
-mod watch;
 mod pass;
 mod publish;
 mod queue;
 mod record;
 pub mod show;
+mod watch;
 
 use std::time::SystemTime;
 
 use git2::Oid;
 
+pub use apply::apply;
 pub use context::{BuildError, Context, PassContent};
 pub use control::Control;
 pub use pass::{
-    apply, load, prepare, prune_guard, PassError, PassOptions, PassReport, Prepared, Revision,
-    Scope,
+    load, prepare, prune_guard, PassError, PassOptions, PassReport, Prepared, Revision, Scope,
 };
 pub use queue::{Action, Queue};
 pub use record::{Outcome, Recorder};

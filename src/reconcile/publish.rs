@@ -8,7 +8,9 @@ use crate::ledger::{Ledger, State};
 use crate::metrics::Metrics;
 
 fn unix_secs(t: SystemTime) -> f64 {
-    t.duration_since(UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0)
+    t.duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
 }
 
 /// Per-resource results of a pass: noop, applied, failed or blocked.
@@ -36,13 +38,21 @@ pub fn pass(metrics: &Metrics, report: &PassReport, seconds_each: f64) {
 
 /// Gauges that come from the ledger: counts per state, drift ages.
 pub fn ledger(metrics: &Metrics, ledger: &Ledger) {
-    let Ok(doc) = crate::status::build(ledger, SystemTime::now()) else { return };
+    let Ok(doc) = crate::status::build(ledger, SystemTime::now()) else {
+        return;
+    };
     metrics.set_resources(&doc.counts);
     let drifted: Vec<(String, String, f64)> = doc
         .resources
         .iter()
         .filter(|r| r.state != State::InSync)
-        .map(|r| (r.id.clone(), crate::status::state_name(r.state), r.drift_age_seconds.unwrap_or(0) as f64))
+        .map(|r| {
+            (
+                r.id.clone(),
+                crate::status::state_name(r.state),
+                r.drift_age_seconds.unwrap_or(0) as f64,
+            )
+        })
         .collect();
     metrics.set_drifted(drifted.len());
     metrics.set_drift_oldest_age(drifted.iter().map(|d| d.2).fold(0.0, f64::max));

@@ -7,8 +7,8 @@ use std::time::SystemTime;
 use super::backoff;
 use super::context::Context;
 use crate::ledger::{
-    next_drift_since, AuditEntry, AuditLog, BackupStore, HashKey, Intent, IntentKind, InventoryEntry,
-    Ledger, LedgerError, ResourceRecord, State,
+    next_drift_since, AuditEntry, AuditLog, BackupStore, HashKey, Intent, IntentKind,
+    InventoryEntry, Ledger, LedgerError, ResourceRecord, State,
 };
 use crate::model::{Backup, Change, Desired, Live, Observed, ResourceId, Spec};
 
@@ -120,18 +120,52 @@ impl Recorder {
         })
     }
 
-    /// Drops everything tend knew of an identity it no longer manages.
-    pub fn forget(&self, id: &ResourceId) -> Result<(), LedgerError> {
-        self.ledger.inventory_remove(id.as_str())?;
-        self.ledger.remove_resource(id.as_str())?;
-        self.ledger.set_meta(&blocked_key(id), "")?;
-        self.ledger.set_meta(&digest_key(id), "")
+    /// Drops everything tend knew of identities it no longer manages.
+    pub fn forget_all(&mut self, ids: &[ResourceId]) -> Result<(), LedgerError> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        self.ledger.transaction(|tx| {
+            for id in ids {
+                tx.inventory_remove(id.as_str())?;
+                tx.remove_resource(id.as_str())?;
+                tx.set_meta(&blocked_key(id), "")?;
+                tx.set_meta(&digest_key(id), "")?;
+            }
+            Ok(())
+        })
+    }
+
+    /// Remembers what was applied, for many resources in one transaction.
+    pub fn set_applied_digests(
+        &mut self,
+        digests: &[(ResourceId, String)],
+    ) -> Result<(), LedgerError> {
+        if digests.is_empty() {
+            return Ok(());
+        }
+        self.ledger.transaction(|tx| {
+            for (id, digest) in digests {
+                tx.set_meta(&blocked_key(id), "")?;
+                tx.set_meta(&digest_key(id), digest)?;
+            }
+            Ok(())
+        })
+    }
+
+    pub fn audit_all(&self, entries: &[AuditEntry]) -> Result<(), LedgerError> {
+        if entries.is_empty() {
+            return Ok(());
+        }
+        self.audit.append_all(entries)
     }
 
     /// Records, before the write that triggers it, that `hook` must run
     /// for `id`.
     pub fn intend_hook(&self, hook: &str, id: &ResourceId) -> Result<(), LedgerError> {
-        self.ledger.add_intent(IntentKind::Hook, hook, id.as_str()).map(|_| ())
+        self.ledger
+            .add_intent(IntentKind::Hook, hook, id.as_str())
+            .map(|_| ())
     }
 
     /// Runs every pending hook once (at-least-once: a hook whose intent was
@@ -149,7 +183,10 @@ impl Recorder {
         }
         let mut out = Vec::new();
         for (name, intents) in pending {
-            let ids: Vec<ResourceId> = intents.iter().map(|i| ResourceId::from_string(i.detail.clone())).collect();
+            let ids: Vec<ResourceId> = intents
+                .iter()
+                .map(|i| ResourceId::from_string(i.detail.clone()))
+                .collect();
             let result = match ctx.settings.hooks.get(&name) {
                 None => Err(format!("hook {name:?} is not defined in the local config")),
                 Some(h) => {

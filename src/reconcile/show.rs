@@ -8,13 +8,25 @@ use crate::model::{Action, Change, ContentSource, Field, Spec};
 use crate::render::{self, Shown};
 
 /// Text or JSON of one change.
-pub fn change(ctx: &Context, rev: &Revision, change: &Change, key: &HashKey, color: bool, json: bool) -> String {
+pub fn change(
+    ctx: &Context,
+    rev: &Revision,
+    change: &Change,
+    key: &HashKey,
+    color: bool,
+    json: bool,
+) -> String {
     let content_changes = change.action == Action::Create
-        || change.fields.iter().any(|f| matches!(f, Field::Content | Field::Type { .. }));
+        || change
+            .fields
+            .iter()
+            .any(|f| matches!(f, Field::Content | Field::Type { .. }));
     // A pruned file's content is not shown: whether it was sensitive is no
     // longer declared.
     let live = match ctx.targets.get(&change.target) {
-        Some(t) if content_changes && change.action == Action::Update => t.read_live(&change.path).ok().flatten(),
+        Some(t) if content_changes && change.action == Action::Update => {
+            t.read_live(&change.path).ok().flatten()
+        }
         _ => None,
     };
     let desired = match change.desired.as_ref().map(|d| &d.spec) {

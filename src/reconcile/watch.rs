@@ -42,12 +42,18 @@ impl Index {
         let mut prefix = path.as_os_str().to_owned();
         prefix.push("/");
         let prefix = PathBuf::from(prefix);
-        self.files.range(prefix.clone()..).take_while(|(p, _)| p.starts_with(&prefix)).map(|(_, id)| id.clone()).collect()
+        self.files
+            .range(prefix.clone()..)
+            .take_while(|(p, _)| p.starts_with(&prefix))
+            .map(|(_, id)| id.clone())
+            .collect()
     }
 }
 
 fn is_own_temp(path: &Path) -> bool {
-    path.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with(".tend-") && n.ends_with(".tmp"))
+    path.file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.starts_with(".tend-") && n.ends_with(".tmp"))
 }
 
 pub struct Watch {
@@ -81,19 +87,27 @@ impl Watch {
                 }
             }
             Err(e) => {
-                *deg.lock().expect("watch state") = Some(format!("watch error: {e}; relying on the resync timer"));
+                *deg.lock().expect("watch state") =
+                    Some(format!("watch error: {e}; relying on the resync timer"));
                 let _ = tx.send(Trigger::FullPass);
             }
         };
         let watcher = match notify::recommended_watcher(handler) {
             Ok(w) => Some(w),
             Err(e) => {
-                *degraded.lock().expect("watch state") =
-                    Some(format!("cannot watch the file system ({e}); relying on the resync timer"));
+                *degraded.lock().expect("watch state") = Some(format!(
+                    "cannot watch the file system ({e}); relying on the resync timer"
+                ));
                 None
             }
         };
-        Watch { watcher, roots, watched: HashSet::new(), index, degraded }
+        Watch {
+            watcher,
+            roots,
+            watched: HashSet::new(),
+            index,
+            degraded,
+        }
     }
 
     /// A line for status: what is watched, or why watching is degraded.
@@ -107,11 +121,16 @@ impl Watch {
     /// Watches the directories that hold `managed` paths (and their
     /// ancestors up to the root, so new directories are noticed), and drops
     /// watches no longer needed.
-    pub fn update<'a>(&mut self, managed: impl IntoIterator<Item = (&'a ResourceId, &'a str, &'a RelPath)>) {
+    pub fn update<'a>(
+        &mut self,
+        managed: impl IntoIterator<Item = (&'a ResourceId, &'a str, &'a RelPath)>,
+    ) {
         let mut files = BTreeMap::new();
         let mut dirs = HashSet::new();
         for (id, target, path) in managed {
-            let Some(root) = self.roots.get(target) else { continue };
+            let Some(root) = self.roots.get(target) else {
+                continue;
+            };
             let full = root.join(path.as_str());
             let mut dir = full.parent();
             while let Some(d) = dir {
@@ -125,11 +144,22 @@ impl Watch {
         }
         {
             let mut index = self.index.lock().expect("watch index");
-            index.by_id = files.iter().map(|(p, id)| (id.clone(), p.clone())).collect();
+            index.by_id = files
+                .iter()
+                .map(|(p, id)| (id.clone(), p.clone()))
+                .collect();
             index.files = files;
         }
-        let Some(watcher) = self.watcher.as_mut() else { return };
-        for gone in self.watched.iter().filter(|d| !dirs.contains(*d)).cloned().collect::<Vec<_>>() {
+        let Some(watcher) = self.watcher.as_mut() else {
+            return;
+        };
+        for gone in self
+            .watched
+            .iter()
+            .filter(|d| !dirs.contains(*d))
+            .cloned()
+            .collect::<Vec<_>>()
+        {
             let _ = watcher.unwatch(&gone);
             self.watched.remove(&gone);
         }
@@ -147,7 +177,10 @@ impl Watch {
                     let reason = if limit {
                         format!("inotify watch limit reached ({e}); the rest is checked at every resync")
                     } else {
-                        format!("cannot watch {} ({e}); it is checked at every resync", dir.display())
+                        format!(
+                            "cannot watch {} ({e}); it is checked at every resync",
+                            dir.display()
+                        )
                     };
                     *self.degraded.lock().expect("watch state") = Some(reason);
                     if limit {
@@ -183,9 +216,15 @@ mod tests {
             index.files.insert(PathBuf::from("/r").join(p), id(p));
         }
         assert_eq!(index.ids_for(Path::new("/r/etc/a")), vec![id("etc/a")]);
-        assert_eq!(index.ids_for(Path::new("/r/etc/app")), vec![id("etc/app/b"), id("etc/app/c")]);
+        assert_eq!(
+            index.ids_for(Path::new("/r/etc/app")),
+            vec![id("etc/app/b"), id("etc/app/c")]
+        );
         assert!(index.ids_for(Path::new("/r/other")).is_empty());
-        index.own.insert(PathBuf::from("/r/etc/a"), Instant::now() + Duration::from_secs(60));
+        index.own.insert(
+            PathBuf::from("/r/etc/a"),
+            Instant::now() + Duration::from_secs(60),
+        );
         assert!(index.ids_for(Path::new("/r/etc/a")).is_empty());
         assert!(is_own_temp(Path::new("/r/etc/.tend-abc.tmp")));
         assert!(!is_own_temp(Path::new("/r/etc/tend.tmp")));
