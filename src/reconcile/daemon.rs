@@ -181,6 +181,7 @@ impl Loop {
             Ok(r) => r,
             Err(e) => return tracing::warn!(error = %e, "pass failed"),
         };
+        tracing::debug!(full, resources = report.outcomes.len(), "pass done");
         if full || report.applied > 0 || report.failed > 0 || report.deleted > 0 {
             tracing::info!(
                 full,
