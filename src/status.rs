@@ -48,6 +48,10 @@ pub struct ResourceStatus {
 pub struct StatusDoc {
     pub generated_at: String,
     pub source: Option<SourceStatus>,
+    /// What the daemon's file-system watcher covers, or why it fell back to
+    /// the resync timer.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub watcher: Option<String>,
     pub counts: BTreeMap<String, usize>,
     pub resources: Vec<ResourceStatus>,
 }
@@ -121,6 +125,7 @@ pub fn build(ledger: &Ledger, now: SystemTime) -> Result<StatusDoc, LedgerError>
     Ok(StatusDoc {
         generated_at: rfc3339(now),
         source: ledger.source()?.map(|s| source_status(s, now)),
+        watcher: ledger.meta("watcher")?.filter(|w| !w.is_empty()),
         counts,
         resources: records
             .into_iter()
@@ -154,6 +159,9 @@ pub fn text(doc: &StatusDoc, all: bool) -> String {
         if let Some(e) = &s.last_fetch_error {
             out.push_str(&format!("last fetch error: {e}\n"));
         }
+    }
+    if let Some(w) = &doc.watcher {
+        out.push_str(&format!("watcher  {w}\n"));
     }
     let counts: Vec<String> = doc
         .counts

@@ -30,8 +30,8 @@ fn edits_deletions_and_symlink_swaps_are_undone_by_the_watcher() {
     let cfg = slow_timers(&env);
     let _d = env.daemon(&["--interval", "1h", "-c", &cfg]);
     assert!(wait_until(20, || env.status()["counts"]["InSync"] == 3), "{}", env.daemon_log());
-    // The watches are in place once the first pass has ended.
-    std::thread::sleep(Duration::from_millis(300));
+    // The watches are in place once the first pass has ended, and status says so.
+    assert!(wait_until(10, || env.status()["watcher"].as_str().is_some_and(|w| w.starts_with("watching"))));
 
     std::fs::write(env.at("etc/app/a.conf"), "edited\n").unwrap();
     assert!(wait_until(10, || env.read("etc/app/a.conf") == "a\n"), "{}", env.daemon_log());
