@@ -12,7 +12,10 @@ use std::time::{Duration, Instant};
 use util::{wait_until, Env};
 
 fn slow_timers(env: &Env) -> String {
-    env.config("policy:\n  resync: 1h\n").to_str().unwrap().to_string()
+    env.config("policy:\n  resync: 1h\n")
+        .to_str()
+        .unwrap()
+        .to_string()
 }
 
 fn site(env: &Env) {
@@ -29,15 +32,29 @@ fn edits_deletions_and_symlink_swaps_are_undone_by_the_watcher() {
     site(&env);
     let cfg = slow_timers(&env);
     let _d = env.daemon(&["--interval", "1h", "-c", &cfg]);
-    assert!(wait_until(20, || env.status()["counts"]["InSync"] == 3), "{}", env.daemon_log());
+    assert!(
+        wait_until(20, || env.status()["counts"]["InSync"] == 3),
+        "{}",
+        env.daemon_log()
+    );
     // The watches are in place once the first pass has ended, and status says so.
-    assert!(wait_until(10, || env.status()["watcher"].as_str().is_some_and(|w| w.starts_with("watching"))));
+    assert!(wait_until(10, || env.status()["watcher"]
+        .as_str()
+        .is_some_and(|w| w.starts_with("watching"))));
 
     std::fs::write(env.at("etc/app/a.conf"), "edited\n").unwrap();
-    assert!(wait_until(10, || env.read("etc/app/a.conf") == "a\n"), "{}", env.daemon_log());
+    assert!(
+        wait_until(10, || env.read("etc/app/a.conf") == "a\n"),
+        "{}",
+        env.daemon_log()
+    );
 
     std::fs::remove_file(env.at("etc/c.conf")).unwrap();
-    assert!(wait_until(10, || env.at("etc/c.conf").exists()), "{}", env.daemon_log());
+    assert!(
+        wait_until(10, || env.at("etc/c.conf").exists()),
+        "{}",
+        env.daemon_log()
+    );
 
     std::fs::remove_file(env.at("etc/app/b.conf")).unwrap();
     std::os::unix::fs::symlink("/etc/passwd", env.at("etc/app/b.conf")).unwrap();
@@ -48,7 +65,8 @@ fn edits_deletions_and_symlink_swaps_are_undone_by_the_watcher() {
 
     // A whole managed directory removed comes back too.
     std::fs::remove_dir_all(env.at("etc/app")).unwrap();
-    assert!(wait_until(10, || env.at("etc/app/a.conf").exists() && env.at("etc/app/b.conf").exists()));
+    assert!(wait_until(10, || env.at("etc/app/a.conf").exists()
+        && env.at("etc/app/b.conf").exists()));
 }
 
 #[test]
@@ -71,24 +89,40 @@ fn convergence_after_a_deletion_is_well_inside_sixty_seconds() {
 #[test]
 fn its_own_writes_do_not_make_it_reconcile_itself_in_a_loop() {
     let env = Env::new();
-    env.repo.write("site.tend.yaml", "kind: directory\npath: site\nsource: content\n");
+    env.repo.write(
+        "site.tend.yaml",
+        "kind: directory\npath: site\nsource: content\n",
+    );
     for i in 0..2000 {
-        env.repo.write(&format!("content/d{}/f{i}", i % 20), format!("{i}\n"));
+        env.repo
+            .write(&format!("content/d{}/f{i}", i % 20), format!("{i}\n"));
     }
     env.repo.commit("many");
     let cfg = slow_timers(&env);
     let _d = env.daemon(&["--interval", "1h", "-c", &cfg, "--log-level", "debug"]);
-    assert!(wait_until(120, || env.status()["counts"]["InSync"] == 2000), "{}", env.daemon_log());
+    assert!(
+        wait_until(120, || env.status()["counts"]["InSync"] == 2000),
+        "{}",
+        env.daemon_log()
+    );
     std::thread::sleep(Duration::from_secs(3));
     let passes = env.daemon_log().matches("pass done").count();
-    assert_eq!(passes, 1, "only the first pass; its own writes must not trigger more:\n{}", env.daemon_log());
+    assert_eq!(
+        passes,
+        1,
+        "only the first pass; its own writes must not trigger more:\n{}",
+        env.daemon_log()
+    );
 }
 
 #[test]
 fn a_hook_runs_once_per_pass_however_many_files_changed() {
     let env = Env::new();
     let log = env.state.path().join("hook.log");
-    env.repo.write("site.tend.yaml", "kind: directory\npath: site\nsource: content\non_change: reload\n");
+    env.repo.write(
+        "site.tend.yaml",
+        "kind: directory\npath: site\nsource: content\non_change: reload\n",
+    );
     for i in 0..5 {
         env.repo.write(&format!("content/f{i}"), "v1\n");
     }
@@ -115,7 +149,10 @@ fn a_hook_runs_once_per_pass_however_many_files_changed() {
 fn a_hook_pending_when_tend_is_killed_runs_after_the_restart() {
     let env = Env::new();
     let log = env.state.path().join("hook.log");
-    env.repo.write("a.tend.yaml", "kind: file\npath: etc/app.conf\ncontent: \"v1\\n\"\non_change: reload\n");
+    env.repo.write(
+        "a.tend.yaml",
+        "kind: file\npath: etc/app.conf\ncontent: \"v1\\n\"\non_change: reload\n",
+    );
     env.repo.commit("v1");
     // The hook takes a while before it records that it ran, so a kill
     // right after the write lands before the hook's effect.
@@ -129,9 +166,17 @@ fn a_hook_pending_when_tend_is_killed_runs_after_the_restart() {
     d.kill9();
     assert!(!log.exists(), "the kill must land before the hook ran");
     std::thread::sleep(Duration::from_secs(4));
-    assert!(!log.exists(), "a killed tend's hook must not finish behind its back");
+    assert!(
+        !log.exists(),
+        "a killed tend's hook must not finish behind its back"
+    );
     let _d = env.daemon(&["--interval", "1h", "-c", cfg]);
-    assert!(wait_until(20, || std::fs::read_to_string(&log).is_ok_and(|l| l == "ran\n")), "{}", env.daemon_log());
+    assert!(
+        wait_until(20, || std::fs::read_to_string(&log)
+            .is_ok_and(|l| l == "ran\n")),
+        "{}",
+        env.daemon_log()
+    );
 }
 
 #[test]
@@ -140,11 +185,23 @@ fn systemd_hears_ready_extend_watchdog_and_stopping() {
     site(&env);
     let sock_path = env.state.path().join("notify.sock");
     let sock = UnixDatagram::bind(&sock_path).unwrap();
-    sock.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
+    sock.set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
     let cfg = slow_timers(&env);
-    let mut c = env.cmd(&["run", "--interval", "1h", "-c", &cfg, "--listen", "127.0.0.1:0"]);
-    c.env("NOTIFY_SOCKET", &sock_path).env("WATCHDOG_USEC", "1000000");
-    let mut d = util::Daemon { child: c.spawn().unwrap() };
+    let mut c = env.cmd(&[
+        "run",
+        "--interval",
+        "1h",
+        "-c",
+        &cfg,
+        "--listen",
+        "127.0.0.1:0",
+    ]);
+    c.env("NOTIFY_SOCKET", &sock_path)
+        .env("WATCHDOG_USEC", "1000000");
+    let mut d = util::Daemon {
+        child: c.spawn().unwrap(),
+    };
     let mut got = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(20);
     let mut buf = [0u8; 4096];
@@ -158,10 +215,19 @@ fn systemd_hears_ready_extend_watchdog_and_stopping() {
             break;
         }
     }
-    assert!(got.iter().any(|m| m.starts_with("EXTEND_TIMEOUT_USEC=")), "{got:?}");
-    let ready_at = got.iter().position(|m| m.contains("READY=1")).expect("READY=1");
+    assert!(
+        got.iter().any(|m| m.starts_with("EXTEND_TIMEOUT_USEC=")),
+        "{got:?}"
+    );
+    let ready_at = got
+        .iter()
+        .position(|m| m.contains("READY=1"))
+        .expect("READY=1");
     assert!(got[ready_at].contains("STATUS="), "{got:?}");
-    assert!(got.iter().filter(|m| m.contains("WATCHDOG=1")).count() >= 3, "{got:?}");
+    assert!(
+        got.iter().filter(|m| m.contains("WATCHDOG=1")).count() >= 3,
+        "{got:?}"
+    );
     assert_eq!(d.stop(10), Some(0));
     let mut stopping = false;
     while let Ok(n) = sock.recv(&mut buf) {
@@ -179,7 +245,10 @@ fn a_full_disk_leaves_no_partial_file_and_recovers() {
     let env = Env::new();
     let root = env.root().join("small");
     std::fs::create_dir_all(&root).unwrap();
-    let ok = std::process::Command::new("mount").args(["-t", "tmpfs", "-o", "size=256k", "tmpfs"]).arg(&root).status();
+    let ok = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=256k", "tmpfs"])
+        .arg(&root)
+        .status();
     if !ok.is_ok_and(|s| s.success()) {
         eprintln!("skipped: cannot mount a tmpfs here");
         return;
@@ -191,28 +260,54 @@ fn a_full_disk_leaves_no_partial_file_and_recovers() {
         }
     }
     let _guard = Unmount(root.clone());
-    env.repo.write("big.tend.yaml", "kind: file\npath: big.bin\nsource: big.bin\n").write("big.bin", vec![b'x'; 160 * 1024]);
+    env.repo
+        .write(
+            "big.tend.yaml",
+            "kind: file\npath: big.bin\nsource: big.bin\n",
+        )
+        .write("big.bin", vec![b'x'; 160 * 1024]);
     env.repo.commit("big");
     std::fs::write(root.join("filler"), vec![0u8; 150 * 1024]).unwrap();
     let run = |args: &[&str]| {
         let out = util::tend_cmd()
             .args(args)
-            .args(["--repo", &env.repo.url(), "--state-dir", env.state.path().to_str().unwrap(), "--root"])
+            .args([
+                "--repo",
+                &env.repo.url(),
+                "--state-dir",
+                env.state.path().to_str().unwrap(),
+                "--root",
+            ])
             .arg(&root)
             .output()
             .unwrap();
-        (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
     };
     let (code, _) = run(&["sync"]);
     assert_eq!(code, Some(3));
-    let entries: Vec<String> =
-        std::fs::read_dir(&root).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
-    assert_eq!(entries, vec!["filler".to_string()], "no partial or temp file may stay");
+    let entries: Vec<String> = std::fs::read_dir(&root)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(
+        entries,
+        vec!["filler".to_string()],
+        "no partial or temp file may stay"
+    );
     let r = env.resource("files/file/big.bin").expect("recorded");
     assert_eq!(r["state"], "Failed", "{r}");
-    assert!(r["reason"].as_str().unwrap().contains("No space left"), "{r}");
+    assert!(
+        r["reason"].as_str().unwrap().contains("No space left"),
+        "{r}"
+    );
     std::fs::remove_file(root.join("filler")).unwrap();
     let (code, err) = run(&["sync"]);
     assert_eq!(code, Some(0), "{err}");
-    assert_eq!(std::fs::read(root.join("big.bin")).unwrap().len(), 160 * 1024);
+    assert_eq!(
+        std::fs::read(root.join("big.bin")).unwrap().len(),
+        160 * 1024
+    );
 }

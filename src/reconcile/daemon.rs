@@ -14,11 +14,11 @@ use tokio::time::{sleep_until, Instant};
 use super::notify::Notifier;
 use super::watch::Watch;
 use super::{
-    backoff, load, publish, recover, Context, Control, PassOptions, PassReport, Queue, Recorder,
-    Revision, Scope,
+    backoff, load, publish, Context, Control, PassOptions, PassReport, Queue, Recorder, Revision,
+    Scope,
 };
 use crate::config::{Settings, TargetKind};
-use crate::ledger::{Ledger, State, StateLock};
+use crate::ledger::State;
 use crate::metrics::Metrics;
 use crate::model::ResourceId;
 
@@ -320,25 +320,10 @@ fn keep_systemd_informed(notifier: Arc<Notifier>, ready: Arc<AtomicBool>, ctl: A
 }
 
 pub fn run(settings: Settings) -> ExitCode {
-    let lock = match StateLock::acquire(&settings.state_dir, "tend run") {
-        Ok(l) => l,
+    let (lock, ctx, rec) = match super::open_writer(settings, "tend run") {
+        Ok(w) => w,
         Err(e) => return fail(e),
     };
-    let ledger = match Ledger::open(&settings.state_dir) {
-        Ok(l) => l,
-        Err(e) => return fail(e),
-    };
-    let ctx = match Context::build(settings) {
-        Ok(c) => c,
-        Err(e) => return fail(e),
-    };
-    let mut rec = match Recorder::open(ledger) {
-        Ok(r) => r,
-        Err(e) => return fail(e),
-    };
-    if let Err(e) = recover(&ctx, &mut rec) {
-        return fail(e);
-    }
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -29,8 +29,23 @@ pub use pass::{
 pub use queue::{Action, Queue};
 pub use record::{Outcome, Recorder};
 
-use crate::ledger::{LedgerError, SourceRecord};
+use crate::config::Settings;
+use crate::ledger::{Ledger, LedgerError, SourceRecord, StateLock};
 use crate::model::RelPath;
+
+/// A writer's start: the state-dir lock, the ledger, the targets and the
+/// mirror, then recovery from whatever the last process left behind.
+pub fn open_writer(
+    settings: Settings,
+    what: &str,
+) -> Result<(StateLock, Context, Recorder), String> {
+    let lock = StateLock::acquire(&settings.state_dir, what).map_err(|e| e.to_string())?;
+    let ledger = Ledger::open(&settings.state_dir).map_err(|e| e.to_string())?;
+    let ctx = Context::build(settings).map_err(|e| e.to_string())?;
+    let mut rec = Recorder::open(ledger).map_err(|e| e.to_string())?;
+    recover(&ctx, &mut rec).map_err(|e| e.to_string())?;
+    Ok((lock, ctx, rec))
+}
 
 /// After a restart: remove tend's leftover temp files beside managed paths
 /// and run hooks that were pending when the last process stopped.
