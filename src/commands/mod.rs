@@ -20,7 +20,13 @@ fn fail(message: impl std::fmt::Display) -> ExitCode {
 }
 
 fn settings(args: &GlobalArgs) -> Result<Settings, ExitCode> {
-    config::resolve(args).map_err(fail)
+    let settings = config::resolve(args).map_err(fail)?;
+    let source = &settings.source;
+    // SAFETY: `run` is called by main on the process's only thread: nothing
+    // has used libgit2 yet, and the runtime and server threads start later.
+    unsafe { crate::source::configure_transport(source.timeout, source.auth.ca_file.as_deref()) }
+        .map_err(fail)?;
+    Ok(settings)
 }
 
 fn init_logging(format: &str, level: &str) {
@@ -36,6 +42,8 @@ fn init_logging(format: &str, level: &str) {
     };
 }
 
+/// Runs one command. Call it from the main thread before starting any other:
+/// it sets libgit2's process-wide transport options.
 pub fn run(cli: Cli) -> ExitCode {
     let g = &cli.global;
     let level = g.log_level.clone().unwrap_or_else(|| "warn".into());

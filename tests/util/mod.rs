@@ -3,7 +3,11 @@
 
 #![allow(dead_code)]
 
+pub mod https;
 pub mod repo;
+pub mod secrets;
+pub mod servers;
+pub mod sshd;
 
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
