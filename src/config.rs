@@ -61,6 +61,8 @@ pub struct TargetConfig {
     pub kind: String,
     pub root: Option<PathBuf>,
     pub command: Option<Vec<String>>,
+    /// exec: bound on one call to the plugin.
+    pub timeout: Option<Dur>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -183,8 +185,13 @@ pub struct SourceSettings {
 
 #[derive(Debug, Clone)]
 pub enum TargetKind {
-    Files { root: PathBuf },
-    Exec { command: Vec<String> },
+    Files {
+        root: PathBuf,
+    },
+    Exec {
+        command: Vec<String>,
+        timeout: Duration,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -362,6 +369,7 @@ pub fn resolve(args: &GlobalArgs) -> Result<Settings, ConfigError> {
                 TargetKind::Exec {
                     command: command
                         .ok_or_else(|| bad(format!("target {name}: type exec needs `command`")))?,
+                    timeout: t.timeout.map(|d| d.0).unwrap_or(Duration::from_secs(30)),
                 }
             }
             other => {

@@ -37,6 +37,9 @@ impl fmt::Display for Problem {
 pub struct TargetInfo {
     pub name: String,
     pub kinds: Vec<String>,
+    /// Why the kinds are not known (a plugin that is not answering); such a
+    /// target is chosen when named, or when it is the only candidate.
+    pub kinds_unknown: Option<String>,
 }
 
 pub struct Options<'a> {
@@ -64,6 +67,15 @@ impl Declared {
     pub fn is_complete(&self) -> bool {
         self.problems.is_empty()
     }
+}
+
+/// Plugin kinds are identity segments: letters, digits, `.`, `_` and `-`.
+pub fn valid_kind(kind: &str) -> bool {
+    !kind.is_empty()
+        && kind.len() <= 63
+        && kind
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
 }
 
 fn is_declaration(path: &str) -> bool {

@@ -34,6 +34,7 @@ fn targets() -> Vec<TargetInfo> {
     vec![TargetInfo {
         name: "files".into(),
         kinds: vec!["file".into(), "symlink".into()],
+        kinds_unknown: None,
     }]
 }
 

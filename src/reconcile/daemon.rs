@@ -147,8 +147,7 @@ impl Loop {
                 if full {
                     super::full_pass(ctx, rec, &rev, opts, &ctl)
                 } else {
-                    let inventory = rec.ledger.inventory()?;
-                    let prepared = super::prepare(ctx, &rev, &inventory, scope);
+                    let prepared = super::prepare(ctx, &rev, &rec.ledger, scope)?;
                     super::apply(ctx, rec, &rev, &prepared, opts, &ctl)
                 }
             })
@@ -244,7 +243,10 @@ pub fn run(settings: Settings) -> ExitCode {
         Ok(rt) => rt,
         Err(e) => return fail(format!("cannot start the runtime: {e}")),
     };
-    let (_tx, rx) = mpsc::unbounded_channel();
+    let (tx, rx) = mpsc::unbounded_channel();
+    // Plugins' `changed` notifications name resources to look at now.
+    let changes = tx.clone();
+    ctx.subscribe(Arc::new(move |ids| drop(changes.send(Trigger::Keys(ids)))));
     let code = rt.block_on(run_loop(ctx, rec, rx));
     drop(lock);
     code

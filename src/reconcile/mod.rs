@@ -7,6 +7,7 @@ mod control;
 pub mod daemon;
 mod hooks;
 mod pass;
+mod prepare;
 mod queue;
 mod record;
 
@@ -16,10 +17,8 @@ use git2::Oid;
 
 pub use context::{BuildError, Context, PassContent};
 pub use control::Control;
-pub use pass::{
-    apply, load, prepare, prune_guard, PassError, PassOptions, PassReport, Prepared, Revision,
-    Scope,
-};
+pub use pass::{apply, load, PassError, PassOptions, PassReport, Revision, Scope};
+pub use prepare::{prepare, prune_guard, spec_digest, Prepared};
 pub use queue::{Action, Queue};
 pub use record::{Outcome, Recorder};
 
@@ -108,8 +107,7 @@ pub fn full_pass(
     opts: PassOptions,
     ctl: &Control,
 ) -> Result<PassReport, PassError> {
-    let inventory = rec.ledger.inventory()?;
-    let prepared = prepare(ctx, rev, &inventory, Scope::All);
+    let prepared = prepare(ctx, rev, &rec.ledger, Scope::All)?;
     let report = apply(ctx, rec, rev, &prepared, opts, ctl)?;
     if !opts.dry_run && !report.cancelled {
         record_applied(rec, rev.id)?;

@@ -3,18 +3,19 @@
 //! and updates before deletes), observe again, run hooks, and record every
 //! outcome in the ledger.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::SystemTime;
 
 use git2::Oid;
 
 use super::context::{Context, PassContent};
 use super::control::Control;
+use super::prepare::{claim_fields, prune_guard, spec_digest, Prepared};
 use super::record::{Outcome, Recorder};
 use crate::declare::{Declared, Problem};
-use crate::diff::{self, Comparison, Owned, Plan};
-use crate::ledger::{AuditEntry, InventoryEntry, ResourceRecord, State};
-use crate::model::{Action, Change, Desired, Observed, RelPath, ResourceId, Spec};
+use crate::diff::{self, Comparison};
+use crate::ledger::{AuditEntry, ResourceRecord, State};
+use crate::model::{Action, Change, Desired, Observed, ResourceId};
 use crate::target::TargetError;
 
 #[derive(Debug, Clone, Copy, Default)]
@@ -77,119 +78,6 @@ pub fn load(ctx: &Context, id: Oid) -> Result<Revision, PassError> {
         declared,
         content,
     })
-}
-
-fn owned(inventory: &[InventoryEntry]) -> Vec<Owned> {
-    inventory
-        .iter()
-        .filter_map(|e| {
-            let path = RelPath::parse(&e.path).ok()?;
-            Some(Owned {
-                id: ResourceId::from_string(e.id.clone()),
-                target: e.target.clone(),
-                path,
-            })
-        })
-        .collect()
-}
-
-/// A short, stable digest of what a declaration asks for; tells a new
-/// declaration from drift of an applied one.
-pub fn spec_digest(d: &Desired) -> String {
-    match &d.spec {
-        Spec::File(f) => format!("file:{}:{:o}:{:?}:{:?}", f.blob, f.mode, f.uid, f.gid),
-        Spec::Symlink { target } => format!("symlink:{target}"),
-    }
-}
-
-/// Observations and the plan for one pass.
-pub struct Prepared {
-    pub scope: Scope,
-    pub inventory: Vec<Owned>,
-    pub observed: HashMap<ResourceId, Observed>,
-    pub plan: Plan,
-}
-
-/// Observes what the scope names and plans the corrections.
-pub fn prepare(
-    ctx: &Context,
-    rev: &Revision,
-    inventory: &[InventoryEntry],
-    scope: Scope,
-) -> Prepared {
-    let in_scope = |id: &ResourceId| match &scope {
-        Scope::All => true,
-        Scope::Keys(keys) => keys.contains(id),
-    };
-    let inventory = owned(inventory);
-    let desired: BTreeMap<ResourceId, Desired> = rev
-        .declared
-        .resources
-        .iter()
-        .filter(|(id, _)| in_scope(id))
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
-    let scoped_inventory: Vec<Owned> = inventory
-        .iter()
-        .filter(|o| in_scope(&o.id))
-        .cloned()
-        .collect();
-    let items = desired
-        .values()
-        .map(|d| (&d.id, d.target.as_str(), &d.path))
-        .chain(
-            scoped_inventory
-                .iter()
-                .map(|o| (&o.id, o.target.as_str(), &o.path)),
-        );
-    let observed = ctx.observe(items);
-    let keep = |id: &ResourceId| rev.declared.blocked.contains_key(id);
-    let plan = diff::plan(&desired, &keep, &scoped_inventory, &observed);
-    Prepared {
-        scope,
-        inventory,
-        observed,
-        plan,
-    }
-}
-
-/// Why prune is held back this pass, if it is.
-pub fn prune_guard(
-    ctx: &Context,
-    rev: &Revision,
-    p: &Prepared,
-    opts: PassOptions,
-) -> Option<String> {
-    let policy = &ctx.settings.policy;
-    if p.plan.deletes.is_empty() {
-        return None;
-    }
-    if !matches!(p.scope, Scope::All) {
-        return Some("only full passes prune".into());
-    }
-    if !policy.prune {
-        return Some("policy.prune is false".into());
-    }
-    if !rev.declared.is_complete() {
-        return Some(
-            "the revision has invalid declarations; nothing is pruned until they are fixed".into(),
-        );
-    }
-    if rev.declared.resources.is_empty() && rev.declared.blocked.is_empty() && !policy.allow_empty {
-        return Some(format!(
-            "the revision declares nothing; pruning all {} managed resources needs policy.allow_empty",
-            p.inventory.len()
-        ));
-    }
-    let allowed = policy.max_prune.allowed(p.inventory.len());
-    if p.plan.deletes.len() > allowed && !opts.allow_mass_prune {
-        return Some(format!(
-            "the pass would prune {} of {} managed resources, over policy.max_prune ({allowed}); raise the limit or run `tend sync --allow-mass-prune`",
-            p.plan.deletes.len(),
-            p.inventory.len()
-        ));
-    }
-    None
 }
 
 /// State shared by the steps of one apply.
@@ -261,6 +149,9 @@ pub fn apply(
 
     for id in &p.plan.in_sync {
         run.set(id, State::InSync, None);
+        if let Some(d) = rev.declared.resources.get(id) {
+            claim_fields(rec, d, p.managed.get(id))?;
+        }
     }
     for (id, reason) in &p.plan.unknown {
         run.set(id, State::Unknown, Some(reason.clone()));
@@ -366,23 +257,32 @@ pub fn apply(
         .iter()
         .filter_map(|(id, _)| rev.declared.resources.get(id))
         .collect();
-    let again = ctx.observe(verify.iter().map(|d| (&d.id, d.target.as_str(), &d.path)));
+    let again = ctx.observe(
+        verify
+            .iter()
+            .map(|d| (&d.id, d.target.as_str(), &d.path, Some(&d.spec))),
+    );
     for (d, (_, corrections)) in verify.into_iter().zip(applied_ids) {
         let obs = again
             .get(&d.id)
             .cloned()
             .unwrap_or(Observed::Unknown("not observed".into()));
-        let mut outcome = match diff::compare(d, &obs) {
-            Comparison::InSync => {
-                rec.set_applied_digest(&d.id, &spec_digest(d))?;
-                Outcome::new(State::InSync, None)
-            }
-            Comparison::Unknown(r) => Outcome::new(State::Unknown, Some(r)),
-            Comparison::Differs { .. } => Outcome::new(
-                State::Failed,
-                Some("still differs right after apply: another writer may be changing it".into()),
-            ),
-        };
+        let before = p.managed.get(&d.id);
+        let mut outcome =
+            match diff::compare(d, &obs, before.map(Vec::as_slice).unwrap_or_default()) {
+                Comparison::InSync => {
+                    rec.set_applied_digest(&d.id, &spec_digest(d))?;
+                    claim_fields(rec, d, before)?;
+                    Outcome::new(State::InSync, None)
+                }
+                Comparison::Unknown(r) => Outcome::new(State::Unknown, Some(r)),
+                Comparison::Differs { .. } => Outcome::new(
+                    State::Failed,
+                    Some(
+                        "still differs right after apply: another writer may be changing it".into(),
+                    ),
+                ),
+            };
         outcome.applied = true;
         if !corrections.is_empty() {
             outcome.corrections = Some(corrections);

@@ -3,6 +3,7 @@
 
 #![allow(dead_code)]
 
+pub mod plugins;
 pub mod repo;
 
 use std::os::unix::fs::MetadataExt;
