@@ -141,3 +141,41 @@ fn a_plugin_killed_while_idle_is_restarted_and_notifies_again() {
     std::thread::sleep(Duration::from_secs(1));
     assert_eq!(starts(&log), 3, "two at creation, one replacement");
 }
+
+#[test]
+fn a_notification_before_the_first_revision_does_not_wedge_the_resource() {
+    let (env, cfg, store, log) = replicas_env(2);
+    let _workers = Workers(store.clone());
+    // A pid file of a worker long gone: the plugin announces it at once.
+    std::fs::create_dir_all(store.join("web")).unwrap();
+    std::fs::write(store.join("web/0.pid"), "4194300 1\n").unwrap();
+    // The remote is away, so no revision is loaded when the announcement
+    // arrives.
+    let away = env.repo.path().with_extension("away");
+    std::fs::rename(env.repo.path(), &away).unwrap();
+    let _d = env.daemon(&["--interval", "1h", "-c", cfg.to_str().unwrap()]);
+    assert!(
+        wait_until(20, || env.daemon_log().contains("fetch failed")),
+        "{}",
+        env.daemon_log()
+    );
+    std::thread::sleep(Duration::from_secs(1));
+    std::fs::rename(&away, env.repo.path()).unwrap();
+    assert!(
+        wait_until(30, || workers(&store, "web").len() == 2),
+        "{}",
+        env.daemon_log()
+    );
+    let before = workers(&store, "web");
+    kill(before[0]);
+    assert!(
+        wait_until(20, || {
+            let now = workers(&store, "web");
+            now.len() == 2 && !now.contains(&before[0])
+        }),
+        "the notification must still lead to a correction: {}",
+        env.daemon_log()
+    );
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(starts(&log), 3);
+}

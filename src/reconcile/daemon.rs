@@ -133,15 +133,21 @@ impl Loop {
     }
 
     async fn pass(&mut self, scope: Scope) {
-        let Some(rev) = self.current.clone() else {
-            return;
-        };
-        let (opts, ctl) = (self.opts, self.ctl.clone());
-        let full = matches!(scope, Scope::All);
         let keys: Vec<ResourceId> = match &scope {
             Scope::Keys(k) => k.iter().cloned().collect(),
             Scope::All => Vec::new(),
         };
+        let Some(rev) = self.current.clone() else {
+            // Nothing loaded yet (an event came before the first revision):
+            // the first full pass looks at everything, and the keys must not
+            // stay marked running.
+            for k in &keys {
+                self.queue.done(k);
+            }
+            return;
+        };
+        let (opts, ctl) = (self.opts, self.ctl.clone());
+        let full = matches!(scope, Scope::All);
         let result = self
             .blocking(move |ctx, rec| -> Result<PassReport, super::PassError> {
                 if full {
