@@ -100,3 +100,5 @@ pub fn declare(snapshot: &Snapshot, opts: &Options) -> Result<Declared, SourceEr
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_structured;
