@@ -2,13 +2,14 @@
 
 mod diff;
 mod pause;
+mod plugin;
 mod status;
 mod sync;
 mod validate;
 
 use std::process::ExitCode;
 
-use crate::cli::{Cli, Command, GlobalArgs};
+use crate::cli::{Cli, Command, GlobalArgs, PluginCommand};
 use crate::config::{self, Settings};
 
 /// Exit code for errors of usage, config, source or lock.
@@ -64,6 +65,9 @@ pub fn run(cli: Cli) -> ExitCode {
             Ok(s) => sync::run(g, s, *allow_mass_prune),
             Err(code) => code,
         },
+        Command::Plugin {
+            command: PluginCommand::Check { timeout, command },
+        } => plugin::check(g, command, timeout.0),
         Command::Run => match settings(g) {
             Ok(s) => crate::reconcile::daemon::run(s),
             Err(code) => code,

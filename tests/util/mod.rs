@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod https;
+pub mod plugins;
 pub mod repo;
 pub mod secrets;
 pub mod servers;

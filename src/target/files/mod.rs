@@ -25,7 +25,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::model::{Backup, Change, ContentSource, Observed, RelPath, ResourceId};
-use crate::target::{Applied, Target, TargetError};
+use crate::target::{Applied, Probe, Target, TargetError};
 
 use resolve::Root;
 use statcache::StatCache;
@@ -79,12 +79,13 @@ impl Target for FilesTarget {
         &self.name
     }
 
-    fn kinds(&self) -> &'static [&'static str] {
-        &["file", "symlink"]
+    fn kinds(&self) -> Result<Vec<String>, String> {
+        Ok(vec!["file".into(), "symlink".into()])
     }
 
-    fn observe(&self, paths: &[&RelPath]) -> Vec<Observed> {
-        self.observe_paths(paths)
+    fn observe(&self, probes: &[Probe]) -> Vec<Observed> {
+        let paths: Vec<&RelPath> = probes.iter().map(|p| p.path).collect();
+        self.observe_paths(&paths)
     }
 
     fn read_live(&self, path: &RelPath) -> std::io::Result<Option<Vec<u8>>> {

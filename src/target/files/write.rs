@@ -79,6 +79,10 @@ impl FilesTarget {
                     Spec::Symlink { target } => {
                         self.replace_symlink(dir.as_fd(), path, name, target, ops)
                     }
+                    Spec::Structured(s) => Err(TargetError::Terminal(format!(
+                        "{path}: kind {} is not served by a files target",
+                        s.kind
+                    ))),
                 }
             }
         }
