@@ -46,6 +46,22 @@ pub trait Target: Send + Sync {
         content: &dyn ContentSource,
         backup: &dyn Backup,
     ) -> Result<Applied, TargetError>;
+    /// Apply many changes as if one by one, in order; one result per change,
+    /// in input order, each meaning what [`Target::apply`] would have
+    /// returned. An adapter may share costly steps between them (the files
+    /// target makes new content durable together and syncs each directory
+    /// once); no result is returned before its change is durable.
+    fn apply_batch(
+        &self,
+        changes: &[&Change],
+        content: &dyn ContentSource,
+        backup: &dyn Backup,
+    ) -> Vec<Result<Applied, TargetError>> {
+        changes
+            .iter()
+            .map(|change| self.apply(change, content, backup))
+            .collect()
+    }
     /// Remove tend's leftover temp files (`.tend-*.tmp`) in the directories of
     /// the given paths; returns how many were removed.
     fn clean_temp(&self, paths: &[&RelPath]) -> usize;
