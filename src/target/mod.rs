@@ -64,9 +64,11 @@ pub trait Target: Send + Sync {
         content: &dyn ContentSource,
         backup: &dyn Backup,
     ) -> Result<Applied, TargetError>;
-    /// Apply several changes; results in input order. Adapters that can
-    /// make a batch durable together (one directory sync per directory)
-    /// override this.
+    /// Apply many changes as if one by one, in order; one result per change,
+    /// in input order, each meaning what [`Target::apply`] would have
+    /// returned. An adapter may share costly steps between them (the files
+    /// target makes new content durable together and syncs each directory
+    /// once); no result is returned before its change is durable.
     fn apply_batch(
         &self,
         changes: &[&Change],
@@ -75,7 +77,7 @@ pub trait Target: Send + Sync {
     ) -> Vec<Result<Applied, TargetError>> {
         changes
             .iter()
-            .map(|c| self.apply(c, content, backup))
+            .map(|change| self.apply(change, content, backup))
             .collect()
     }
     /// Remove tend's leftover temp files (`.tend-*.tmp`) in the directories of
