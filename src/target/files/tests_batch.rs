@@ -93,7 +93,7 @@ fn a_batch_lands_files_across_directories_with_their_modes_and_a_second_writes_n
     // Own writes went into the stat cache: observing hashes nothing.
     let hashed = t.hashes_total();
     let paths: Vec<_> = changes.iter().map(|c| &c.path).collect();
-    for (o, c) in t.observe(&paths).iter().zip(&changes) {
+    for (o, c) in t.observe_paths(&paths).iter().zip(&changes) {
         assert!(matches!(o, Observed::Present(Live::File { .. })), "{c:?}");
     }
     assert_eq!(t.hashes_total(), hashed);
