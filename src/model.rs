@@ -7,7 +7,9 @@ use git2::Oid;
 
 /// A resource's stable identity: `<target>/<kind>/<key>`. Never depends on
 /// order, time or random values, so a retry finds what an earlier attempt made.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
 #[serde(transparent)]
 pub struct ResourceId(String);
 
@@ -44,7 +46,9 @@ impl RelPath {
             return Err("path is empty".into());
         }
         if raw.starts_with('/') {
-            return Err(format!("path {raw:?} is absolute; paths are relative to the target root"));
+            return Err(format!(
+                "path {raw:?} is absolute; paths are relative to the target root"
+            ));
         }
         if raw.contains('\0') {
             return Err("path contains a NUL byte".into());
@@ -151,9 +155,19 @@ pub struct Desired {
 /// What a target saw at a path.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Live {
-    File { blob: Oid, size: u64, mode: u32, uid: u32, gid: u32 },
-    Symlink { target: String },
-    Directory { empty: bool },
+    File {
+        blob: Oid,
+        size: u64,
+        mode: u32,
+        uid: u32,
+        gid: u32,
+    },
+    Symlink {
+        target: String,
+    },
+    Directory {
+        empty: bool,
+    },
     /// A device, fifo or socket.
     Other(String),
 }
@@ -200,12 +214,27 @@ impl Action {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Field {
     /// The object is of another type (a directory where a file belongs...).
-    Type { from: String, to: String },
+    Type {
+        from: String,
+        to: String,
+    },
     Content,
-    Mode { from: u32, to: u32 },
-    Owner { from: u32, to: u32 },
-    Group { from: u32, to: u32 },
-    LinkTarget { from: String, to: String },
+    Mode {
+        from: u32,
+        to: u32,
+    },
+    Owner {
+        from: u32,
+        to: u32,
+    },
+    Group {
+        from: u32,
+        to: u32,
+    },
+    LinkTarget {
+        from: String,
+        to: String,
+    },
 }
 
 impl Field {

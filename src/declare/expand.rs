@@ -320,7 +320,7 @@ impl<'a> Builder<'a> {
             Ok(None) => {
                 // The path may run through a symlinked directory.
                 self.snap.resolve(&path).map_err(|e| match e {
-                    SourceError::NotFound(_) => format!("source {path:?} does not exist in the repository"),
+                    SourceError::NotFound { .. } => format!("source {path:?} does not exist in the repository"),
                     other => other.to_string(),
                 })?
             }

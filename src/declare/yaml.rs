@@ -149,9 +149,17 @@ mod tests {
     fn deep_nesting_is_refused() {
         let t = "[".repeat(20_000) + &"]".repeat(20_000);
         match &parse(t.as_bytes())[..] {
-            [Parsed::Problem { message, .. }] => assert!(message.contains("recursion limit"), "{message}"),
+            [Parsed::Problem { line, .. }] => assert_eq!(*line, 1),
             _ => panic!("expected one problem"),
         }
+    }
+
+    #[test]
+    fn deep_nesting_inside_a_field_is_refused() {
+        let t = format!("kind: file\npath: a\ncontent: {}{}\n", "[".repeat(20_000), "]".repeat(20_000));
+        assert!(matches!(parse(t.as_bytes())[..], [Parsed::Problem { line: 3, .. }]));
+        let t = format!("kind: file\npath: a\nx: {}{}\n", "{a: ".repeat(20_000), "}".repeat(20_000));
+        assert!(matches!(parse(t.as_bytes())[..], [Parsed::Problem { .. }]));
     }
 
     #[test]

@@ -49,9 +49,16 @@ pub fn action_for(state: State, next_retry: Option<SystemTime>, settings: &Setti
     }
 }
 
+/// The context and recorder, used only from blocking tasks, one at a time:
+/// the Git handles inside are not shareable between threads.
+struct Worker {
+    ctx: Context,
+    rec: Recorder,
+}
+
 struct Loop {
-    ctx: Arc<Context>,
-    rec: Arc<Mutex<Recorder>>,
+    settings: Settings,
+    worker: Arc<Mutex<Worker>>,
     ctl: Arc<Control>,
     queue: Queue,
     current: Option<Arc<Revision>>,
@@ -62,10 +69,11 @@ struct Loop {
 
 impl Loop {
     async fn blocking<T: Send + 'static>(&self, f: impl FnOnce(&Context, &mut Recorder) -> T + Send + 'static) -> T {
-        let (ctx, rec) = (self.ctx.clone(), self.rec.clone());
+        let worker = self.worker.clone();
         tokio::task::spawn_blocking(move || {
-            let mut rec = rec.lock().expect("recorder lock");
-            f(&ctx, &mut rec)
+            let mut w = worker.lock().expect("worker lock");
+            let Worker { ctx, rec } = &mut *w;
+            f(ctx, rec)
         })
         .await
         .expect("blocking task panicked")
@@ -74,7 +82,7 @@ impl Loop {
     /// Fetches; on a new revision loads it and runs a full pass.
     async fn poll(&mut self) -> Duration {
         let result = self.blocking(|ctx, rec| super::fetch(ctx, rec, SystemTime::now())).await;
-        let interval = self.ctx.settings.source.interval;
+        let interval = self.settings.source.interval;
         match result {
             Ok(id) => {
                 self.fetch_failures = 0;
@@ -87,7 +95,7 @@ impl Loop {
                 self.fetch_failures += 1;
                 tracing::warn!(error = %e, failures = self.fetch_failures, "fetch failed; the last good state stays");
                 if self.current.is_none() {
-                    if let Ok(Some(id)) = self.ctx.mirror.resolved() {
+                    if let Ok(Some(id)) = self.blocking(|ctx, _| ctx.mirror.resolved()).await {
                         self.switch_to(id).await;
                     }
                 }
@@ -156,7 +164,7 @@ impl Loop {
             })
             .await;
         for r in records {
-            let action = action_for(r.state, r.next_retry, &self.ctx.settings);
+            let action = action_for(r.state, r.next_retry, &self.settings);
             self.queue.after(ResourceId::from_string(r.id), action);
         }
     }
@@ -224,8 +232,8 @@ async fn run_loop(ctx: Context, rec: Recorder, mut rx: mpsc::UnboundedReceiver<T
     let resync = ctx.settings.policy.resync;
     tracing::info!(repo = %crate::source::redact_url(&ctx.settings.source.repo), "tend run started");
     let mut lp = Loop {
-        ctx: Arc::new(ctx),
-        rec: Arc::new(Mutex::new(rec)),
+        settings: ctx.settings.clone(),
+        worker: Arc::new(Mutex::new(Worker { ctx, rec })),
         ctl: ctl.clone(),
         queue: Queue::new(),
         current: None,

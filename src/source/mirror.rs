@@ -1,0 +1,313 @@
+//! The bare mirror of one repository under `<state_dir>/mirrors/`: creating
+//! it race-free, fetching into it under a lock, and recording what the
+//! configured ref resolved to.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime};
+
+use git2::{AutotagOption, Direction, FetchPrune, Oid, Repository, RepositoryInitOptions};
+
+use super::refs::{self, Advertised, Resolution, Wanted, BASE_REFSPECS, FETCHED_COMMIT_REF};
+use super::remote::Session;
+use super::snapshot::Snapshot;
+use super::url::RepoUrl;
+use super::{SourceError, SourceSpec};
+
+/// The config key holding the (redacted) address a mirror belongs to.
+const URL_KEY: &str = "tend.url";
+/// Taken by whoever fetches; readers never take it.
+const FETCH_LOCK: &str = "tend-fetch.lock";
+/// Where a remote HEAD that names no branch is fetched to.
+const REMOTE_HEAD_REF: &str = "refs/tend/remote-head";
+/// Temp dirs of an interrupted creation older than this are removed.
+const STALE_TEMP: Duration = Duration::from_secs(3600);
+
+pub struct Mirror {
+    dir: PathBuf,
+    url: RepoUrl,
+    wanted: Wanted,
+    spec: SourceSpec,
+    repo: Repository,
+}
+
+impl std::fmt::Debug for Mirror {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Mirror")
+            .field("dir", &self.dir)
+            .field("url", &self.url)
+            .finish()
+    }
+}
+
+impl Mirror {
+    /// Creates or opens the bare mirror for this repository under
+    /// `<state_dir>/mirrors/<name>-<hash of the address>`. Touches no network.
+    pub fn open(state_dir: &Path, spec: SourceSpec) -> Result<Mirror, SourceError> {
+        let url = RepoUrl::parse(&spec.repo)?;
+        let wanted = Wanted::parse(spec.reference.as_deref())?;
+        let mirrors = state_dir.join("mirrors");
+        std::fs::create_dir_all(&mirrors).map_err(|e| SourceError::io(&mirrors, e))?;
+        let name = url.mirror_dir_name();
+        let dir = mirrors.join(&name);
+        if !dir.exists() {
+            create(&mirrors, &name, &url)?;
+        }
+        let repo = Repository::open_bare(&dir)
+            .map_err(|e| SourceError::git(format!("opening {}", dir.display()), e))?;
+        let found = repo
+            .config()
+            .and_then(|c| c.get_string(URL_KEY))
+            .unwrap_or_else(|_| "(unknown)".to_string());
+        if found != url.redacted() {
+            return Err(SourceError::MirrorMismatch {
+                dir,
+                found,
+                expected: url.redacted().to_string(),
+            });
+        }
+        Ok(Mirror {
+            dir,
+            url,
+            wanted,
+            spec,
+            repo,
+        })
+    }
+
+    /// The mirror's directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The repository address with credentials hidden.
+    pub fn url(&self) -> &str {
+        self.url.redacted()
+    }
+
+    pub fn spec(&self) -> &SourceSpec {
+        &self.spec
+    }
+
+    /// Fetches branches and tags with forced refspecs (so a force-pushed
+    /// branch still updates) and prunes deleted ones, then resolves the
+    /// configured ref to a commit and records it for [`Mirror::resolved`].
+    /// Waits for another process's fetch into the same mirror for at most the
+    /// fetch timeout.
+    pub fn fetch(&self) -> Result<Oid, SourceError> {
+        let _lock = FetchLock::acquire(&self.dir, self.spec.timeout)?;
+        let session = Session::new(&self.url, &self.spec.auth, self.spec.timeout)?;
+        let mut remote = self
+            .repo
+            .remote_anonymous(self.url.raw())
+            .map_err(|e| session.error(e))?;
+        let mut refspecs: Vec<String> = BASE_REFSPECS.iter().map(|s| s.to_string()).collect();
+        refspecs.extend(self.wanted.extra_refspec());
+
+        let default_branch = {
+            let mut connection = remote
+                .connect_auth(Direction::Fetch, Some(session.callbacks()), None)
+                .map_err(|e| session.error(e))?;
+            let default_branch = connection
+                .default_branch()
+                .ok()
+                .and_then(|b| b.as_str().map(str::to_string));
+            // A HEAD that names no branch (detached, or an empty remote): fetch
+            // it by name. Not from the ref listing, which git2 cannot give for
+            // a remote without refs.
+            self.forget_remote_head()?;
+            if default_branch.is_none() && self.wanted == Wanted::Default {
+                refspecs.push(format!("+HEAD:{REMOTE_HEAD_REF}"));
+            }
+            session.check_deadline()?;
+            // Reuses the connection that read the default branch.
+            let mut options = session.fetch_options();
+            options
+                .prune(FetchPrune::On)
+                .download_tags(AutotagOption::None)
+                .update_fetchhead(false);
+            connection
+                .remote()
+                .fetch(&refspecs, Some(&mut options), Some("tend: fetch"))
+                .map_err(|e| session.error(e))?;
+            default_branch
+        };
+        let head = self
+            .repo
+            .find_reference(REMOTE_HEAD_REF)
+            .ok()
+            .and_then(|r| r.target());
+        let advertised = Advertised {
+            default_branch,
+            head,
+        };
+
+        let commit =
+            match refs::resolve(&self.repo, &self.wanted, &advertised, self.url.redacted())? {
+                Resolution::Found(commit) => commit,
+                Resolution::Missing(commit) => self.fetch_commit(&mut remote, &session, commit)?,
+            };
+        refs::record_resolved(&self.repo, &self.wanted, commit)?;
+        Ok(commit)
+    }
+
+    /// Fetches a commit that no branch or tag reaches (servers that allow
+    /// fetching by id); a commit the remote lacks is reported as not found.
+    fn fetch_commit(
+        &self,
+        remote: &mut git2::Remote<'_>,
+        session: &Session<'_>,
+        commit: Oid,
+    ) -> Result<Oid, SourceError> {
+        let not_found = || SourceError::CommitNotFound {
+            id: commit,
+            url: self.url.redacted().to_string(),
+        };
+        session.check_deadline()?;
+        let mut options = session.fetch_options();
+        options
+            .download_tags(AutotagOption::None)
+            .update_fetchhead(false);
+        let refspec = format!("+{commit}:{FETCHED_COMMIT_REF}");
+        if let Err(e) = remote.fetch(&[refspec], Some(&mut options), Some("tend: fetch commit")) {
+            return match session.error(e) {
+                SourceError::Fetch { .. } => Err(not_found()),
+                other => Err(other),
+            };
+        }
+        // The resolved ref keeps the commit alive from now on.
+        if let Ok(mut temp) = self.repo.find_reference(FETCHED_COMMIT_REF) {
+            let _ = temp.delete();
+        }
+        match self.repo.find_commit(commit) {
+            Ok(_) => Ok(commit),
+            Err(_) => Err(not_found()),
+        }
+    }
+
+    fn forget_remote_head(&self) -> Result<(), SourceError> {
+        match self.repo.find_reference(REMOTE_HEAD_REF) {
+            Ok(mut stale) => stale
+                .delete()
+                .map_err(|e| SourceError::git(format!("deleting {REMOTE_HEAD_REF}"), e)),
+            Err(_) => Ok(()),
+        }
+    }
+
+    /// The commit the configured ref resolved to at the last successful
+    /// fetch, read from the mirror alone; `None` before the first one.
+    pub fn resolved(&self) -> Result<Option<Oid>, SourceError> {
+        refs::read_resolved(&self.repo, &self.wanted)
+    }
+
+    /// A reader of one revision's tree and blobs, with its own handle on the
+    /// mirror so it can move to another thread.
+    pub fn snapshot(&self, commit: Oid) -> Result<Snapshot, SourceError> {
+        if self.repo.find_commit(commit).is_err() {
+            return Err(SourceError::CommitNotFound {
+                id: commit,
+                url: self.url.redacted().to_string(),
+            });
+        }
+        Snapshot::open(&self.dir, commit)
+    }
+}
+
+/// Creates the bare repository in a temp dir and renames it into place, so a
+/// concurrent opener sees either no mirror or a complete one.
+fn create(mirrors: &Path, name: &str, url: &RepoUrl) -> Result<(), SourceError> {
+    remove_stale_temps(mirrors, name);
+    let temp = mirrors.join(format!(
+        ".tend-{name}-{}-{}.tmp",
+        std::process::id(),
+        rand::random::<u32>()
+    ));
+    let result = (|| {
+        let repo =
+            Repository::init_opts(&temp, RepositoryInitOptions::new().bare(true).mkpath(false))
+                .map_err(|e| SourceError::git(format!("creating {}", temp.display()), e))?;
+        let mut config = repo
+            .config()
+            .map_err(|e| SourceError::git("mirror config", e))?;
+        let set = |config: &mut git2::Config, key: &str, value: &str| {
+            config
+                .set_str(key, value)
+                .map_err(|e| SourceError::git(format!("setting {key}"), e))
+        };
+        set(&mut config, URL_KEY, url.redacted())?;
+        // A bare mirror needs no reflogs; git gc, if ever run here, must not
+        // prune objects only tend's own refs reach.
+        set(&mut config, "core.logAllRefUpdates", "false")?;
+        let target = mirrors.join(name);
+        match std::fs::rename(&temp, &target) {
+            Ok(()) => Ok(()),
+            Err(_) if target.join("HEAD").exists() => {
+                let _ = std::fs::remove_dir_all(&temp);
+                Ok(())
+            }
+            Err(e) => Err(SourceError::io(&target, e)),
+        }
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_dir_all(&temp);
+    }
+    result
+}
+
+fn remove_stale_temps(mirrors: &Path, name: &str) {
+    let Ok(entries) = std::fs::read_dir(mirrors) else {
+        return;
+    };
+    let prefix = format!(".tend-{name}-");
+    for entry in entries.flatten() {
+        let file_name = entry.file_name();
+        let Some(file_name) = file_name.to_str() else {
+            continue;
+        };
+        if !file_name.starts_with(&prefix) || !file_name.ends_with(".tmp") {
+            continue;
+        }
+        let old = entry
+            .metadata()
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| SystemTime::now().duration_since(t).ok())
+            .is_some_and(|age| age > STALE_TEMP);
+        if old {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
+/// An exclusive advisory lock on the mirror, held while fetching.
+struct FetchLock {
+    _file: File,
+}
+
+impl FetchLock {
+    fn acquire(dir: &Path, wait: Duration) -> Result<FetchLock, SourceError> {
+        let path = dir.join(FETCH_LOCK);
+        let file = File::options()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(|e| SourceError::io(&path, e))?;
+        let start = Instant::now();
+        loop {
+            match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+                Ok(()) => return Ok(FetchLock { _file: file }),
+                Err(rustix::io::Errno::WOULDBLOCK) if start.elapsed() < wait => {
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                Err(rustix::io::Errno::WOULDBLOCK) => {
+                    return Err(SourceError::Busy {
+                        dir: dir.to_path_buf(),
+                        waited: start.elapsed(),
+                    });
+                }
+                Err(e) => return Err(SourceError::io(&path, e.into())),
+            }
+        }
+    }
+}

@@ -1,0 +1,338 @@
+//! One revision of the repository, read straight from the mirror's object
+//! database: listing trees, looking up entries, reading blobs, and the paths
+//! that changed since another revision.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use git2::{ObjectType, Oid, Repository, Tree};
+
+use super::SourceError;
+use crate::model::ContentSource;
+
+const MODE_TREE: i32 = 0o040000;
+const MODE_FILE: i32 = 0o100644;
+/// Written by very old git versions; means a plain file.
+const MODE_FILE_GROUP_WRITABLE: i32 = 0o100664;
+const MODE_EXECUTABLE: i32 = 0o100755;
+const MODE_SYMLINK: i32 = 0o120000;
+const MODE_SUBMODULE: i32 = 0o160000;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EntryMode {
+    File,
+    Executable,
+    Symlink,
+    /// A commit of another repository (a gitlink); it has no content here.
+    Submodule,
+}
+
+impl EntryMode {
+    /// The permission bits Git implies for a regular file: 0644 or 0755.
+    pub fn file_mode(self) -> Option<u32> {
+        match self {
+            EntryMode::File => Some(0o644),
+            EntryMode::Executable => Some(0o755),
+            EntryMode::Symlink | EntryMode::Submodule => None,
+        }
+    }
+}
+
+/// A non-directory entry of a revision's tree.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    /// Repository-relative, `/`-separated, without `.` or `..`.
+    pub path: String,
+    /// The blob (for a symlink, the blob holding its target; for a
+    /// submodule, the commit it pins).
+    pub oid: Oid,
+    pub mode: EntryMode,
+}
+
+/// What a lookup found at a path, directories included.
+pub(super) enum Found {
+    Directory,
+    Entry(Entry),
+}
+
+/// One revision. Owns its own handle on the mirror, so it can move to
+/// another thread than the [`super::Mirror`] it came from.
+pub struct Snapshot {
+    repo: Repository,
+    dir: PathBuf,
+    commit: Oid,
+    tree: Oid,
+}
+
+impl std::fmt::Debug for Snapshot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Snapshot")
+            .field("commit", &self.commit)
+            .finish()
+    }
+}
+
+impl Snapshot {
+    pub(super) fn open(dir: &Path, commit: Oid) -> Result<Snapshot, SourceError> {
+        let repo = Repository::open_bare(dir)
+            .map_err(|e| SourceError::git(format!("opening {}", dir.display()), e))?;
+        let tree = repo
+            .find_commit(commit)
+            .map_err(|e| SourceError::git(format!("reading commit {commit}"), e))?
+            .tree_id();
+        Ok(Snapshot {
+            repo,
+            dir: dir.to_path_buf(),
+            commit,
+            tree,
+        })
+    }
+
+    /// The commit id this snapshot reads.
+    pub fn revision(&self) -> Oid {
+        self.commit
+    }
+
+    fn root(&self) -> Result<Tree<'_>, SourceError> {
+        self.repo
+            .find_tree(self.tree)
+            .map_err(|e| SourceError::git(format!("reading tree {}", self.tree), e))
+    }
+
+    /// Every file, symlink and submodule below `dir` (`""` is the root),
+    /// recursively, sorted by path. Symlinks are listed, not followed.
+    pub fn walk(&self, dir: &str) -> Result<Vec<Entry>, SourceError> {
+        let dir = normalize(dir)?;
+        let start = if dir.is_empty() {
+            self.root()?
+        } else {
+            match self.lookup(&dir)? {
+                Some(Found::Directory) => self.subtree(&dir)?,
+                Some(Found::Entry(_)) => return Err(SourceError::NotADirectory { path: dir }),
+                None => {
+                    return Err(SourceError::NotFound {
+                        path: dir,
+                        revision: self.commit,
+                    })
+                }
+            }
+        };
+        let mut out = Vec::new();
+        // An explicit stack: a hostile repository may nest trees very deeply.
+        let mut stack = vec![(start, dir)];
+        while let Some((tree, prefix)) = stack.pop() {
+            for item in tree.iter() {
+                let name = entry_name(item.name_bytes(), &prefix)?;
+                let path = if prefix.is_empty() {
+                    name
+                } else {
+                    format!("{prefix}/{name}")
+                };
+                match item.filemode() {
+                    MODE_TREE => {
+                        let sub = self
+                            .repo
+                            .find_tree(item.id())
+                            .map_err(|e| SourceError::git(format!("reading {path}"), e))?;
+                        stack.push((sub, path));
+                    }
+                    mode => out.push(Entry {
+                        mode: entry_mode(mode, &path)?,
+                        oid: item.id(),
+                        path,
+                    }),
+                }
+            }
+        }
+        out.sort_by(|a, b| a.path.cmp(&b.path));
+        Ok(out)
+    }
+
+    fn subtree(&self, dir: &str) -> Result<Tree<'_>, SourceError> {
+        let root = self.root()?;
+        let item = root
+            .get_path(Path::new(dir))
+            .map_err(|e| SourceError::git(format!("reading {dir}"), e))?;
+        self.repo
+            .find_tree(item.id())
+            .map_err(|e| SourceError::git(format!("reading {dir}"), e))
+    }
+
+    /// The entry at `path` exactly as stored: symlinks are not followed.
+    /// `None` when nothing is there; a directory is an error.
+    pub fn entry(&self, path: &str) -> Result<Option<Entry>, SourceError> {
+        let path = normalize(path)?;
+        match self.lookup(&path)? {
+            Some(Found::Entry(entry)) => Ok(Some(entry)),
+            Some(Found::Directory) => Err(SourceError::IsDirectory { path }),
+            None => Ok(None),
+        }
+    }
+
+    /// Looks up a normalized path (`""` is the root directory).
+    pub(super) fn lookup(&self, path: &str) -> Result<Option<Found>, SourceError> {
+        if path.is_empty() {
+            return Ok(Some(Found::Directory));
+        }
+        let root = self.root()?;
+        let item = match root.get_path(Path::new(path)) {
+            Ok(item) => item,
+            Err(e) if e.code() == git2::ErrorCode::NotFound => return Ok(None),
+            Err(e) => return Err(SourceError::git(format!("looking up {path}"), e)),
+        };
+        entry_name(item.name_bytes(), path)?;
+        match item.filemode() {
+            MODE_TREE => Ok(Some(Found::Directory)),
+            mode => Ok(Some(Found::Entry(Entry {
+                mode: entry_mode(mode, path)?,
+                oid: item.id(),
+                path: path.to_string(),
+            }))),
+        }
+    }
+
+    /// A blob's bytes.
+    pub fn read(&self, oid: Oid) -> Result<Vec<u8>, SourceError> {
+        read_blob(&self.repo, oid)
+    }
+
+    /// A blob's size from the object header, without reading its content.
+    pub fn size(&self, oid: Oid) -> Result<u64, SourceError> {
+        let odb = self
+            .repo
+            .odb()
+            .map_err(|e| SourceError::git("opening the object database", e))?;
+        let (size, kind) = odb
+            .read_header(oid)
+            .map_err(|e| SourceError::git(format!("reading object {oid}"), e))?;
+        if kind != ObjectType::Blob {
+            return Err(SourceError::NotABlob {
+                oid,
+                kind: kind.str().to_string(),
+            });
+        }
+        Ok(size as u64)
+    }
+
+    /// A thread-safe reader of this mirror's blobs, for target adapters.
+    pub fn content_source(&self) -> Result<BlobReader, SourceError> {
+        let repo = Repository::open_bare(&self.dir)
+            .map_err(|e| SourceError::git(format!("opening {}", self.dir.display()), e))?;
+        Ok(BlobReader {
+            repo: Mutex::new(repo),
+        })
+    }
+
+    /// Paths whose blob or mode differ between `old` and this revision,
+    /// including added and deleted ones, sorted. Unchanged subtrees are
+    /// skipped by id, so the cost follows the size of the change.
+    pub fn changed_paths(&self, old: Oid) -> Result<Vec<String>, SourceError> {
+        let old_tree = self
+            .repo
+            .find_commit(old)
+            .and_then(|c| c.tree())
+            .map_err(|e| SourceError::git(format!("reading commit {old}"), e))?;
+        let new_tree = self.root()?;
+        let mut options = git2::DiffOptions::new();
+        options.include_typechange(true);
+        let diff = self
+            .repo
+            .diff_tree_to_tree(Some(&old_tree), Some(&new_tree), Some(&mut options))
+            .map_err(|e| SourceError::git(format!("comparing {old} with {}", self.commit), e))?;
+        let mut paths = BTreeSet::new();
+        for delta in diff.deltas() {
+            for file in [delta.old_file(), delta.new_file()] {
+                if let Some(path) = file.path_bytes() {
+                    let path = String::from_utf8(path.to_vec())
+                        .map_err(|_| invalid(&String::from_utf8_lossy(path), "not valid UTF-8"))?;
+                    paths.insert(path);
+                }
+            }
+        }
+        Ok(paths.into_iter().collect())
+    }
+}
+
+/// Reads blobs for target adapters; one handle shared behind a lock.
+pub struct BlobReader {
+    repo: Mutex<Repository>,
+}
+
+impl ContentSource for BlobReader {
+    fn read(&self, blob: Oid) -> std::io::Result<Vec<u8>> {
+        // A panic while holding the lock cannot leave the handle inconsistent:
+        // reads do not mutate it, so a poisoned lock is still usable.
+        let repo = self
+            .repo
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        read_blob(&repo, blob).map_err(|e| match e {
+            SourceError::NotABlob { .. } => {
+                std::io::Error::new(std::io::ErrorKind::InvalidData, e.to_string())
+            }
+            other => std::io::Error::new(std::io::ErrorKind::NotFound, other.to_string()),
+        })
+    }
+}
+
+fn read_blob(repo: &Repository, oid: Oid) -> Result<Vec<u8>, SourceError> {
+    let odb = repo
+        .odb()
+        .map_err(|e| SourceError::git("opening the object database", e))?;
+    let object = odb
+        .read(oid)
+        .map_err(|e| SourceError::git(format!("reading object {oid}"), e))?;
+    if object.kind() != ObjectType::Blob {
+        return Err(SourceError::NotABlob {
+            oid,
+            kind: object.kind().str().to_string(),
+        });
+    }
+    Ok(object.data().to_vec())
+}
+
+/// A caller's path in canonical form: `/`-separated, no empty or `.`
+/// components. `..` is refused here; only [`Snapshot::resolve`] walks it.
+pub(super) fn normalize(path: &str) -> Result<String, SourceError> {
+    if path.contains('\0') {
+        return Err(invalid(path, "contains a NUL byte"));
+    }
+    let mut parts = Vec::new();
+    for part in path.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => return Err(invalid(path, "contains `..`")),
+            p => parts.push(p),
+        }
+    }
+    Ok(parts.join("/"))
+}
+
+/// A tree entry's name, refusing what a crafted tree may hold but no
+/// checkout could: names that would climb out or split into several paths.
+fn entry_name(name: &[u8], parent: &str) -> Result<String, SourceError> {
+    let shown = || format!("{parent}/{}", String::from_utf8_lossy(name));
+    let name = std::str::from_utf8(name).map_err(|_| invalid(&shown(), "not valid UTF-8"))?;
+    if name.is_empty() || name == "." || name == ".." || name.contains(['/', '\0']) {
+        return Err(invalid(&shown(), "not a valid file name"));
+    }
+    Ok(name.to_string())
+}
+
+fn entry_mode(mode: i32, path: &str) -> Result<EntryMode, SourceError> {
+    match mode {
+        MODE_FILE | MODE_FILE_GROUP_WRITABLE => Ok(EntryMode::File),
+        MODE_EXECUTABLE => Ok(EntryMode::Executable),
+        MODE_SYMLINK => Ok(EntryMode::Symlink),
+        MODE_SUBMODULE => Ok(EntryMode::Submodule),
+        other => Err(invalid(path, &format!("unknown file mode {other:o}"))),
+    }
+}
+
+fn invalid(path: &str, reason: &str) -> SourceError {
+    SourceError::InvalidPath {
+        path: path.to_string(),
+        reason: reason.to_string(),
+    }
+}

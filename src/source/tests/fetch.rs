@@ -1,0 +1,212 @@
+//! The mirror itself: where it lives, that it is bare, what survives without
+//! the network, locking between fetchers, timeouts and redacted errors.
+
+use std::time::Duration;
+
+use super::{fetched, spec, TestRepo};
+use crate::source::{Mirror, SourceError};
+
+fn simple_repo() -> TestRepo {
+    let repo = TestRepo::new();
+    repo.write("hello.txt", "hello\n");
+    repo.commit("first");
+    repo
+}
+
+#[test]
+fn mirror_is_bare_and_lives_under_the_state_dir() {
+    let repo = simple_repo();
+    let state = tempfile::tempdir().unwrap();
+    let (mirror, _) = fetched(state.path(), &repo, None);
+    assert!(mirror.dir().starts_with(state.path().join("mirrors")));
+    assert!(mirror
+        .dir()
+        .file_name()
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .starts_with("repo-"));
+    let opened = git2::Repository::open_bare(mirror.dir()).unwrap();
+    assert!(opened.is_bare());
+    assert!(!mirror.dir().join("hello.txt").exists(), "no work tree");
+    // No temp dir is left behind by creation.
+    let leftovers: Vec<_> = std::fs::read_dir(state.path().join("mirrors"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.ends_with(".tmp"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}
+
+#[test]
+fn another_address_gets_another_mirror() {
+    let a = simple_repo();
+    let b = simple_repo();
+    let state = tempfile::tempdir().unwrap();
+    let (ma, ca) = fetched(state.path(), &a, None);
+    let (mb, cb) = fetched(state.path(), &b, None);
+    assert_ne!(ma.dir(), mb.dir());
+    // Each mirror holds only its own repository's commit.
+    assert!(ma.snapshot(cb).is_err() || ca == cb);
+    assert!(mb.snapshot(ca).is_err() || ca == cb);
+}
+
+#[test]
+fn mirror_of_another_address_is_refused() {
+    let a = simple_repo();
+    let state = tempfile::tempdir().unwrap();
+    let (ma, _) = fetched(state.path(), &a, None);
+    // Simulate a directory that was written for another address.
+    let mut config = git2::Repository::open_bare(ma.dir())
+        .unwrap()
+        .config()
+        .unwrap();
+    config
+        .set_str("tend.url", "https://elsewhere.example/r.git")
+        .unwrap();
+    let err = Mirror::open(state.path(), spec(&a.file_url(), None)).unwrap_err();
+    assert!(matches!(err, SourceError::MirrorMismatch { .. }), "{err:?}");
+}
+
+#[test]
+fn resolved_works_from_a_second_handle_without_the_remote() {
+    let repo = simple_repo();
+    let state = tempfile::tempdir().unwrap();
+    let reader = Mirror::open(state.path(), spec(&repo.file_url(), None)).unwrap();
+    assert_eq!(reader.resolved().unwrap(), None, "nothing fetched yet");
+
+    let (_fetcher, commit) = fetched(state.path(), &repo, None);
+    // The remote goes away; a reader (as `tend diff` beside the daemon)
+    // still knows the last fetched revision and can read it.
+    std::fs::rename(repo.path(), repo.outside().join("gone")).unwrap();
+    assert_eq!(reader.resolved().unwrap(), Some(commit));
+    let snap = reader.snapshot(commit).unwrap();
+    let entry = snap.entry("hello.txt").unwrap().unwrap();
+    assert_eq!(snap.read(entry.oid).unwrap(), b"hello\n");
+
+    let err = reader.fetch().unwrap_err();
+    assert!(matches!(err, SourceError::Fetch { .. }), "{err:?}");
+    assert!(err.is_transient());
+    assert_eq!(
+        reader.resolved().unwrap(),
+        Some(commit),
+        "a failed fetch keeps the last good state"
+    );
+}
+
+#[test]
+fn resolved_belongs_to_the_configured_ref() {
+    let repo = simple_repo();
+    repo.git(&["checkout", "-q", "-b", "other"]);
+    repo.write("other.txt", "x\n");
+    repo.commit("other");
+    let state = tempfile::tempdir().unwrap();
+    fetched(state.path(), &repo, Some("main"));
+    let other = Mirror::open(state.path(), spec(&repo.file_url(), Some("other"))).unwrap();
+    assert_eq!(
+        other.resolved().unwrap(),
+        None,
+        "main's commit is not other's resolution"
+    );
+}
+
+#[test]
+fn concurrent_fetchers_take_turns() {
+    let repo = simple_repo();
+    let state = tempfile::tempdir().unwrap();
+    let url = repo.file_url();
+    let handles: Vec<_> = (0..4)
+        .map(|_| {
+            let (state, url) = (state.path().to_path_buf(), url.clone());
+            std::thread::spawn(move || {
+                Mirror::open(&state, spec(&url, None)).and_then(|m| m.fetch())
+            })
+        })
+        .collect();
+    let results: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    for result in &results {
+        assert_eq!(result.as_ref().unwrap(), &repo.head());
+    }
+}
+
+#[test]
+fn a_held_fetch_lock_makes_fetch_wait_then_give_up() {
+    let repo = simple_repo();
+    let state = tempfile::tempdir().unwrap();
+    let mut s = spec(&repo.file_url(), None);
+    s.timeout = Duration::from_millis(300);
+    let mirror = Mirror::open(state.path(), s).unwrap();
+    let lock = std::fs::File::create(mirror.dir().join("tend-fetch.lock")).unwrap();
+    rustix::fs::flock(&lock, rustix::fs::FlockOperation::LockExclusive).unwrap();
+    let err = mirror.fetch().unwrap_err();
+    assert!(matches!(err, SourceError::Busy { .. }), "{err:?}");
+    drop(lock);
+    assert_eq!(mirror.fetch().unwrap(), repo.head());
+}
+
+#[test]
+fn a_fetch_past_its_deadline_is_a_timeout() {
+    let repo = simple_repo();
+    let state = tempfile::tempdir().unwrap();
+    let mut s = spec(&repo.file_url(), None);
+    s.timeout = Duration::ZERO;
+    let mirror = Mirror::open(state.path(), s).unwrap();
+    let err = mirror.fetch().unwrap_err();
+    assert!(matches!(err, SourceError::Timeout { .. }), "{err:?}");
+    assert_eq!(mirror.resolved().unwrap(), None);
+}
+
+#[test]
+fn errors_never_show_credentials() {
+    let state = tempfile::tempdir().unwrap();
+    // Nothing listens on port 1: the connection is refused at once.
+    let url = "https://deploy:hunter2-token@127.0.0.1:1/ops/hosts.git";
+    let mut s = spec(url, None);
+    s.timeout = Duration::from_secs(10);
+    let mirror = Mirror::open(state.path(), s).unwrap();
+    assert!(!mirror.url().contains("hunter2"));
+    assert!(!format!("{mirror:?}").contains("hunter2"));
+    let config = git2::Repository::open_bare(mirror.dir())
+        .unwrap()
+        .config()
+        .unwrap();
+    assert!(!config.get_string("tend.url").unwrap().contains("hunter2"));
+    let err = mirror.fetch().unwrap_err();
+    let shown = format!("{err} {err:?}");
+    assert!(!shown.contains("hunter2"), "{shown}");
+    assert!(
+        shown.contains("https://***@127.0.0.1:1/ops/hosts.git"),
+        "{shown}"
+    );
+}
+
+#[test]
+fn unreadable_token_file_is_reported_without_a_connection() {
+    let state = tempfile::tempdir().unwrap();
+    let mut s = spec("https://127.0.0.1:1/r.git", None);
+    s.auth.token_file = Some(state.path().join("missing-token"));
+    let err = Mirror::open(state.path(), s).unwrap().fetch().unwrap_err();
+    assert!(
+        matches!(err, SourceError::Auth { ref reason, .. } if reason.contains("token_file")),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn a_transfer_outlasting_its_deadline_is_cut_off() {
+    let repo = simple_repo();
+    // 8 MB that do not compress: packing and indexing take far longer than 50 ms.
+    let data: Vec<u8> = (0..8_000_000u32)
+        .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
+        .collect();
+    std::fs::write(repo.path().join("big.bin"), data).unwrap();
+    repo.commit("big");
+    let state = tempfile::tempdir().unwrap();
+    let mut s = spec(&repo.file_url(), None);
+    s.timeout = Duration::from_millis(50);
+    let mirror = Mirror::open(state.path(), s).unwrap();
+    let err = mirror.fetch().unwrap_err();
+    assert!(matches!(err, SourceError::Timeout { .. }), "{err:?}");
+    assert!(err.to_string().contains("50ms"), "{err}");
+    assert_eq!(mirror.resolved().unwrap(), None);
+}

@@ -1,0 +1,279 @@
+//! Observation: what stands at a path, never following its last component;
+//! file content named by its Git blob id, read only when the stat cache
+//! cannot vouch for it.
+
+use std::fs::File;
+use std::io::{self, Read, Write};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+
+use git2::Oid;
+use rustix::fs::{self as rfs, AtFlags, FileType, Mode, OFlags};
+use rustix::io::Errno;
+use sha1::{Digest, Sha1};
+
+use super::resolve::{is_absent, type_name};
+use super::FilesTarget;
+use crate::model::{Live, Observed, RelPath};
+
+/// Read size when hashing; also the largest buffer an observation holds.
+const CHUNK: usize = 64 * 1024;
+
+/// The parts of a stat result tend uses, in fixed-width types.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Meta {
+    pub dev: u64,
+    pub ino: u64,
+    pub mode: u32,
+    pub size: u64,
+    pub uid: u32,
+    pub gid: u32,
+    /// Nanoseconds since the epoch.
+    pub mtime: i64,
+    pub ctime: i64,
+}
+
+impl Meta {
+    // The stat field types differ between architectures; on some of them
+    // these casts are no-ops.
+    #[allow(clippy::unnecessary_cast)]
+    pub(super) fn from_stat(st: &rfs::Stat) -> Meta {
+        let ns = |sec: i64, nsec: i64| sec.saturating_mul(1_000_000_000).saturating_add(nsec);
+        Meta {
+            dev: st.st_dev as u64,
+            ino: st.st_ino as u64,
+            mode: st.st_mode as u32,
+            size: st.st_size as u64,
+            uid: st.st_uid as u32,
+            gid: st.st_gid as u32,
+            mtime: ns(st.st_mtime as i64, st.st_mtime_nsec as i64),
+            ctime: ns(st.st_ctime as i64, st.st_ctime_nsec as i64),
+        }
+    }
+
+    pub(super) fn file_type(&self) -> FileType {
+        FileType::from_raw_mode(self.mode)
+    }
+
+    /// Permission bits, with setuid, setgid and sticky.
+    pub(super) fn perm(&self) -> u32 {
+        self.mode & 0o7777
+    }
+}
+
+/// Stats `name` in `dir` without following it.
+pub(super) fn stat_at(dir: BorrowedFd, name: &str) -> Result<Meta, Errno> {
+    rfs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW).map(|st| Meta::from_stat(&st))
+}
+
+/// Opens `name` in `dir` for reading if it is a regular file, never
+/// following a symlink and never blocking on a fifo.
+pub(super) fn open_regular(dir: BorrowedFd, name: &str) -> Result<Option<(File, Meta)>, Errno> {
+    let flags =
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;
+    let fd: OwnedFd = match rfs::openat(dir, name, flags, Mode::empty()) {
+        Ok(fd) => fd,
+        // ELOOP: the last component is a symlink.
+        Err(Errno::LOOP) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let meta = Meta::from_stat(&rfs::fstat(&fd)?);
+    if meta.file_type() != FileType::RegularFile {
+        return Ok(None);
+    }
+    Ok(Some((File::from(fd), meta)))
+}
+
+/// The bytes of the regular file `name` in `dir`; `None` if it is not one.
+pub(super) fn read_regular(dir: BorrowedFd, name: &str) -> io::Result<Option<Vec<u8>>> {
+    match open_regular(dir, name) {
+        Ok(Some((mut file, meta))) => {
+            let mut bytes =
+                Vec::with_capacity(usize::try_from(meta.size).unwrap_or(0).min(1 << 24));
+            file.read_to_end(&mut bytes)?;
+            Ok(Some(bytes))
+        }
+        Ok(None) => Ok(None),
+        Err(e) if is_absent(e) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The Git blob id of a file's first `size` bytes, read in chunks so a huge
+/// file costs no more memory than a small one.
+pub(super) fn hash_file(file: &mut File, size: u64, buf: &mut Vec<u8>) -> io::Result<Oid> {
+    let mut header = [0u8; 32];
+    let mut cursor = io::Cursor::new(&mut header[..]);
+    write!(cursor, "blob {size}\0")?;
+    let header_len = usize::try_from(cursor.position()).unwrap_or(0);
+    let mut hasher = Sha1::new();
+    hasher.update(&header[..header_len]);
+    buf.resize(CHUNK, 0);
+    let mut remaining = size;
+    while remaining > 0 {
+        let want = usize::try_from(remaining).map_or(CHUNK, |r| r.min(CHUNK));
+        let n = file.read(&mut buf[..want])?;
+        if n == 0 {
+            return Err(io::Error::other("file shrank while being read"));
+        }
+        hasher.update(&buf[..n]);
+        remaining -= n as u64;
+    }
+    Oid::from_bytes(&hasher.finalize()).map_err(io::Error::other)
+}
+
+/// State shared by the observations of one batch.
+#[derive(Default)]
+pub(super) struct Batch {
+    /// The filesystem clock, read once, before the first file is hashed.
+    clock: Option<Option<i64>>,
+    buf: Vec<u8>,
+}
+
+impl FilesTarget {
+    pub(super) fn observe_paths(&self, paths: &[&RelPath]) -> Vec<Observed> {
+        let mut out = vec![Observed::Absent; paths.len()];
+        // Grouped by parent, each parent directory is resolved once per batch
+        // and only one is held open at a time.
+        let mut order: Vec<usize> = (0..paths.len()).collect();
+        order.sort_by(|&a, &b| paths[a].split_last().0.cmp(paths[b].split_last().0));
+        let mut batch = Batch::default();
+        let mut current: Option<(&str, Result<OwnedFd, Errno>)> = None;
+        for i in order {
+            let path = paths[i];
+            let (parent, name) = path.split_last();
+            let dir = match &current {
+                Some((p, dir)) if *p == parent => dir,
+                _ => {
+                    &current
+                        .insert((parent, self.root.open_dir(parent, false)))
+                        .1
+                }
+            };
+            out[i] = match dir {
+                Ok(dir) => self.observe_at(dir.as_fd(), path, name, &mut batch),
+                Err(e) if is_absent(*e) => {
+                    self.cache.forget(path.as_str());
+                    Observed::Absent
+                }
+                Err(e) => Observed::Unknown(format!("{}: {e}", super::shown(parent))),
+            };
+        }
+        out
+    }
+
+    fn observe_at(
+        &self,
+        dir: BorrowedFd,
+        path: &RelPath,
+        name: &str,
+        batch: &mut Batch,
+    ) -> Observed {
+        match self.live_at(dir, path, name, batch) {
+            Ok(Some((_, live))) => Observed::Present(live),
+            Ok(None) => Observed::Absent,
+            Err(e) => Observed::Unknown(format!("{path}: {e}")),
+        }
+    }
+
+    /// What stands at `name` in `dir` (`path` from the root), with its stat.
+    pub(super) fn live_at(
+        &self,
+        dir: BorrowedFd,
+        path: &RelPath,
+        name: &str,
+        batch: &mut Batch,
+    ) -> io::Result<Option<(Meta, Live)>> {
+        let meta = match stat_at(dir, name) {
+            Ok(meta) => meta,
+            Err(e) if is_absent(e) => {
+                self.cache.forget(path.as_str());
+                return Ok(None);
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let file_type = meta.file_type();
+        if file_type != FileType::RegularFile {
+            self.cache.forget(path.as_str());
+        }
+        let live = match file_type {
+            FileType::RegularFile => return self.file_at(dir, path, name, meta, batch),
+            FileType::Symlink => match rfs::readlinkat(dir, name, Vec::new()) {
+                Ok(target) => Live::Symlink {
+                    target: String::from_utf8_lossy(target.as_bytes()).into_owned(),
+                },
+                Err(e) if is_absent(e) => return Ok(None),
+                Err(e) => return Err(e.into()),
+            },
+            FileType::Directory => match dir_is_empty(dir, name) {
+                Ok(empty) => Live::Directory { empty },
+                Err(e) if is_absent(e) => return Ok(None),
+                Err(e) => return Err(e.into()),
+            },
+            other => Live::Other(type_name(other).to_string()),
+        };
+        Ok(Some((meta, live)))
+    }
+
+    fn file_at(
+        &self,
+        dir: BorrowedFd,
+        path: &RelPath,
+        name: &str,
+        meta: Meta,
+        batch: &mut Batch,
+    ) -> io::Result<Option<(Meta, Live)>> {
+        let live = |meta: &Meta, blob| Live::File {
+            blob,
+            size: meta.size,
+            mode: meta.perm(),
+            uid: meta.uid,
+            gid: meta.gid,
+        };
+        if let Some(blob) = self.cache.lookup(path.as_str(), &meta) {
+            return Ok(Some((meta, live(&meta, blob))));
+        }
+        // The clock is read before the content, so a write racing with this
+        // read leaves an mtime the cache will not trust.
+        let recorded = *batch.clock.get_or_insert_with(|| self.cache.clock_now());
+        let (mut file, meta) = match open_regular(dir, name) {
+            Ok(Some(opened)) => opened,
+            Ok(None) => return Err(io::Error::other("replaced while being observed")),
+            Err(e) if is_absent(e) => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
+        self.hashes
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let blob = hash_file(&mut file, meta.size, &mut batch.buf)?;
+        self.cache.record(path.as_str(), &meta, blob, recorded);
+        Ok(Some((meta, live(&meta, blob))))
+    }
+
+    pub(super) fn read_live_bytes(&self, path: &RelPath) -> io::Result<Option<Vec<u8>>> {
+        let (parent, name) = path.split_last();
+        let dir = match self.root.open_dir(parent, false) {
+            Ok(dir) => dir,
+            Err(e) if is_absent(e) => return Ok(None),
+            Err(e) => {
+                return Err(io::Error::new(
+                    io::Error::from(e).kind(),
+                    format!("{}: {e}", super::shown(parent)),
+                ))
+            }
+        };
+        read_regular(dir.as_fd(), name)
+            .map_err(|e| io::Error::new(e.kind(), format!("{path}: {e}")))
+    }
+}
+
+fn dir_is_empty(dir: BorrowedFd, name: &str) -> Result<bool, Errno> {
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let fd = rfs::openat(dir, name, flags, Mode::empty())?;
+    let mut entries = rfs::Dir::new(fd)?;
+    while let Some(entry) = entries.read() {
+        let bytes = entry?.file_name().to_bytes().to_vec();
+        if bytes != b"." && bytes != b".." {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}

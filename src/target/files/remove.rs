@@ -1,0 +1,105 @@
+//! Removal: deleting a pruned file or symlink (content backed up first), and
+//! sweeping tend's own leftover temp files, nothing else.
+
+use std::collections::BTreeSet;
+use std::os::fd::AsFd;
+
+use rustix::fs::{self as rfs, AtFlags, FileType};
+
+use super::observe::{read_regular, stat_at};
+use super::resolve::{is_absent, resolve_error, type_name};
+use super::{transient, FilesTarget, Ops};
+use crate::model::{Change, RelPath};
+use crate::target::TargetError;
+
+impl FilesTarget {
+    pub(super) fn delete(&self, change: &Change, ops: &mut Ops) -> Result<(), TargetError> {
+        let path = change.path.as_str();
+        let (parent, name) = change.path.split_last();
+        self.cache.forget(path);
+        let dir = match self.root.open_dir(parent, true) {
+            Ok(dir) => dir,
+            Err(e) if is_absent(e) => return Ok(()),
+            Err(e) => return Err(resolve_error(parent, e)),
+        };
+        let meta = match stat_at(dir.as_fd(), name) {
+            Ok(meta) => meta,
+            Err(e) if is_absent(e) => return Ok(()),
+            Err(e) => return Err(transient(path, "stat", e)),
+        };
+        match meta.file_type() {
+            FileType::RegularFile => {
+                if let Some(old) = read_regular(dir.as_fd(), name)
+                    .map_err(|e| transient(path, "read for backup", e))?
+                {
+                    ops.save(path, &old)?;
+                }
+            }
+            FileType::Symlink => {}
+            other => {
+                return Err(TargetError::Transient(format!(
+                    "{path}: is a {}; tend deletes only files and symlinks, so it stays",
+                    type_name(other)
+                )))
+            }
+        }
+        ops.writes += 1;
+        match rfs::unlinkat(&dir, name, AtFlags::empty()) {
+            Ok(()) => {}
+            Err(e) if is_absent(e) => return Ok(()),
+            Err(e) => return Err(transient(path, "unlink", e)),
+        }
+        rfs::fsync(&dir).map_err(|e| transient(path, "fsync directory", e))
+    }
+
+    pub(super) fn clean_temp_files(&self, paths: &[&RelPath]) -> usize {
+        let parents: BTreeSet<&str> = paths.iter().map(|p| p.split_last().0).collect();
+        let mut removed = 0;
+        for parent in parents {
+            let Ok(dir) = self.root.open_dir(parent, true) else {
+                continue;
+            };
+            let Ok(mut entries) = rfs::Dir::read_from(&dir) else {
+                continue;
+            };
+            let mut leftovers = Vec::new();
+            while let Some(Ok(entry)) = entries.read() {
+                let name = entry.file_name().to_bytes();
+                if is_temp_name(name) && entry.file_type() != FileType::Directory {
+                    leftovers.push(name.to_vec());
+                }
+            }
+            for name in leftovers {
+                if rfs::unlinkat(&dir, name.as_slice(), AtFlags::empty()).is_ok() {
+                    removed += 1;
+                }
+            }
+        }
+        self.writes
+            .fetch_add(removed as u64, std::sync::atomic::Ordering::Relaxed);
+        removed
+    }
+}
+
+/// `.tend-*.tmp`, the only names tend ever creates besides declared ones.
+fn is_temp_name(name: &[u8]) -> bool {
+    name.len() >= ".tend-.tmp".len() && name.starts_with(b".tend-") && name.ends_with(b".tmp")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_temp_name;
+
+    #[test]
+    fn only_tend_temp_names_match() {
+        assert!(is_temp_name(b".tend-0123456789abcdef.tmp"));
+        assert!(
+            is_temp_name(b".tend-.tmp"),
+            "the glob's star may match nothing"
+        );
+        assert!(!is_temp_name(b".tend.tmp"));
+        assert!(!is_temp_name(b"tend-x.tmp"));
+        assert!(!is_temp_name(b".tend-x.tmp.bak"));
+        assert!(!is_temp_name(b"notes.tmp"));
+    }
+}

@@ -1,0 +1,270 @@
+//! The stat cache: path -> (dev, ino, size, mtime, ctime, blob), so a file
+//! whose stat is unchanged is not read again; kept in the state dir in a
+//! compact checksummed file (see `cachefile`).
+
+use std::collections::HashMap;
+use std::fs::{self, File, OpenOptions};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, MutexGuard};
+
+use git2::Oid;
+use rustix::fs::{self as rfs, Timespec, Timestamps, UTIME_NOW};
+
+use super::cachefile::{encode, file_stem, load, write_atomically};
+use super::observe::Meta;
+
+/// An entry not looked up during this many flushes (passes) is dropped.
+const KEEP_GENERATIONS: u32 = 8;
+/// `recorded` of an entry made without a filesystem clock: never trusted.
+pub(super) const NEVER: i64 = i64::MIN;
+const NANOS: i64 = 1_000_000_000;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Entry {
+    pub dev: u64,
+    pub ino: u64,
+    pub size: u64,
+    pub mtime: i64,
+    pub ctime: i64,
+    /// The filesystem clock when the content was read (or written).
+    pub recorded: i64,
+    pub blob: [u8; 20],
+    /// The generation in which the entry was last used.
+    pub seen: u32,
+}
+
+impl Entry {
+    fn matches(&self, meta: &Meta) -> bool {
+        self.dev == meta.dev
+            && self.ino == meta.ino
+            && self.size == meta.size
+            && self.mtime == meta.mtime
+            && self.ctime == meta.ctime
+    }
+}
+
+/// Racy-git rule: content read at `recorded` can only be vouched for by an
+/// mtime strictly older than that moment; a write in the same clock tick
+/// could have left the mtime unchanged. A filesystem whose timestamps carry
+/// no nanoseconds gets a two-second margin (FAT rounds to two seconds).
+pub(super) fn trusted(mtime: i64, recorded: i64) -> bool {
+    if recorded == NEVER {
+        return false;
+    }
+    if mtime.rem_euclid(NANOS) == 0 {
+        return mtime.div_euclid(NANOS).saturating_add(2) <= recorded.div_euclid(NANOS);
+    }
+    mtime < recorded
+}
+
+struct Inner {
+    map: HashMap<Box<str>, Entry>,
+    generation: u32,
+    dirty: bool,
+}
+
+pub(super) struct StatCache {
+    /// Where the cache persists; `None` when the state dir is unusable.
+    file: Option<PathBuf>,
+    /// A file in the state dir touched to read the filesystem's clock.
+    clock: Option<File>,
+    /// The root the entries describe; a cache made for another root is void.
+    root_key: Vec<u8>,
+    rehash: AtomicBool,
+    inner: Mutex<Inner>,
+}
+
+impl StatCache {
+    pub(super) fn open(state_dir: &Path, name: &str, root: &Path) -> StatCache {
+        let dir = state_dir.join("statcache");
+        let stem = file_stem(name);
+        let (file, clock) = match fs::create_dir_all(&dir) {
+            Ok(()) => {
+                let clock = OpenOptions::new()
+                    .create(true)
+                    .truncate(false)
+                    .write(true)
+                    .open(dir.join(format!("{stem}.clock")));
+                if let Err(e) = &clock {
+                    tracing::warn!(
+                        target = name,
+                        "stat cache clock unusable, content will be re-read: {e}"
+                    );
+                }
+                (Some(dir.join(stem)), clock.ok())
+            }
+            Err(e) => {
+                tracing::warn!(target = name, "stat cache disabled, {}: {e}", dir.display());
+                (None, None)
+            }
+        };
+        let root_key = root.as_os_str().as_encoded_bytes().to_vec();
+        let map = file
+            .as_deref()
+            .and_then(|f| load(f, &root_key))
+            .unwrap_or_default();
+        StatCache {
+            file,
+            clock,
+            root_key,
+            rehash: AtomicBool::new(false),
+            inner: Mutex::new(Inner {
+                map,
+                generation: 0,
+                dirty: false,
+            }),
+        }
+    }
+
+    pub(super) fn set_rehash(&self, rehash: bool) {
+        self.rehash.store(rehash, Ordering::Relaxed);
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // The map stays consistent whatever panicked while holding it.
+        self.inner
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The filesystem's idea of now, in nanoseconds, read by touching a file
+    /// in the state dir: file timestamps come from that clock (and its
+    /// granularity), not from the system clock. `None` if unreadable.
+    pub(super) fn clock_now(&self) -> Option<i64> {
+        let clock = self.clock.as_ref()?;
+        let now = Timespec {
+            tv_sec: 0,
+            tv_nsec: UTIME_NOW,
+        };
+        rfs::futimens(
+            clock,
+            &Timestamps {
+                last_access: now,
+                last_modification: now,
+            },
+        )
+        .ok()?;
+        rfs::fstat(clock).ok().map(|st| Meta::from_stat(&st).mtime)
+    }
+
+    /// The cached blob for `path` if its stat is unchanged and the entry is
+    /// not racy.
+    pub(super) fn lookup(&self, path: &str, meta: &Meta) -> Option<Oid> {
+        if self.rehash.load(Ordering::Relaxed) {
+            return None;
+        }
+        let mut inner = self.lock();
+        let generation = inner.generation;
+        let entry = inner.map.get_mut(path)?;
+        if !entry.matches(meta) || !trusted(entry.mtime, entry.recorded) {
+            return None;
+        }
+        entry.seen = generation;
+        Oid::from_bytes(&entry.blob).ok()
+    }
+
+    /// Remembers that the file at `path`, with this stat, had content `blob`
+    /// at filesystem time `recorded` (taken before the content was read).
+    pub(super) fn record(&self, path: &str, meta: &Meta, blob: Oid, recorded: Option<i64>) {
+        let Ok(blob) = <[u8; 20]>::try_from(blob.as_bytes()) else {
+            return;
+        };
+        let mut inner = self.lock();
+        let entry = Entry {
+            dev: meta.dev,
+            ino: meta.ino,
+            size: meta.size,
+            mtime: meta.mtime,
+            ctime: meta.ctime,
+            recorded: recorded.unwrap_or(NEVER),
+            blob,
+            seen: inner.generation,
+        };
+        match inner.map.get_mut(path) {
+            Some(old) if *old == entry => return,
+            Some(old) => *old = entry,
+            None => {
+                inner.map.insert(path.into(), entry);
+            }
+        }
+        inner.dirty = true;
+    }
+
+    /// Carries a trusted entry across a change of attributes only (chmod,
+    /// chown move ctime): content untouched since a trusted read is known.
+    pub(super) fn carry(&self, path: &str, before: &Meta, after: &Meta) {
+        let mut inner = self.lock();
+        let Some(entry) = inner.map.get_mut(path) else {
+            return;
+        };
+        let same_content = (before.dev, before.ino, before.size, before.mtime)
+            == (after.dev, after.ino, after.size, after.mtime);
+        if entry.matches(before) && trusted(entry.mtime, entry.recorded) && same_content {
+            entry.ctime = after.ctime;
+            inner.dirty = true;
+        }
+    }
+
+    pub(super) fn forget(&self, path: &str) {
+        let mut inner = self.lock();
+        if inner.map.remove(path).is_some() {
+            inner.dirty = true;
+        }
+    }
+
+    /// Writes the cache if it changed, atomically (temp file, rename), and
+    /// drops entries unused for a while.
+    pub(super) fn flush(&self) -> io::Result<()> {
+        let Some(file) = &self.file else {
+            return Ok(());
+        };
+        let bytes = {
+            let mut inner = self.lock();
+            let generation = inner.generation;
+            let before = inner.map.len();
+            inner
+                .map
+                .retain(|_, e| generation.wrapping_sub(e.seen) < KEEP_GENERATIONS);
+            let pruned = inner.map.len() != before;
+            inner.generation = generation.wrapping_add(1);
+            if !inner.dirty && !pruned {
+                return Ok(());
+            }
+            inner.dirty = false;
+            encode(&inner.map, &self.root_key)
+        };
+        let result = write_atomically(file, &bytes);
+        if result.is_err() {
+            self.lock().dirty = true;
+        }
+        result
+    }
+
+    #[cfg(test)]
+    pub(super) fn len(&self) -> usize {
+        self.lock().map.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn racy_entries_are_not_trusted() {
+        let t = 1_700_000_000 * NANOS + 500;
+        assert!(trusted(t - 1, t));
+        assert!(
+            !trusted(t, t),
+            "an mtime equal to the recording moment is racy"
+        );
+        assert!(!trusted(t + 1, t));
+        assert!(!trusted(t - NANOS, NEVER));
+        // Whole-second mtimes need a margin of two seconds.
+        let whole = 1_700_000_000 * NANOS;
+        assert!(!trusted(whole, whole + NANOS + 1));
+        assert!(trusted(whole, whole + 2 * NANOS));
+    }
+}

@@ -1,0 +1,269 @@
+//! Create and update: applying the decided step; replacements are new files
+//! or symlinks made under an exclusive temp name and renamed over the old
+//! object.
+
+use std::fs::File;
+use std::io::{self, Write};
+use std::os::fd::{AsFd, BorrowedFd};
+
+use rustix::fs::{
+    self as rfs, AtFlags, FileType, Gid, Mode, OFlags, Timespec, Timestamps, Uid, UTIME_OMIT,
+};
+use rustix::io::Errno;
+
+use super::decide::{decide, Step};
+use super::observe::{read_regular, stat_at, Batch, Meta};
+use super::resolve::{is_absent, resolve_error};
+use super::{transient, FilesTarget, Ops};
+use crate::model::{blob_id, Action, Change, ContentSource, FileSpec, Spec};
+use crate::target::TargetError;
+
+const NANOS: i64 = 1_000_000_000;
+
+impl FilesTarget {
+    pub(super) fn apply_change(
+        &self,
+        change: &Change,
+        content: &dyn ContentSource,
+        ops: &mut Ops,
+    ) -> Result<(), TargetError> {
+        let spec = match (change.action, &change.desired) {
+            (Action::Delete, _) => return self.delete(change, ops),
+            (_, Some(desired)) => &desired.spec,
+            (action, None) => {
+                return Err(TargetError::Terminal(format!(
+                    "{}: {} without a desired state",
+                    change.id,
+                    action.as_str()
+                )))
+            }
+        };
+        let path = change.path.as_str();
+        let (parent, name) = change.path.split_last();
+        let dir = match self.root.open_dir(parent, true) {
+            Ok(dir) => Some(dir),
+            Err(e) if is_absent(e) => None,
+            Err(e) => return Err(resolve_error(parent, e)),
+        };
+        let live = match &dir {
+            Some(dir) => self
+                .live_at(dir.as_fd(), &change.path, name, &mut Batch::default())
+                .map_err(|e| transient(path, "observe", e))?,
+            None => None,
+        };
+        match (
+            decide(change, spec, live.as_ref().map(|(_, l)| l)),
+            dir,
+            live,
+        ) {
+            (Step::Nothing, ..) => Ok(()),
+            (Step::Refuse(reason), ..) => Err(TargetError::Transient(reason)),
+            (Step::Attrs(attrs), Some(dir), Some(_)) => {
+                self.set_attrs(dir.as_fd(), path, name, attrs, ops)
+            }
+            (Step::Attrs(_), ..) => Err(TargetError::Transient(format!(
+                "{path}: vanished while being applied"
+            ))),
+            (Step::Replace, dir, live) => {
+                let dir = match dir {
+                    Some(dir) => dir,
+                    None => self.root.ensure_dir(parent, ops)?,
+                };
+                let old = live
+                    .map(|(meta, _)| meta)
+                    .filter(|m| m.file_type() == FileType::RegularFile);
+                match spec {
+                    Spec::File(file) => {
+                        self.replace_file(dir.as_fd(), change, file, old, content, ops)
+                    }
+                    Spec::Symlink { target } => {
+                        self.replace_symlink(dir.as_fd(), path, name, target, ops)
+                    }
+                }
+            }
+        }
+    }
+
+    /// Writes the content to a fresh temp file, sets owner then mode, makes
+    /// it durable, and renames it over the final name.
+    fn replace_file(
+        &self,
+        dir: BorrowedFd,
+        change: &Change,
+        spec: &FileSpec,
+        old: Option<Meta>,
+        content: &dyn ContentSource,
+        ops: &mut Ops,
+    ) -> Result<(), TargetError> {
+        let path = change.path.as_str();
+        let bytes = content
+            .read(spec.blob)
+            .map_err(|e| transient(path, "read desired content", e))?;
+        let got = blob_id(&bytes);
+        if got != spec.blob {
+            return Err(TargetError::Transient(format!(
+                "{path}: content given for blob {} hashes to {got}; nothing written",
+                spec.blob
+            )));
+        }
+        // An owner or group the declaration leaves out stays as it was.
+        let uid = spec.uid.or(old.map(|m| m.uid));
+        let gid = spec.gid.or(old.map(|m| m.gid));
+        let recorded = self.cache.clock_now();
+        // Dated just before the clock reading, the file's stat is one the
+        // cache can trust at once: any later write, by anyone, leaves a
+        // newer mtime.
+        let mtime = recorded.map(|t| t - 1);
+        let (temp, mut file) = create_temp_file(dir, path, ops)?;
+        let result = fill(&mut file, &bytes, uid, gid, spec.mode & 0o7777, mtime, ops)
+            .map_err(|e| transient(path, "write temp file", e))
+            .and_then(|()| swap_in(dir, &temp, change.path.split_last().1, path, ops));
+        if let Err(e) = result {
+            discard(dir, &temp);
+            return Err(e);
+        }
+        if let Ok(st) = rfs::fstat(&file) {
+            self.cache
+                .record(path, &Meta::from_stat(&st), spec.blob, recorded);
+        }
+        Ok(())
+    }
+
+    fn replace_symlink(
+        &self,
+        dir: BorrowedFd,
+        path: &str,
+        name: &str,
+        target: &str,
+        ops: &mut Ops,
+    ) -> Result<(), TargetError> {
+        let mut made = None;
+        for _ in 0..8 {
+            let temp = temp_name();
+            ops.writes += 1;
+            match rfs::symlinkat(target, dir, temp.as_str()) {
+                Ok(()) => {
+                    made = Some(temp);
+                    break;
+                }
+                Err(Errno::EXIST) => continue,
+                Err(e) => return Err(transient(path, "create symlink", e)),
+            }
+        }
+        let temp =
+            made.ok_or_else(|| TargetError::Transient(format!("{path}: no free temp name")))?;
+        if let Err(e) = swap_in(dir, &temp, name, path, ops) {
+            discard(dir, &temp);
+            return Err(e);
+        }
+        self.cache.forget(path);
+        Ok(())
+    }
+}
+
+fn temp_name() -> String {
+    format!(".tend-{:016x}.tmp", rand::random::<u64>())
+}
+
+/// A new, empty temp file, created exclusively so nothing that already
+/// exists (a planted symlink included) is ever opened.
+fn create_temp_file(
+    dir: BorrowedFd,
+    path: &str,
+    ops: &mut Ops,
+) -> Result<(String, File), TargetError> {
+    let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    for _ in 0..8 {
+        let name = temp_name();
+        ops.writes += 1;
+        match rfs::openat(dir, name.as_str(), flags, Mode::from_raw_mode(0o600)) {
+            Ok(fd) => return Ok((name, File::from(fd))),
+            Err(Errno::EXIST) => continue,
+            Err(e) => return Err(transient(path, "create temp file", e)),
+        }
+    }
+    Err(TargetError::Transient(format!("{path}: no free temp name")))
+}
+
+/// Content, owner, then mode (chown would clear setuid bits set before it),
+/// the mtime if given, then durable. Any failure here means the temp file is
+/// thrown away.
+fn fill(
+    file: &mut File,
+    bytes: &[u8],
+    uid: Option<u32>,
+    gid: Option<u32>,
+    mode: u32,
+    mtime: Option<i64>,
+    ops: &mut Ops,
+) -> io::Result<()> {
+    file.write_all(bytes)?;
+    let made = Meta::from_stat(&rfs::fstat(&*file)?);
+    let uid = uid.filter(|u| *u != made.uid && *u != u32::MAX);
+    let gid = gid.filter(|g| *g != made.gid && *g != u32::MAX);
+    if uid.is_some() || gid.is_some() {
+        ops.writes += 1;
+        rfs::fchown(&*file, uid.map(Uid::from_raw), gid.map(Gid::from_raw))?;
+    }
+    ops.writes += 1;
+    rfs::fchmod(&*file, Mode::from_raw_mode(mode))?;
+    if let Some(mtime) = mtime {
+        let omit = Timespec {
+            tv_sec: 0,
+            tv_nsec: UTIME_OMIT,
+        };
+        let modified = Timespec {
+            tv_sec: mtime.div_euclid(NANOS),
+            tv_nsec: mtime.rem_euclid(NANOS),
+        };
+        rfs::futimens(
+            &*file,
+            &Timestamps {
+                last_access: omit,
+                last_modification: modified,
+            },
+        )?;
+    }
+    rfs::fdatasync(&*file)?;
+    Ok(())
+}
+
+/// Renames `temp` over `name`: a regular file there is backed up first, an
+/// empty directory removed; a non-empty one stops everything.
+fn swap_in(
+    dir: BorrowedFd,
+    temp: &str,
+    name: &str,
+    path: &str,
+    ops: &mut Ops,
+) -> Result<(), TargetError> {
+    match stat_at(dir, name).map(|m| m.file_type()) {
+        Ok(FileType::RegularFile) => {
+            if let Some(old) =
+                read_regular(dir, name).map_err(|e| transient(path, "read for backup", e))?
+            {
+                ops.save(path, &old)?;
+            }
+        }
+        Ok(FileType::Directory) => {
+            ops.writes += 1;
+            rfs::unlinkat(dir, name, AtFlags::REMOVEDIR).map_err(|e| match e {
+                Errno::NOTEMPTY | Errno::EXIST => TargetError::Transient(format!(
+                    "{path}: a directory holding unmanaged files stands there; nothing was deleted, a human has to move it"
+                )),
+                e => transient(path, "remove empty directory", e),
+            })?;
+        }
+        Ok(_) => {}
+        Err(e) if is_absent(e) => {}
+        Err(e) => return Err(transient(path, "stat", e)),
+    }
+    ops.writes += 1;
+    rfs::renameat(dir, temp, dir, name).map_err(|e| transient(path, "rename", e))?;
+    rfs::fsync(dir).map_err(|e| transient(path, "fsync directory", e))
+}
+
+fn discard(dir: BorrowedFd, temp: &str) {
+    // Best effort: a leftover is removed by the next clean_temp.
+    let _ = rfs::unlinkat(dir, temp, AtFlags::empty());
+}
