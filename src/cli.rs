@@ -29,7 +29,9 @@ pub enum Command {
     /// Continuous reconciliation (the daemon)
     Run,
     /// Bounded reconciliation: fetch, converge, exit
-    #[command(after_help = "Exit codes: 0 converged, 2 error before any change (incl. state dir locked), 3 not converged.")]
+    #[command(
+        after_help = "Exit codes: 0 converged, 2 error before any change (incl. state dir locked), 3 not converged."
+    )]
     Sync {
         /// Allow this pass to prune more than policy.max_prune
         #[arg(long)]
@@ -42,7 +44,9 @@ pub enum Command {
     #[command(after_help = "Exit codes: 0 all in sync, 1 some resource not InSync, 2 error.")]
     Status,
     /// Parse and check declarations, touch no target
-    #[command(after_help = "Exit codes: 0 valid, 1 invalid declarations, 2 usage, config or source error.")]
+    #[command(
+        after_help = "Exit codes: 0 valid, 1 invalid declarations, 2 usage, config or source error."
+    )]
     Validate,
     /// Stop correcting (all, or the named resources); drift is still recorded
     Pause {
@@ -53,9 +57,7 @@ pub enum Command {
         duration: Option<Dur>,
     },
     /// Restart correcting (all, or the named resources)
-    Resume {
-        ids: Vec<String>,
-    },
+    Resume { ids: Vec<String> },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -74,7 +76,13 @@ pub enum Color {
 #[derive(Debug, Clone, Args)]
 pub struct GlobalArgs {
     /// Config file (YAML)
-    #[arg(short = 'c', long, env = "TEND_CONFIG", global = true, value_name = "FILE")]
+    #[arg(
+        short = 'c',
+        long,
+        env = "TEND_CONFIG",
+        global = true,
+        value_name = "FILE"
+    )]
     pub config: Option<PathBuf>,
     /// Repository: https://, ssh://, git@host:path, file:// or a local path
     #[arg(long, env = "TEND_REPO", global = true, value_name = "URL|PATH")]
@@ -127,7 +135,9 @@ impl GlobalArgs {
         match self.color {
             Color::Always => true,
             Color::Never => false,
-            Color::Auto => std::env::var_os("NO_COLOR").is_none() && std::io::stdout().is_terminal(),
+            Color::Auto => {
+                std::env::var_os("NO_COLOR").is_none() && std::io::stdout().is_terminal()
+            }
         }
     }
 }

@@ -83,6 +83,9 @@ pub struct PolicyConfig {
     pub backup_retention: Option<Dur>,
     pub backup_max: Option<String>,
     pub dry_run: Option<bool>,
+    /// Watch managed directories for changes (default true); off, drift is
+    /// found at the resync timer.
+    pub watch: Option<bool>,
 }
 
 #[derive(Debug, Clone, Copy, Deserialize)]
@@ -98,6 +101,8 @@ pub struct ServerConfig {
     pub listen: Option<String>,
     pub refresh_token_file: Option<PathBuf>,
     pub webhooks: Option<BTreeMap<String, WebhookConfig>>,
+    /// `/healthz` fails when the loop shows no sign of life for this long.
+    pub stuck_after: Option<Dur>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -124,7 +129,10 @@ impl PruneLimit {
     pub fn parse(s: &str) -> Result<Self, String> {
         let s = s.trim();
         if let Some(p) = s.strip_suffix('%') {
-            let v: f64 = p.trim().parse().map_err(|_| format!("invalid percentage {s:?}"))?;
+            let v: f64 = p
+                .trim()
+                .parse()
+                .map_err(|_| format!("invalid percentage {s:?}"))?;
             if !(0.0..=100.0).contains(&v) {
                 return Err(format!("percentage {s:?} is outside 0%..100%"));
             }
@@ -156,6 +164,7 @@ pub struct Policy {
     pub backup_retention: Duration,
     pub backup_max: u64,
     pub dry_run: bool,
+    pub watch: bool,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -201,6 +210,7 @@ pub struct ServerSettings {
     pub listen: String,
     pub refresh_token_file: Option<PathBuf>,
     pub webhooks: BTreeMap<String, PathBuf>,
+    pub stuck_after: Duration,
 }
 
 /// Everything a command needs, validated.
@@ -224,7 +234,10 @@ pub fn load_file(path: &Path) -> Result<FileConfig, ConfigError> {
         message: format!("cannot read: {e}"),
     })?;
     if text.len() > 1 << 20 {
-        return Err(ConfigError::Invalid { file, message: "larger than 1 MiB".into() });
+        return Err(ConfigError::Invalid {
+            file,
+            message: "larger than 1 MiB".into(),
+        });
     }
     let text = String::from_utf8(text).map_err(|e| ConfigError::Invalid {
         file: file.clone(),
@@ -261,7 +274,11 @@ fn parse_size(s: &str) -> Result<u64, String> {
         "MiB" | "M" => 1 << 20,
         "GiB" | "G" => 1 << 30,
         "TiB" | "T" => 1 << 40,
-        u => return Err(format!("invalid size unit {u:?} in {s:?}: use B, KiB, MiB, GiB")),
+        u => {
+            return Err(format!(
+                "invalid size unit {u:?} in {s:?}: use B, KiB, MiB, GiB"
+            ))
+        }
     };
     Ok(n.saturating_mul(mult))
 }
@@ -286,14 +303,24 @@ pub fn resolve(args: &GlobalArgs) -> Result<Settings, ConfigError> {
         Some(p) => load_file(p)?,
         None => FileConfig::default(),
     };
-    let cfg_name = args.config.as_ref().map(|p| p.display().to_string()).unwrap_or_default();
-    let bad = |m: String| ConfigError::Setting(if cfg_name.is_empty() { m } else { format!("{cfg_name}: {m}") });
+    let cfg_name = args
+        .config
+        .as_ref()
+        .map(|p| p.display().to_string())
+        .unwrap_or_default();
+    let bad = |m: String| {
+        ConfigError::Setting(if cfg_name.is_empty() {
+            m
+        } else {
+            format!("{cfg_name}: {m}")
+        })
+    };
     let src = file.source.unwrap_or_default();
-    let repo = args
-        .repo
-        .clone()
-        .or(src.repo)
-        .ok_or_else(|| ConfigError::Setting("no repository: give --repo, TEND_REPO or source.repo in the config".into()))?;
+    let repo = args.repo.clone().or(src.repo).ok_or_else(|| {
+        ConfigError::Setting(
+            "no repository: give --repo, TEND_REPO or source.repo in the config".into(),
+        )
+    })?;
     let path = args.path.clone().or(src.path).unwrap_or_default();
     let path = path.trim_matches('/').to_string();
     if path.split('/').any(|c| c == "..") {
@@ -305,8 +332,16 @@ pub fn resolve(args: &GlobalArgs) -> Result<Settings, ConfigError> {
         reference: args.reference.clone().or(src.reference),
         path,
         mirror: args.mirror || src.mirror.unwrap_or(false),
-        interval: args.interval.map(|d| d.0).or(src.interval.map(|d| d.0)).unwrap_or(Duration::from_secs(60)),
-        timeout: args.timeout.map(|d| d.0).or(src.timeout.map(|d| d.0)).unwrap_or(Duration::from_secs(120)),
+        interval: args
+            .interval
+            .map(|d| d.0)
+            .or(src.interval.map(|d| d.0))
+            .unwrap_or(Duration::from_secs(60)),
+        timeout: args
+            .timeout
+            .map(|d| d.0)
+            .or(src.timeout.map(|d| d.0))
+            .unwrap_or(Duration::from_secs(120)),
         auth: Auth {
             ssh_key: a.ssh_key,
             ssh_key_passphrase_file: a.ssh_key_passphrase_file,
@@ -319,28 +354,42 @@ pub fn resolve(args: &GlobalArgs) -> Result<Settings, ConfigError> {
     let mut targets = Vec::new();
     for (name, t) in file.targets.unwrap_or_default() {
         if name.is_empty() || name.contains('/') {
-            return Err(bad(format!("target name {name:?} may not be empty or contain `/`")));
+            return Err(bad(format!(
+                "target name {name:?} may not be empty or contain `/`"
+            )));
         }
         let kind = match t.kind.as_str() {
             "files" => TargetKind::Files {
-                root: t.root.ok_or_else(|| bad(format!("target {name}: type files needs `root`")))?,
+                root: t
+                    .root
+                    .ok_or_else(|| bad(format!("target {name}: type files needs `root`")))?,
             },
             "exec" => {
                 let command = t.command.filter(|c| !c.is_empty());
                 TargetKind::Exec {
-                    command: command.ok_or_else(|| bad(format!("target {name}: type exec needs `command`")))?,
+                    command: command
+                        .ok_or_else(|| bad(format!("target {name}: type exec needs `command`")))?,
                 }
             }
-            other => return Err(bad(format!("target {name}: unknown type {other:?} (known: files, exec)"))),
+            other => {
+                return Err(bad(format!(
+                    "target {name}: unknown type {other:?} (known: files, exec)"
+                )))
+            }
         };
         targets.push(TargetSettings { name, kind });
     }
     if let Some(root) = &args.root {
         targets.retain(|t| t.name != "files");
-        targets.push(TargetSettings { name: "files".into(), kind: TargetKind::Files { root: root.clone() } });
+        targets.push(TargetSettings {
+            name: "files".into(),
+            kind: TargetKind::Files { root: root.clone() },
+        });
     }
     if targets.is_empty() {
-        return Err(ConfigError::Setting("no target: give --root DIR or `targets:` in the config".into()));
+        return Err(ConfigError::Setting(
+            "no target: give --root DIR or `targets:` in the config".into(),
+        ));
     }
 
     let mut hooks = BTreeMap::new();
@@ -348,11 +397,20 @@ pub fn resolve(args: &GlobalArgs) -> Result<Settings, ConfigError> {
         if h.run.is_empty() {
             return Err(bad(format!("hook {name}: `run` is empty")));
         }
-        hooks.insert(name, Hook { run: h.run, timeout: h.timeout.map(|d| d.0).unwrap_or(Duration::from_secs(30)) });
+        hooks.insert(
+            name,
+            Hook {
+                run: h.run,
+                timeout: h.timeout.map(|d| d.0).unwrap_or(Duration::from_secs(30)),
+            },
+        );
     }
 
     let p = file.policy.unwrap_or_default();
-    let contested = p.contested.unwrap_or(ContestedConfig { corrections: 5, window: Dur(Duration::from_secs(600)) });
+    let contested = p.contested.unwrap_or(ContestedConfig {
+        corrections: 5,
+        window: Dur(Duration::from_secs(600)),
+    });
     let policy = Policy {
         prune: p.prune.unwrap_or(true),
         max_prune: match p.max_prune {
@@ -365,17 +423,25 @@ pub fn resolve(args: &GlobalArgs) -> Result<Settings, ConfigError> {
         resync: p.resync.map(|d| d.0).unwrap_or(Duration::from_secs(600)),
         contested_corrections: contested.corrections,
         contested_window: contested.window.0,
-        backup_retention: p.backup_retention.map(|d| d.0).unwrap_or(Duration::from_secs(7 * 86400)),
+        backup_retention: p
+            .backup_retention
+            .map(|d| d.0)
+            .unwrap_or(Duration::from_secs(7 * 86400)),
         backup_max: match p.backup_max {
             Some(s) => parse_size(&s).map_err(|e| bad(format!("policy.backup_max: {e}")))?,
             None => 1 << 30,
         },
         dry_run: args.dry_run || p.dry_run.unwrap_or(false),
+        watch: p.watch.unwrap_or(true),
     };
 
     let server = file.server.unwrap_or_default();
     let log = file.log.unwrap_or_default();
-    let log_format = args.log_format.clone().or(log.format).unwrap_or_else(|| "text".into());
+    let log_format = args
+        .log_format
+        .clone()
+        .or(log.format)
+        .unwrap_or_else(|| "text".into());
     if log_format != "text" && log_format != "json" {
         return Err(bad(format!("log format {log_format:?}: use text or json")));
     }
@@ -384,14 +450,35 @@ pub fn resolve(args: &GlobalArgs) -> Result<Settings, ConfigError> {
         targets,
         hooks,
         policy,
-        state_dir: args.state_dir.clone().or(file.state_dir).unwrap_or_else(default_state_dir),
+        state_dir: args
+            .state_dir
+            .clone()
+            .or(file.state_dir)
+            .unwrap_or_else(default_state_dir),
         server: ServerSettings {
-            listen: args.listen.clone().or(server.listen).unwrap_or_else(|| "127.0.0.1:9420".into()),
+            listen: args
+                .listen
+                .clone()
+                .or(server.listen)
+                .unwrap_or_else(|| "127.0.0.1:9420".into()),
             refresh_token_file: server.refresh_token_file,
-            webhooks: server.webhooks.unwrap_or_default().into_iter().map(|(k, v)| (k, v.secret_file)).collect(),
+            stuck_after: server
+                .stuck_after
+                .map(|d| d.0)
+                .unwrap_or(Duration::from_secs(60)),
+            webhooks: server
+                .webhooks
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(k, v)| (k, v.secret_file))
+                .collect(),
         },
         log_format,
-        log_level: args.log_level.clone().or(log.level).unwrap_or_else(|| "info".into()),
+        log_level: args
+            .log_level
+            .clone()
+            .or(log.level)
+            .unwrap_or_else(|| "info".into()),
     })
 }
 

@@ -10,7 +10,10 @@ use crate::model::{Action, Change, Desired, Field, Live, Observed, RelPath, Reso
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Comparison {
     InSync,
-    Differs { action: Action, fields: Vec<Field> },
+    Differs {
+        action: Action,
+        fields: Vec<Field>,
+    },
     /// Could not observe: nothing may be done.
     Unknown(String),
 }
@@ -19,17 +22,34 @@ pub enum Comparison {
 pub fn compare(desired: &Desired, observed: &Observed) -> Comparison {
     let live = match observed {
         Observed::Unknown(reason) => return Comparison::Unknown(reason.clone()),
-        Observed::Absent => return Comparison::Differs { action: Action::Create, fields: Vec::new() },
+        Observed::Absent => {
+            return Comparison::Differs {
+                action: Action::Create,
+                fields: Vec::new(),
+            }
+        }
         Observed::Present(live) => live,
     };
     let mut fields = Vec::new();
     match (&desired.spec, live) {
-        (Spec::File(want), Live::File { blob, mode, uid, gid, .. }) => {
+        (
+            Spec::File(want),
+            Live::File {
+                blob,
+                mode,
+                uid,
+                gid,
+                ..
+            },
+        ) => {
             if *blob != want.blob {
                 fields.push(Field::Content);
             }
             if *mode != want.mode {
-                fields.push(Field::Mode { from: *mode, to: want.mode });
+                fields.push(Field::Mode {
+                    from: *mode,
+                    to: want.mode,
+                });
             }
             if let Some(u) = want.uid.filter(|u| u != uid) {
                 fields.push(Field::Owner { from: *uid, to: u });
@@ -40,15 +60,24 @@ pub fn compare(desired: &Desired, observed: &Observed) -> Comparison {
         }
         (Spec::Symlink { target }, Live::Symlink { target: have }) => {
             if have != target {
-                fields.push(Field::LinkTarget { from: have.clone(), to: target.clone() });
+                fields.push(Field::LinkTarget {
+                    from: have.clone(),
+                    to: target.clone(),
+                });
             }
         }
-        (spec, live) => fields.push(Field::Type { from: live.type_name().into(), to: spec.kind().into() }),
+        (spec, live) => fields.push(Field::Type {
+            from: live.type_name().into(),
+            to: spec.kind().into(),
+        }),
     }
     if fields.is_empty() {
         Comparison::InSync
     } else {
-        Comparison::Differs { action: Action::Update, fields }
+        Comparison::Differs {
+            action: Action::Update,
+            fields,
+        }
     }
 }
 
@@ -147,7 +176,13 @@ mod tests {
             id: ResourceId::new("files", "file", path),
             target: "files".into(),
             path: RelPath::parse(path).unwrap(),
-            spec: Spec::File(FileSpec { blob: blob_id(content), size: content.len() as u64, mode, uid: None, gid: None }),
+            spec: Spec::File(FileSpec {
+                blob: blob_id(content),
+                size: content.len() as u64,
+                mode,
+                uid: None,
+                gid: None,
+            }),
             on_change: None,
             self_heal: None,
             sensitive: false,
@@ -156,7 +191,13 @@ mod tests {
     }
 
     fn live_file(content: &[u8], mode: u32) -> Observed {
-        Observed::Present(Live::File { blob: blob_id(content), size: content.len() as u64, mode, uid: 0, gid: 0 })
+        Observed::Present(Live::File {
+            blob: blob_id(content),
+            size: content.len() as u64,
+            mode,
+            uid: 0,
+            gid: 0,
+        })
     }
 
     #[test]
@@ -165,27 +206,70 @@ mod tests {
         assert_eq!(compare(&d, &live_file(b"x", 0o644)), Comparison::InSync);
         assert_eq!(
             compare(&d, &live_file(b"x", 0o600)),
-            Comparison::Differs { action: Action::Update, fields: vec![Field::Mode { from: 0o600, to: 0o644 }] }
+            Comparison::Differs {
+                action: Action::Update,
+                fields: vec![Field::Mode {
+                    from: 0o600,
+                    to: 0o644
+                }]
+            }
         );
         assert_eq!(
             compare(&d, &live_file(b"y", 0o644)),
-            Comparison::Differs { action: Action::Update, fields: vec![Field::Content] }
+            Comparison::Differs {
+                action: Action::Update,
+                fields: vec![Field::Content]
+            }
         );
-        assert!(matches!(compare(&d, &Observed::Absent), Comparison::Differs { action: Action::Create, .. }));
-        assert!(matches!(compare(&d, &Observed::Unknown("EIO".into())), Comparison::Unknown(_)));
+        assert!(matches!(
+            compare(&d, &Observed::Absent),
+            Comparison::Differs {
+                action: Action::Create,
+                ..
+            }
+        ));
+        assert!(matches!(
+            compare(&d, &Observed::Unknown("EIO".into())),
+            Comparison::Unknown(_)
+        ));
         let dir = Observed::Present(Live::Directory { empty: true });
-        assert!(matches!(compare(&d, &dir), Comparison::Differs { fields, .. } if fields[0].name() == "type"));
+        assert!(
+            matches!(compare(&d, &dir), Comparison::Differs { fields, .. } if fields[0].name() == "type")
+        );
     }
 
     #[test]
     fn prunes_only_undeclared_inventory_deepest_first() {
-        let desired: BTreeMap<_, _> = [file("keep", b"k", 0o644)].into_iter().map(|d| (d.id.clone(), d)).collect();
-        let owned = |p: &str| Owned { id: ResourceId::new("files", "file", p), target: "files".into(), path: RelPath::parse(p).unwrap() };
-        let inventory = vec![owned("keep"), owned("a"), owned("a/b/c"), owned("gone"), owned("blocked"), owned("unsure")];
-        let mut observed: HashMap<_, _> = inventory.iter().map(|o| (o.id.clone(), live_file(b"z", 0o644))).collect();
-        observed.insert(ResourceId::new("files", "file", "keep"), live_file(b"k", 0o644));
+        let desired: BTreeMap<_, _> = [file("keep", b"k", 0o644)]
+            .into_iter()
+            .map(|d| (d.id.clone(), d))
+            .collect();
+        let owned = |p: &str| Owned {
+            id: ResourceId::new("files", "file", p),
+            target: "files".into(),
+            path: RelPath::parse(p).unwrap(),
+        };
+        let inventory = vec![
+            owned("keep"),
+            owned("a"),
+            owned("a/b/c"),
+            owned("gone"),
+            owned("blocked"),
+            owned("unsure"),
+        ];
+        let mut observed: HashMap<_, _> = inventory
+            .iter()
+            .map(|o| (o.id.clone(), live_file(b"z", 0o644)))
+            .collect();
+        observed.insert(
+            ResourceId::new("files", "file", "keep"),
+            live_file(b"k", 0o644),
+        );
         observed.insert(ResourceId::new("files", "file", "gone"), Observed::Absent);
-        observed.insert(ResourceId::new("files", "file", "unsure"), Observed::Unknown("EIO".into()));
+        observed.insert(
+            ResourceId::new("files", "file", "unsure"),
+            Observed::Unknown("EIO".into()),
+        );
         let blocked = ResourceId::new("files", "file", "blocked");
         let p = plan(&desired, &|id| *id == blocked, &inventory, &observed);
         let deletes: Vec<_> = p.deletes.iter().map(|c| c.path.as_str()).collect();

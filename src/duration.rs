@@ -46,7 +46,10 @@ mod tests {
     fn parses_operator_forms() {
         assert_eq!("30s".parse::<Dur>().unwrap().0, Duration::from_secs(30));
         assert_eq!("5m".parse::<Dur>().unwrap().0, Duration::from_secs(300));
-        assert_eq!("7d".parse::<Dur>().unwrap().0, Duration::from_secs(7 * 86400));
+        assert_eq!(
+            "7d".parse::<Dur>().unwrap().0,
+            Duration::from_secs(7 * 86400)
+        );
         assert!("soon".parse::<Dur>().is_err());
         assert_eq!(short(Duration::from_secs(90061)), "1d1h");
     }

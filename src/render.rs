@@ -35,25 +35,47 @@ fn is_text(b: &[u8]) -> bool {
 /// binary or huge content. Empty when content does not change.
 pub fn content_diff(change: &Change, shown: &Shown) -> String {
     let content_changes = match change.action {
-        Action::Create | Action::Delete => true,
-        Action::Update => change.fields.iter().any(|f| matches!(f, Field::Content | Field::Type { .. })),
+        Action::Create => true,
+        Action::Delete => false,
+        Action::Update => change
+            .fields
+            .iter()
+            .any(|f| matches!(f, Field::Content | Field::Type { .. })),
     };
     if !content_changes {
         return String::new();
     }
-    let (old, new) = (shown.live.unwrap_or_default(), shown.desired.unwrap_or_default());
+    let (old, new) = (
+        shown.live.unwrap_or_default(),
+        shown.desired.unwrap_or_default(),
+    );
     let id = change.id.as_str();
     if shown.sensitive {
         let h = |b: Option<&[u8]>| b.map(|b| (shown.hash)(b)).unwrap_or_else(|| "none".into());
-        return format!("{id}: content {} -> {} (sensitive)\n", h(shown.live), h(shown.desired));
+        return format!(
+            "{id}: content {} -> {} (sensitive)\n",
+            h(shown.live),
+            h(shown.desired)
+        );
     }
     if !is_text(old) || !is_text(new) {
-        return format!("{id}: binary or large content differs ({} -> {} bytes)\n", old.len(), new.len());
+        return format!(
+            "{id}: binary or large content differs ({} -> {} bytes)\n",
+            old.len(),
+            new.len()
+        );
     }
-    let (old, new) = (std::str::from_utf8(old).unwrap_or(""), std::str::from_utf8(new).unwrap_or(""));
+    let (old, new) = (
+        std::str::from_utf8(old).unwrap_or(""),
+        std::str::from_utf8(new).unwrap_or(""),
+    );
     let diff = TextDiff::from_lines(old, new);
     let mut out = String::new();
-    out.push_str(&paint(shown.color, "1", &format!("--- live/{id}\n+++ desired/{id}\n")));
+    out.push_str(&paint(
+        shown.color,
+        "1",
+        &format!("--- live/{id}\n+++ desired/{id}\n"),
+    ));
     for hunk in diff.unified_diff().context_radius(3).iter_hunks() {
         out.push_str(&paint(shown.color, "36", &format!("{}\n", hunk.header())));
         for c in hunk.iter_changes() {
@@ -69,7 +91,11 @@ pub fn content_diff(change: &Change, shown: &Shown) -> String {
             if !line.ends_with('\n') {
                 line.push('\n');
             }
-            out.push_str(&if c.tag() == ChangeTag::Equal { line } else { paint(shown.color, code, &line) });
+            out.push_str(&if c.tag() == ChangeTag::Equal {
+                line
+            } else {
+                paint(shown.color, code, &line)
+            });
         }
     }
     out
@@ -93,7 +119,9 @@ pub fn field_lines(change: &Change) -> Vec<String> {
         .filter_map(|f| match f {
             Field::Content => None,
             Field::Type { from, to } => Some(format!("{id}: type {from} -> {to}")),
-            Field::Mode { from, to } => Some(format!("{id}: mode {} -> {}", mode(*from), mode(*to))),
+            Field::Mode { from, to } => {
+                Some(format!("{id}: mode {} -> {}", mode(*from), mode(*to)))
+            }
             Field::Owner { from, to } => Some(format!("{id}: owner {from} -> {to}")),
             Field::Group { from, to } => Some(format!("{id}: group {from} -> {to}")),
             Field::LinkTarget { from, to } => Some(format!("{id}: target {from} -> {to}")),
@@ -119,7 +147,10 @@ pub fn text(change: &Change, shown: &Shown) -> String {
 
 /// The JSON object of one change: `{id, action, fields, diff}`.
 pub fn json(change: &Change, shown: &Shown) -> serde_json::Value {
-    let plain = Shown { color: false, ..*shown };
+    let plain = Shown {
+        color: false,
+        ..*shown
+    };
     let mut fields: Vec<&str> = change.fields.iter().map(|f| f.name()).collect();
     if change.action == Action::Create {
         fields.push("exists");
@@ -151,12 +182,33 @@ mod tests {
 
     #[test]
     fn unified_diff_with_headers_and_mode_line() {
-        let c = change(Action::Update, vec![Field::Content, Field::Mode { from: 0o644, to: 0o600 }]);
+        let c = change(
+            Action::Update,
+            vec![
+                Field::Content,
+                Field::Mode {
+                    from: 0o644,
+                    to: 0o600,
+                },
+            ],
+        );
         let hash = |_: &[u8]| "h".to_string();
-        let s = Shown { live: Some(b"a\nb\n"), desired: Some(b"a\nc\n"), hash: &hash, sensitive: false, color: false };
+        let s = Shown {
+            live: Some(b"a\nb\n"),
+            desired: Some(b"a\nc\n"),
+            hash: &hash,
+            sensitive: false,
+            color: false,
+        };
         let t = text(&c, &s);
-        assert!(t.contains("files/file/etc/motd: mode 0644 -> 0600\n"), "{t}");
-        assert!(t.contains("--- live/files/file/etc/motd\n+++ desired/files/file/etc/motd\n"), "{t}");
+        assert!(
+            t.contains("files/file/etc/motd: mode 0644 -> 0600\n"),
+            "{t}"
+        );
+        assert!(
+            t.contains("--- live/files/file/etc/motd\n+++ desired/files/file/etc/motd\n"),
+            "{t}"
+        );
         assert!(t.contains("-b\n+c\n"), "{t}");
     }
 
@@ -164,7 +216,13 @@ mod tests {
     fn sensitive_content_shows_only_hashes() {
         let c = change(Action::Update, vec![Field::Content]);
         let hash = |b: &[u8]| format!("hmac:{}", b.len());
-        let s = Shown { live: Some(b"old-secret"), desired: Some(b"new-secret!"), hash: &hash, sensitive: true, color: false };
+        let s = Shown {
+            live: Some(b"old-secret"),
+            desired: Some(b"new-secret!"),
+            hash: &hash,
+            sensitive: true,
+            color: false,
+        };
         let t = text(&c, &s);
         assert!(!t.contains("secret"), "{t}");
         assert!(t.contains("hmac:10 -> hmac:11"), "{t}");

@@ -48,6 +48,10 @@ pub struct ResourceStatus {
 pub struct StatusDoc {
     pub generated_at: String,
     pub source: Option<SourceStatus>,
+    /// What the daemon's file-system watcher covers, or why it fell back to
+    /// the resync timer.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub watcher: Option<String>,
     pub counts: BTreeMap<String, usize>,
     pub resources: Vec<ResourceStatus>,
 }
@@ -71,7 +75,10 @@ const STATES: [State; 8] = [
 ];
 
 pub fn state_name(s: State) -> String {
-    serde_json::to_value(s).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default()
+    serde_json::to_value(s)
+        .ok()
+        .and_then(|v| v.as_str().map(String::from))
+        .unwrap_or_default()
 }
 
 fn source_status(s: SourceRecord, now: SystemTime) -> SourceStatus {
@@ -118,8 +125,12 @@ pub fn build(ledger: &Ledger, now: SystemTime) -> Result<StatusDoc, LedgerError>
     Ok(StatusDoc {
         generated_at: rfc3339(now),
         source: ledger.source()?.map(|s| source_status(s, now)),
+        watcher: ledger.meta("watcher")?.filter(|w| !w.is_empty()),
         counts,
-        resources: records.into_iter().map(|r| resource_status(r, now)).collect(),
+        resources: records
+            .into_iter()
+            .map(|r| resource_status(r, now))
+            .collect(),
     })
 }
 
@@ -127,7 +138,11 @@ pub fn build(ledger: &Ledger, now: SystemTime) -> Result<StatusDoc, LedgerError>
 pub fn text(doc: &StatusDoc, all: bool) -> String {
     let mut out = String::new();
     if let Some(s) = &doc.source {
-        let rev = |r: &Option<String>| r.as_deref().map(|r| r[..r.len().min(12)].to_string()).unwrap_or("-".into());
+        let rev = |r: &Option<String>| {
+            r.as_deref()
+                .map(|r| r[..r.len().min(12)].to_string())
+                .unwrap_or("-".into())
+        };
         out.push_str(&format!(
             "source   {} {}\nfetched  {}   applied {}\n",
             s.repo,
@@ -136,15 +151,37 @@ pub fn text(doc: &StatusDoc, all: bool) -> String {
             rev(&s.applied_revision)
         ));
         if let Some(secs) = s.seconds_since_last_successful_fetch {
-            out.push_str(&format!("last successful fetch {} ago\n", short(Duration::from_secs(secs))));
+            out.push_str(&format!(
+                "last successful fetch {} ago\n",
+                short(Duration::from_secs(secs))
+            ));
         }
         if let Some(e) = &s.last_fetch_error {
             out.push_str(&format!("last fetch error: {e}\n"));
         }
     }
-    let counts: Vec<String> = doc.counts.iter().filter(|(_, n)| **n > 0).map(|(k, n)| format!("{k} {n}")).collect();
-    out.push_str(&format!("resources: {}\n", if counts.is_empty() { "none".into() } else { counts.join(", ") }));
-    let rows: Vec<&ResourceStatus> = doc.resources.iter().filter(|r| all || r.state != State::InSync).collect();
+    if let Some(w) = &doc.watcher {
+        out.push_str(&format!("watcher  {w}\n"));
+    }
+    let counts: Vec<String> = doc
+        .counts
+        .iter()
+        .filter(|(_, n)| **n > 0)
+        .map(|(k, n)| format!("{k} {n}"))
+        .collect();
+    out.push_str(&format!(
+        "resources: {}\n",
+        if counts.is_empty() {
+            "none".into()
+        } else {
+            counts.join(", ")
+        }
+    ));
+    let rows: Vec<&ResourceStatus> = doc
+        .resources
+        .iter()
+        .filter(|r| all || r.state != State::InSync)
+        .collect();
     if rows.is_empty() {
         return out;
     }
@@ -156,7 +193,9 @@ pub fn text(doc: &StatusDoc, all: bool) -> String {
             [
                 r.id.clone(),
                 state_name(r.state),
-                r.drift_age_seconds.map(|s| short(Duration::from_secs(s))).unwrap_or("-".into()),
+                r.drift_age_seconds
+                    .map(|s| short(Duration::from_secs(s)))
+                    .unwrap_or("-".into()),
                 r.attempts.to_string(),
                 r.reason.clone().unwrap_or("-".into()),
                 r.next_retry.clone().unwrap_or("-".into()),
@@ -182,7 +221,9 @@ pub fn text(doc: &StatusDoc, all: bool) -> String {
     };
     out.push_str(&line(head));
     for row in &table {
-        out.push_str(&line([&row[0], &row[1], &row[2], &row[3], &row[4], &row[5]]));
+        out.push_str(&line([
+            &row[0], &row[1], &row[2], &row[3], &row[4], &row[5],
+        ]));
     }
     out
 }

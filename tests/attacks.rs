@@ -46,11 +46,16 @@ fn symlink_in_the_root_pointing_outside_stays_inside() {
     let s = env.sentinel.path();
     // An absolute and a relative escape, both as parent components.
     std::os::unix::fs::symlink(s, env.at("abs")).unwrap();
+    // (The relative one aims at the sentinel's parent, so that read from
+    // inside the root the two links do not meet at one place.)
+    let above = s.parent().unwrap().to_str().unwrap().to_string();
     std::os::unix::fs::symlink(
-        "../../../../../../../../".to_string() + s.to_str().unwrap(),
+        "../../../../../../../..".to_string() + &above,
         env.at("rel"),
     )
     .unwrap();
+    // Inside the root, the links' targets exist.
+    std::fs::create_dir_all(env.root().join(s.strip_prefix("/").unwrap())).unwrap();
     // And a final component pointing straight at the sentinel file.
     std::os::unix::fs::symlink(s.join("precious"), env.at("last")).unwrap();
     env.repo.write(
@@ -62,14 +67,19 @@ fn symlink_in_the_root_pointing_outside_stays_inside() {
     let r = env.tend(&["sync"]);
     assert_eq!(r.code, 0, "{r:?}");
     assert_sentinel_intact(&env, &before);
-    // Resolved as if the root were `/`: the writes landed inside the root.
+    // Resolved as if the root were `/`: the writes landed inside the root,
+    // where the link leads when read from inside it, or (where that does not
+    // exist) in a real directory that replaced the dangling link.
     let inside = env
         .root()
         .join(s.strip_prefix("/").unwrap())
         .join("precious");
-    assert!(std::fs::read_to_string(&inside)
-        .unwrap()
-        .starts_with("pwned"));
+    assert_eq!(std::fs::read_to_string(&inside).unwrap(), "pwned1");
+    let via_rel = env
+        .root()
+        .join(above.strip_prefix('/').unwrap())
+        .join("precious");
+    assert_eq!(std::fs::read_to_string(via_rel).unwrap(), "pwned2");
     // The last component was replaced, not written through.
     assert!(!std::fs::symlink_metadata(env.at("last"))
         .unwrap()
@@ -288,7 +298,7 @@ fn invalid_utf8_is_a_clear_error() {
     let env = Env::new();
     env.repo.write(
         "bad.tend.yaml",
-        b"kind: file\npath: x\ncontent: \"\xff\xfe\"\n".to_vec(),
+        b"kind: file\npath: x\ncontent: \"\xff\xfe\"\n",
     );
     env.repo.commit("bad");
     let v = env.tend(&["validate"]);

@@ -8,9 +8,7 @@ use super::{fail, fetch_or_last};
 use crate::cli::{GlobalArgs, Output};
 use crate::config::Settings;
 use crate::ledger::{HashKey, Ledger};
-use crate::model::{Action, Field, Spec};
 use crate::reconcile::{self, Context, PassOptions, Scope};
-use crate::render::{self, Shown};
 
 pub fn run(g: &GlobalArgs, settings: Settings) -> ExitCode {
     let ctx = match Context::build(settings) {
@@ -22,7 +20,11 @@ pub fn run(g: &GlobalArgs, settings: Settings) -> ExitCode {
         Err(code) => return code,
     };
     let dir = &ctx.settings.state_dir;
-    let ledger = if fetched.lock.is_some() { Ledger::open(dir) } else { Ledger::open_read_only(dir) };
+    let ledger = if fetched.lock.is_some() {
+        Ledger::open(dir)
+    } else {
+        Ledger::open_read_only(dir)
+    };
     let inventory = match ledger.and_then(|l| l.inventory()) {
         Ok(i) => i,
         Err(e) => return fail(e),
@@ -37,37 +39,23 @@ pub fn run(g: &GlobalArgs, settings: Settings) -> ExitCode {
     };
     let p = reconcile::prepare(&ctx, &rev, &inventory, Scope::All);
     let held = reconcile::prune_guard(&ctx, &rev, &p, PassOptions::default());
-    let hash = |b: &[u8]| key.hash(crate::model::blob_id(b).as_bytes());
     let color = g.use_color();
-    let mut shown_changes = Vec::new();
-    for change in p.plan.applies.iter().chain(p.plan.deletes.iter().filter(|_| held.is_none())) {
-        let target = &ctx.targets[&change.target];
-        let content_changes = change.action != Action::Update
-            || change.fields.iter().any(|f| matches!(f, Field::Content | Field::Type { .. }));
-        let live = if content_changes && change.action != Action::Create {
-            target.read_live(&change.path).ok().flatten()
-        } else {
-            None
-        };
-        let desired = match change.desired.as_ref().map(|d| &d.spec) {
-            Some(Spec::File(f)) if content_changes => {
-                use crate::model::ContentSource;
-                rev.content.read(f.blob).ok()
-            }
-            _ => None,
-        };
-        let sensitive = change.desired.as_ref().is_some_and(|d| d.sensitive);
-        let shown = Shown { live: live.as_deref(), desired: desired.as_deref(), hash: &hash, sensitive, color };
-        shown_changes.push(match g.output {
-            Output::Json => render::json(change, &shown).to_string(),
-            Output::Text => render::text(change, &shown),
-        });
-    }
+    let json = g.output == Output::Json;
+    let shown_changes: Vec<String> = p
+        .plan
+        .applies
+        .iter()
+        .chain(p.plan.deletes.iter().filter(|_| held.is_none()))
+        .map(|c| reconcile::show::change(&ctx, &rev, c, &key, color, json))
+        .collect();
     match g.output {
         Output::Json => {
-            let changes: Vec<serde_json::Value> =
-                shown_changes.iter().map(|s| serde_json::from_str(s).expect("rendered JSON")).collect();
-            let v = serde_json::json!({"revision": fetched.revision.to_string(), "changes": changes});
+            let changes: Vec<serde_json::Value> = shown_changes
+                .iter()
+                .map(|s| serde_json::from_str(s).expect("rendered JSON"))
+                .collect();
+            let v =
+                serde_json::json!({"revision": fetched.revision.to_string(), "changes": changes});
             println!("{}", serde_json::to_string_pretty(&v).expect("serializes"));
         }
         Output::Text => {

@@ -26,8 +26,14 @@ fn settings(args: &GlobalArgs) -> Result<Settings, ExitCode> {
 fn init_logging(format: &str, level: &str) {
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_new(level).unwrap_or_else(|_| EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
-    let _ = if format == "json" { builder.json().try_init() } else { builder.with_target(false).try_init() };
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    let _ = if format == "json" {
+        builder.json().try_init()
+    } else {
+        builder.with_target(false).try_init()
+    };
 }
 
 pub fn run(cli: Cli) -> ExitCode {
@@ -64,10 +70,16 @@ pub(crate) struct Fetched {
     pub lock: Option<crate::ledger::StateLock>,
 }
 
-pub(crate) fn fetch_or_last(ctx: &crate::reconcile::Context, what: &str) -> Result<Fetched, ExitCode> {
+pub(crate) fn fetch_or_last(
+    ctx: &crate::reconcile::Context,
+    what: &str,
+) -> Result<Fetched, ExitCode> {
     match crate::ledger::StateLock::acquire(&ctx.settings.state_dir, what) {
         Ok(lock) => match ctx.mirror.fetch() {
-            Ok(revision) => Ok(Fetched { revision, lock: Some(lock) }),
+            Ok(revision) => Ok(Fetched {
+                revision,
+                lock: Some(lock),
+            }),
             Err(e) => Err(fail(e)),
         },
         Err(crate::ledger::LedgerError::Locked { holder }) => match ctx.mirror.resolved() {
@@ -76,9 +88,14 @@ pub(crate) fn fetch_or_last(ctx: &crate::reconcile::Context, what: &str) -> Resu
                     "tend: state dir is locked by {holder}; using the last fetched revision {}",
                     &revision.to_string()[..12]
                 );
-                Ok(Fetched { revision, lock: None })
+                Ok(Fetched {
+                    revision,
+                    lock: None,
+                })
             }
-            Ok(None) => Err(fail(format!("state dir is locked by {holder} and nothing was fetched yet"))),
+            Ok(None) => Err(fail(format!(
+                "state dir is locked by {holder} and nothing was fetched yet"
+            ))),
             Err(e) => Err(fail(e)),
         },
         Err(e) => Err(fail(e)),

@@ -19,7 +19,11 @@ pub fn pause(g: &GlobalArgs, ids: &[String], duration: Option<Duration>) -> Exit
         Err(code) => return code,
     };
     let until = duration.map(|d| SystemTime::now() + d);
-    let targets: Vec<Option<&str>> = if ids.is_empty() { vec![None] } else { ids.iter().map(|i| Some(i.as_str())).collect() };
+    let targets: Vec<Option<&str>> = if ids.is_empty() {
+        vec![None]
+    } else {
+        ids.iter().map(|i| Some(i.as_str())).collect()
+    };
     for id in targets {
         if let Err(e) = ledger.pause(id, until) {
             return fail(e);
@@ -38,7 +42,11 @@ pub fn resume(g: &GlobalArgs, ids: &[String]) -> ExitCode {
         Ok(l) => l,
         Err(code) => return code,
     };
-    let targets: Vec<Option<&str>> = if ids.is_empty() { vec![None] } else { ids.iter().map(|i| Some(i.as_str())).collect() };
+    let targets: Vec<Option<&str>> = if ids.is_empty() {
+        vec![None]
+    } else {
+        ids.iter().map(|i| Some(i.as_str())).collect()
+    };
     for id in targets {
         if let Err(e) = ledger.resume(id) {
             return fail(e);

@@ -15,14 +15,21 @@ pub fn run(g: &GlobalArgs) -> ExitCode {
     };
     let ledger = match Ledger::open_read_only(&dir) {
         Ok(l) => l,
-        Err(e) => return fail(format!("{e} (has `tend sync` or `tend run` used this state dir?)")),
+        Err(e) => {
+            return fail(format!(
+                "{e} (has `tend sync` or `tend run` used this state dir?)"
+            ))
+        }
     };
     let doc = match crate::status::build(&ledger, SystemTime::now()) {
         Ok(d) => d,
         Err(e) => return fail(e),
     };
     match g.output {
-        Output::Json => println!("{}", serde_json::to_string_pretty(&doc).expect("status serializes")),
+        Output::Json => println!(
+            "{}",
+            serde_json::to_string_pretty(&doc).expect("status serializes")
+        ),
         Output::Text => print!("{}", crate::status::text(&doc, false)),
     }
     if doc.all_in_sync() {

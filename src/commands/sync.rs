@@ -7,45 +7,33 @@ use std::time::SystemTime;
 use super::fail;
 use crate::cli::GlobalArgs;
 use crate::config::Settings;
-use crate::ledger::{Ledger, StateLock};
-use crate::reconcile::{self, Context, PassOptions, Recorder};
+use crate::reconcile::{self, PassOptions};
 
 pub fn run(g: &GlobalArgs, settings: Settings, allow_mass_prune: bool) -> ExitCode {
-    let _lock = match StateLock::acquire(&settings.state_dir, "tend sync") {
-        Ok(l) => l,
+    let (_lock, ctx, mut rec) = match reconcile::open_writer(settings, "tend sync") {
+        Ok(w) => w,
         Err(e) => return fail(e),
     };
-    let ledger = match Ledger::open(&settings.state_dir) {
-        Ok(l) => l,
-        Err(e) => return fail(e),
-    };
-    let ctx = match Context::build(settings) {
-        Ok(c) => c,
-        Err(e) => return fail(e),
-    };
-    let mut rec = match Recorder::open(ledger) {
-        Ok(r) => r,
-        Err(e) => return fail(e),
-    };
-    if let Err(e) = reconcile::recover(&ctx, &rec) {
-        return fail(e);
-    }
     let revision = match reconcile::fetch(&ctx, &rec, SystemTime::now()) {
         Ok(r) => r,
         Err(e) => return fail(e),
     };
-    let opts = PassOptions { allow_mass_prune, dry_run: false };
+    let opts = PassOptions {
+        allow_mass_prune,
+        dry_run: false,
+    };
     let rev = match reconcile::load(&ctx, revision) {
         Ok(r) => r,
         Err(e) => return fail(e),
     };
-    let report = match reconcile::full_pass(&ctx, &mut rec, &rev, opts, &reconcile::Control::default()) {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("tend: {e}");
-            return ExitCode::from(3);
-        }
-    };
+    let report =
+        match reconcile::full_pass(&ctx, &mut rec, &rev, opts, &reconcile::Control::default()) {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!("tend: {e}");
+                return ExitCode::from(3);
+            }
+        };
     for p in &report.problems {
         eprintln!("{p}");
     }
@@ -58,7 +46,11 @@ pub fn run(g: &GlobalArgs, settings: Settings, allow_mass_prune: bool) -> ExitCo
         report.applied,
         report.deleted,
         report.failed,
-        if report.converged { ", converged" } else { ", not converged" }
+        if report.converged {
+            ", converged"
+        } else {
+            ", not converged"
+        }
     );
     if g.output == crate::cli::Output::Json {
         let v = serde_json::json!({

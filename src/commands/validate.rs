@@ -16,7 +16,11 @@ pub fn run(g: &GlobalArgs, settings: Settings) -> ExitCode {
         Ok(f) => f,
         Err(code) => return code,
     };
-    let declared = match ctx.mirror.snapshot(fetched.revision).and_then(|s| ctx.declare(&s)) {
+    let declared = match ctx
+        .mirror
+        .snapshot(fetched.revision)
+        .and_then(|s| ctx.declare(&s))
+    {
         Ok(d) => d,
         Err(e) => return fail(e),
     };

@@ -27,7 +27,11 @@ pub(super) struct Builder<'a> {
 /// Joins `rel` onto the directory `base` inside the repository, refusing to
 /// climb above the repository root. A leading `/` means the repository root.
 fn repo_join(base: &str, rel: &str) -> Result<String, String> {
-    let mut parts: Vec<&str> = if rel.starts_with('/') { Vec::new() } else { base.split('/').filter(|p| !p.is_empty()).collect() };
+    let mut parts: Vec<&str> = if rel.starts_with('/') {
+        Vec::new()
+    } else {
+        base.split('/').filter(|p| !p.is_empty()).collect()
+    };
     for part in rel.split('/') {
         match part {
             "" | "." => {}
@@ -50,7 +54,9 @@ fn parse_mode(s: &str) -> Result<u32, String> {
     let digits = s.strip_prefix("0o").unwrap_or(s);
     match u32::from_str_radix(digits, 8) {
         Ok(m) if m <= 0o7777 && !digits.is_empty() => Ok(m),
-        _ => Err(format!("mode {s:?} is not an octal permission like \"0644\"")),
+        _ => Err(format!(
+            "mode {s:?} is not an octal permission like \"0644\""
+        )),
     }
 }
 
@@ -63,11 +69,22 @@ fn resolve_principal(p: &IdOrName, group: bool) -> Result<u32, String> {
         return Ok(n);
     }
     let found = if group {
-        nix::unistd::Group::from_name(name).ok().flatten().map(|g| g.gid.as_raw())
+        nix::unistd::Group::from_name(name)
+            .ok()
+            .flatten()
+            .map(|g| g.gid.as_raw())
     } else {
-        nix::unistd::User::from_name(name).ok().flatten().map(|u| u.uid.as_raw())
+        nix::unistd::User::from_name(name)
+            .ok()
+            .flatten()
+            .map(|u| u.uid.as_raw())
     };
-    found.ok_or_else(|| format!("unknown {} {name:?} on this host", if group { "group" } else { "user" }))
+    found.ok_or_else(|| {
+        format!(
+            "unknown {} {name:?} on this host",
+            if group { "group" } else { "user" }
+        )
+    })
 }
 
 impl<'a> Builder<'a> {
@@ -85,7 +102,11 @@ impl<'a> Builder<'a> {
     }
 
     fn problem(&mut self, file: &str, line: usize, message: impl Into<String>) {
-        self.problems.push(Problem { file: file.to_string(), line, message: message.into() });
+        self.problems.push(Problem {
+            file: file.to_string(),
+            line,
+            message: message.into(),
+        });
     }
 
     fn block(&mut self, id: ResourceId, origin: &Origin, reason: String) {
@@ -95,15 +116,25 @@ impl<'a> Builder<'a> {
 
     /// The target for `kind`: the named one, or the only one serving it.
     fn pick_target(&self, named: Option<&str>, kind: &str) -> Result<String, String> {
-        let serving: Vec<&str> =
-            self.opts.targets.iter().filter(|t| t.kinds.iter().any(|k| k == kind)).map(|t| t.name.as_str()).collect();
+        let serving: Vec<&str> = self
+            .opts
+            .targets
+            .iter()
+            .filter(|t| t.kinds.iter().any(|k| k == kind))
+            .map(|t| t.name.as_str())
+            .collect();
         match named {
             Some(n) if serving.contains(&n) => Ok(n.to_string()),
-            Some(n) if self.opts.targets.iter().any(|t| t.name == n) => Err(format!("target {n:?} does not serve kind {kind:?}")),
+            Some(n) if self.opts.targets.iter().any(|t| t.name == n) => {
+                Err(format!("target {n:?} does not serve kind {kind:?}"))
+            }
             Some(n) => Err(format!("no target named {n:?} in the config")),
             None if serving.len() == 1 => Ok(serving[0].to_string()),
             None if serving.is_empty() => Err(format!("no configured target serves kind {kind:?}")),
-            None => Err(format!("several targets serve kind {kind:?} ({}); name one with `target:`", serving.join(", "))),
+            None => Err(format!(
+                "several targets serve kind {kind:?} ({}); name one with `target:`",
+                serving.join(", ")
+            )),
         }
     }
 
@@ -112,21 +143,42 @@ impl<'a> Builder<'a> {
     fn content_spec(&self, entry: &Entry) -> Result<FileSpec, String> {
         let resolved = match entry.mode {
             EntryMode::Symlink => self.snap.resolve(&entry.path).map_err(|e| e.to_string())?,
-            EntryMode::Submodule => return Err(format!("{} is a submodule; submodules are not applied", entry.path)),
+            EntryMode::Submodule => {
+                return Err(format!(
+                    "{} is a submodule; submodules are not applied",
+                    entry.path
+                ))
+            }
             _ => entry.clone(),
         };
         let size = self.snap.size(resolved.oid).map_err(|e| e.to_string())?;
         if size > self.opts.max_file_size {
-            return Err(format!("{} is {size} bytes, over the {} byte limit", resolved.path, self.opts.max_file_size));
+            return Err(format!(
+                "{} is {size} bytes, over the {} byte limit",
+                resolved.path, self.opts.max_file_size
+            ));
         }
         if size < 1024 {
             let bytes = self.snap.read(resolved.oid).map_err(|e| e.to_string())?;
             if bytes.starts_with(LFS_POINTER) {
-                return Err(format!("{} is a Git LFS pointer; LFS content is not fetched", resolved.path));
+                return Err(format!(
+                    "{} is a Git LFS pointer; LFS content is not fetched",
+                    resolved.path
+                ));
             }
         }
-        let mode = if matches!(resolved.mode, EntryMode::Executable) { 0o755 } else { 0o644 };
-        Ok(FileSpec { blob: resolved.oid, size, mode, uid: None, gid: None })
+        let mode = if matches!(resolved.mode, EntryMode::Executable) {
+            0o755
+        } else {
+            0o644
+        };
+        Ok(FileSpec {
+            blob: resolved.oid,
+            size,
+            mode,
+            uid: None,
+            gid: None,
+        })
     }
 
     fn add(&mut self, d: Desired) {
@@ -137,9 +189,15 @@ impl<'a> Builder<'a> {
             return;
         }
         if let Some(prev_id) = self.by_path.get(&key).cloned() {
-            let prev = self.resources.remove(&prev_id).expect("indexed resource exists");
+            let prev = self
+                .resources
+                .remove(&prev_id)
+                .expect("indexed resource exists");
             self.conflicted.insert(key);
-            let reason = format!("declared twice, at {} and {}; neither is applied", prev.origin, d.origin);
+            let reason = format!(
+                "declared twice, at {} and {}; neither is applied",
+                prev.origin, d.origin
+            );
             self.block(prev.id.clone(), &prev.origin, reason.clone());
             self.block(d.id.clone(), &d.origin.clone(), reason);
             return;
@@ -149,8 +207,15 @@ impl<'a> Builder<'a> {
     }
 
     pub(super) fn mirror_entry(&mut self, entry: &Entry) {
-        let rel = entry.path.strip_prefix(self.opts.source_path).unwrap_or(&entry.path).trim_start_matches('/');
-        let origin = Origin { file: entry.path.clone(), line: 1 };
+        let rel = entry
+            .path
+            .strip_prefix(self.opts.source_path)
+            .unwrap_or(&entry.path)
+            .trim_start_matches('/');
+        let origin = Origin {
+            file: entry.path.clone(),
+            line: 1,
+        };
         let path = match RelPath::parse(rel) {
             Ok(p) => p,
             Err(e) => return self.problem(&entry.path, 1, e),
@@ -182,7 +247,14 @@ impl<'a> Builder<'a> {
             Err(e) => return self.problem(&file, 1, e.to_string()),
         };
         if size > yaml::MAX_DECL_FILE {
-            return self.problem(&file, 1, format!("declaration file is {size} bytes, over the {} limit", yaml::MAX_DECL_FILE));
+            return self.problem(
+                &file,
+                1,
+                format!(
+                    "declaration file is {size} bytes, over the {} limit",
+                    yaml::MAX_DECL_FILE
+                ),
+            );
         }
         let bytes = match self.snap.read(entry.oid) {
             Ok(b) => b,
@@ -192,8 +264,11 @@ impl<'a> Builder<'a> {
             match parsed {
                 Parsed::Problem { line, message } => self.problem(&file, line, message),
                 Parsed::Decl { line, decl } => {
-                    let origin = Origin { file: file.clone(), line };
-                    if let Err(message) = self.decl(decl, &origin) {
+                    let origin = Origin {
+                        file: file.clone(),
+                        line,
+                    };
+                    if let Err(message) = self.decl(*decl, &origin) {
                         self.problem(&file, line, message);
                     }
                 }
@@ -208,7 +283,11 @@ impl<'a> Builder<'a> {
         let serves = match kind {
             "file" | "directory" => "file",
             "symlink" => "symlink",
-            other => return Err(format!("unknown kind {other:?} (known: file, directory, symlink)")),
+            other => {
+                return Err(format!(
+                    "unknown kind {other:?} (known: file, directory, symlink)"
+                ))
+            }
         };
         let target = self.pick_target(d.target.as_deref(), serves)?;
         let path = RelPath::parse(&d.path)?;
@@ -228,8 +307,16 @@ impl<'a> Builder<'a> {
             _ => misplaced("target_path", d.target_path.is_some())?,
         }
         let mode = d.mode.as_deref().map(parse_mode).transpose()?;
-        let uid = d.owner.as_ref().map(|p| resolve_principal(p, false)).transpose()?;
-        let gid = d.group.as_ref().map(|p| resolve_principal(p, true)).transpose()?;
+        let uid = d
+            .owner
+            .as_ref()
+            .map(|p| resolve_principal(p, false))
+            .transpose()?;
+        let gid = d
+            .group
+            .as_ref()
+            .map(|p| resolve_principal(p, true))
+            .transpose()?;
         let common = |id: ResourceId, path: RelPath, spec: Spec| Desired {
             id,
             target: target.clone(),
@@ -248,7 +335,10 @@ impl<'a> Builder<'a> {
 
         match kind {
             "symlink" => {
-                let link = d.target_path.clone().filter(|t| !t.is_empty() && !t.contains('\0'));
+                let link = d
+                    .target_path
+                    .clone()
+                    .filter(|t| !t.is_empty() && !t.contains('\0'));
                 let link = link.ok_or("kind symlink needs a non-empty `target_path`")?;
                 let id = ResourceId::new(&target, "symlink", path.as_str());
                 if let Some(reason) = hook_missing {
@@ -260,14 +350,22 @@ impl<'a> Builder<'a> {
             "file" => {
                 let id = ResourceId::new(&target, "file", path.as_str());
                 let spec = match (&d.source, &d.content) {
-                    (Some(_), Some(_)) => return Err("give either `source` or `content`, not both".into()),
+                    (Some(_), Some(_)) => {
+                        return Err("give either `source` or `content`, not both".into())
+                    }
                     (None, None) => return Err("kind file needs `source` or `content`".into()),
                     (None, Some(text)) => {
                         let bytes = text.as_bytes().to_vec();
                         let blob = blob_id(&bytes);
                         let size = bytes.len() as u64;
                         self.inline.insert(blob, bytes);
-                        Ok(FileSpec { blob, size, mode: 0o644, uid: None, gid: None })
+                        Ok(FileSpec {
+                            blob,
+                            size,
+                            mode: 0o644,
+                            uid: None,
+                            gid: None,
+                        })
                     }
                     (Some(src), None) => self.source_file(&origin.file, src),
                 };
@@ -288,7 +386,11 @@ impl<'a> Builder<'a> {
                 let dir = repo_join(parent_dir(&origin.file), src)?;
                 let entries = match self.snap.walk(&dir) {
                     Ok(e) if !e.is_empty() => e,
-                    Ok(_) => return Err(format!("source directory {dir:?} is empty or missing in the repository")),
+                    Ok(_) => {
+                        return Err(format!(
+                            "source directory {dir:?} is empty or missing in the repository"
+                        ))
+                    }
                     Err(e) => return Err(e.to_string()),
                 };
                 for entry in &entries {
@@ -320,7 +422,9 @@ impl<'a> Builder<'a> {
             Ok(None) => {
                 // The path may run through a symlinked directory.
                 self.snap.resolve(&path).map_err(|e| match e {
-                    SourceError::NotFound { .. } => format!("source {path:?} does not exist in the repository"),
+                    SourceError::NotFound { .. } => {
+                        format!("source {path:?} does not exist in the repository")
+                    }
                     other => other.to_string(),
                 })?
             }
@@ -334,7 +438,10 @@ impl<'a> Builder<'a> {
     fn nested_conflicts(&mut self) {
         let mut by_target: BTreeMap<&str, Vec<(&RelPath, &ResourceId)>> = BTreeMap::new();
         for d in self.resources.values() {
-            by_target.entry(d.target.as_str()).or_default().push((&d.path, &d.id));
+            by_target
+                .entry(d.target.as_str())
+                .or_default()
+                .push((&d.path, &d.id));
         }
         let mut clash = Vec::new();
         for list in by_target.values_mut() {
@@ -350,7 +457,12 @@ impl<'a> Builder<'a> {
                     open.pop();
                 }
                 if let Some((p, outer)) = open.last() {
-                    clash.push(((*outer).clone(), (*id).clone(), p.to_string(), path.to_string()));
+                    clash.push((
+                        (*outer).clone(),
+                        (*id).clone(),
+                        p.to_string(),
+                        path.to_string(),
+                    ));
                 }
                 open.push((path, id));
             }
@@ -358,7 +470,11 @@ impl<'a> Builder<'a> {
         for (outer, inner, op, ip) in clash {
             for id in [outer, inner] {
                 if let Some(d) = self.resources.remove(&id) {
-                    self.block(id, &d.origin, format!("{ip} lies inside {op}, which is declared as a file"));
+                    self.block(
+                        id,
+                        &d.origin,
+                        format!("{ip} lies inside {op}, which is declared as a file"),
+                    );
                 }
             }
         }
@@ -366,7 +482,12 @@ impl<'a> Builder<'a> {
 
     pub(super) fn finish(mut self) -> Declared {
         self.nested_conflicts();
-        Declared { resources: self.resources, blocked: self.blocked, problems: self.problems, inline: self.inline }
+        Declared {
+            resources: self.resources,
+            blocked: self.blocked,
+            problems: self.problems,
+            inline: self.inline,
+        }
     }
 }
 

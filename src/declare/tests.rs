@@ -24,18 +24,30 @@ fn snapshot_of(repo: &TestRepo) -> Fixture {
     };
     let mirror = Mirror::open(state.path(), spec).unwrap();
     let rev = mirror.fetch().unwrap();
-    Fixture { snapshot: mirror.snapshot(rev).unwrap(), _state: state }
+    Fixture {
+        snapshot: mirror.snapshot(rev).unwrap(),
+        _state: state,
+    }
 }
 
 fn targets() -> Vec<TargetInfo> {
-    vec![TargetInfo { name: "files".into(), kinds: vec!["file".into(), "symlink".into()] }]
+    vec![TargetInfo {
+        name: "files".into(),
+        kinds: vec!["file".into(), "symlink".into()],
+    }]
 }
 
 fn run(repo: &TestRepo, path: &str, mirror: bool) -> Declared {
     let fx = snapshot_of(repo);
     let t = targets();
     let hooks = vec!["reload".to_string()];
-    let opts = Options { source_path: path, mirror, targets: &t, hooks: &hooks, max_file_size: 1024 };
+    let opts = Options {
+        source_path: path,
+        mirror,
+        targets: &t,
+        hooks: &hooks,
+        max_file_size: 1024,
+    };
     declare(&fx.snapshot, &opts).unwrap()
 }
 
@@ -95,11 +107,16 @@ fn every_problem_is_reported_with_file_and_line() {
     assert!(has("a.tend.yaml:5:"), "{shown:?}");
     assert!(has("a.tend.yaml:11") && has("colour"), "{shown:?}");
     assert!(has("b.tend.yaml:1:") && has("absolute"), "{shown:?}");
-    assert!(has("b.tend.yaml:5:") && has("leaves the repository"), "{shown:?}");
+    assert!(
+        has("b.tend.yaml:5:") && has("leaves the repository"),
+        "{shown:?}"
+    );
     assert!(has("b.tend.yaml:9:") && has("missing-hook"), "{shown:?}");
     assert!(has("c.tend.yaml:"), "{shown:?}");
     assert_eq!(ids(&d), vec!["files/file/ok"]);
-    assert!(d.blocked.contains_key(&ResourceId::new("files", "file", "d")));
+    assert!(d
+        .blocked
+        .contains_key(&ResourceId::new("files", "file", "d")));
     assert!(!d.is_complete());
 }
 
@@ -111,9 +128,15 @@ fn conflicts_block_both_sides() {
     repo.commit("conflict");
     let d = run(&repo, "", false);
     assert!(d.resources.is_empty(), "{:?}", ids(&d));
-    assert!(d.blocked.contains_key(&ResourceId::new("files", "file", "etc/x")));
-    assert!(d.blocked.contains_key(&ResourceId::new("files", "file", "etc/y")));
-    assert!(d.blocked.contains_key(&ResourceId::new("files", "file", "etc/y/inner")));
+    assert!(d
+        .blocked
+        .contains_key(&ResourceId::new("files", "file", "etc/x")));
+    assert!(d
+        .blocked
+        .contains_key(&ResourceId::new("files", "file", "etc/y")));
+    assert!(d
+        .blocked
+        .contains_key(&ResourceId::new("files", "file", "etc/y/inner")));
 }
 
 #[test]
@@ -127,16 +150,26 @@ fn repository_symlinks_stay_inside() {
     repo.commit("links");
     let d = run(&repo, "", false);
     assert_eq!(ids(&d), vec!["files/file/good"]);
-    assert!(d.blocked.contains_key(&ResourceId::new("files", "file", "evil")));
-    assert!(d.blocked.contains_key(&ResourceId::new("files", "file", "abs")));
+    assert!(d
+        .blocked
+        .contains_key(&ResourceId::new("files", "file", "evil")));
+    assert!(d
+        .blocked
+        .contains_key(&ResourceId::new("files", "file", "abs")));
 }
 
 #[test]
 fn lfs_pointers_and_oversized_files_are_refused() {
     let repo = TestRepo::new();
     repo.write("big.bin", vec![b'x'; 4096])
-        .write("lfs.bin", "version https://git-lfs.github.com/spec/v1\noid sha256:abc\nsize 12\n")
-        .write("x.tend.yaml", "kind: file\npath: big\nsource: big.bin\n---\nkind: file\npath: lfs\nsource: lfs.bin\n");
+        .write(
+            "lfs.bin",
+            "version https://git-lfs.github.com/spec/v1\noid sha256:abc\nsize 12\n",
+        )
+        .write(
+            "x.tend.yaml",
+            "kind: file\npath: big\nsource: big.bin\n---\nkind: file\npath: lfs\nsource: lfs.bin\n",
+        );
     repo.commit("content");
     let d = run(&repo, "", false);
     assert!(d.resources.is_empty());
@@ -147,9 +180,19 @@ fn lfs_pointers_and_oversized_files_are_refused() {
 #[test]
 fn mirror_mode_maps_every_file() {
     let repo = TestRepo::new();
-    repo.write("site/index.html", "x").write("site/a/b.txt", "y").write("site/x.tend.yaml", "kind: nonsense").write("other/z", "z");
+    repo.write("site/index.html", "x")
+        .write("site/a/b.txt", "y")
+        .write("site/x.tend.yaml", "kind: nonsense")
+        .write("other/z", "z");
     repo.commit("site");
     let d = run(&repo, "site", true);
     assert!(d.problems.is_empty(), "{:?}", d.problems);
-    assert_eq!(ids(&d), vec!["files/file/a/b.txt", "files/file/index.html", "files/file/x.tend.yaml"]);
+    assert_eq!(
+        ids(&d),
+        vec![
+            "files/file/a/b.txt",
+            "files/file/index.html",
+            "files/file/x.tend.yaml"
+        ]
+    );
 }

@@ -35,7 +35,7 @@ const MAX_DOCS: usize = 100_000;
 
 /// A parse outcome for one document.
 pub enum Parsed {
-    Decl { line: usize, decl: Decl },
+    Decl { line: usize, decl: Box<Decl> },
     Problem { line: usize, message: String },
 }
 
@@ -60,7 +60,8 @@ fn line_of(e: &serde_yaml::Error, fallback: usize) -> usize {
 /// a `---` line at column 0 opens a document on the next line; text before
 /// the first separator is a document only if it has content.
 fn document_starts(text: &str) -> Vec<usize> {
-    let is_separator = |l: &str| l.starts_with("---") && (l.len() == 3 || l[3..].starts_with([' ', '\t']));
+    let is_separator =
+        |l: &str| l.starts_with("---") && (l.len() == 3 || l[3..].starts_with([' ', '\t']));
     let first_content = text
         .lines()
         .find(|l| !l.trim().is_empty() && !l.trim_start().starts_with('#') && !l.starts_with('%'));
@@ -81,24 +82,40 @@ pub fn parse(bytes: &[u8]) -> Vec<Parsed> {
     let text = match std::str::from_utf8(bytes) {
         Ok(t) => t,
         Err(e) => {
-            let line = bytes[..e.valid_up_to()].iter().filter(|b| **b == b'\n').count() + 1;
-            return vec![Parsed::Problem { line, message: "not valid UTF-8".into() }];
+            let line = bytes[..e.valid_up_to()]
+                .iter()
+                .filter(|b| **b == b'\n')
+                .count()
+                + 1;
+            return vec![Parsed::Problem {
+                line,
+                message: "not valid UTF-8".into(),
+            }];
         }
     };
     let starts = document_starts(text);
     let mut out = Vec::new();
     for (i, doc) in serde_yaml::Deserializer::from_str(text).enumerate() {
         if i >= MAX_DOCS {
-            out.push(Parsed::Problem { line: 1, message: format!("more than {MAX_DOCS} documents") });
+            out.push(Parsed::Problem {
+                line: 1,
+                message: format!("more than {MAX_DOCS} documents"),
+            });
             break;
         }
         let start = starts.get(i).copied().unwrap_or(1);
         match Option::<Decl>::deserialize(doc) {
-            Ok(Some(decl)) => out.push(Parsed::Decl { line: start, decl }),
+            Ok(Some(decl)) => out.push(Parsed::Decl {
+                line: start,
+                decl: Box::new(decl),
+            }),
             Ok(None) => {}
             Err(e) => {
                 let fatal = e.location().is_none() || e.to_string().contains("recursion limit");
-                out.push(Parsed::Problem { line: line_of(&e, start), message: message(&e) });
+                out.push(Parsed::Problem {
+                    line: line_of(&e, start),
+                    message: message(&e),
+                });
                 // A syntax error leaves the stream unusable; later documents
                 // cannot be located reliably.
                 if fatal {
@@ -140,7 +157,9 @@ mod tests {
     fn alias_bomb_is_refused() {
         let mut t = String::from("a: &a [x,x,x,x,x,x,x,x,x]\n");
         for (p, c) in ('a'..='h').zip('b'..='i') {
-            t.push_str(&format!("{c}: &{c} [*{p},*{p},*{p},*{p},*{p},*{p},*{p},*{p},*{p}]\n"));
+            t.push_str(&format!(
+                "{c}: &{c} [*{p},*{p},*{p},*{p},*{p},*{p},*{p},*{p},*{p}]\n"
+            ));
         }
         assert!(matches!(parse(t.as_bytes())[..], [Parsed::Problem { .. }]));
     }
@@ -156,9 +175,20 @@ mod tests {
 
     #[test]
     fn deep_nesting_inside_a_field_is_refused() {
-        let t = format!("kind: file\npath: a\ncontent: {}{}\n", "[".repeat(20_000), "]".repeat(20_000));
-        assert!(matches!(parse(t.as_bytes())[..], [Parsed::Problem { line: 3, .. }]));
-        let t = format!("kind: file\npath: a\nx: {}{}\n", "{a: ".repeat(20_000), "}".repeat(20_000));
+        let t = format!(
+            "kind: file\npath: a\ncontent: {}{}\n",
+            "[".repeat(20_000),
+            "]".repeat(20_000)
+        );
+        assert!(matches!(
+            parse(t.as_bytes())[..],
+            [Parsed::Problem { line: 3, .. }]
+        ));
+        let t = format!(
+            "kind: file\npath: a\nx: {}{}\n",
+            "{a: ".repeat(20_000),
+            "}".repeat(20_000)
+        );
         assert!(matches!(parse(t.as_bytes())[..], [Parsed::Problem { .. }]));
     }
 

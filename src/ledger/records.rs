@@ -103,8 +103,7 @@ impl ResourceRecord {
     /// Forgets corrections older than `window` and counts the rest.
     pub fn corrections_within(&mut self, now: SystemTime, window: Duration) -> usize {
         let horizon = now.checked_sub(window);
-        self.corrections
-            .retain(|t| horizon.map_or(true, |h| *t >= h));
+        self.corrections.retain(|t| horizon.is_none_or(|h| *t >= h));
         self.corrections.len()
     }
 }
@@ -135,7 +134,7 @@ pub struct PauseRecord {
 impl PauseRecord {
     /// Whether this pause stops corrections of `id`.
     pub fn covers(&self, id: &str) -> bool {
-        self.id.as_deref().map_or(true, |p| p == id)
+        self.id.as_deref().is_none_or(|p| p == id)
     }
 }
 

@@ -33,9 +33,18 @@ impl Context {
         for t in &settings.targets {
             let target: Arc<dyn Target> = match &t.kind {
                 TargetKind::Files { root } => {
-                    let f = FilesTarget::new(&t.name, root, &settings.state_dir).map_err(|e| BuildError::Target {
-                        name: t.name.clone(),
-                        message: format!("cannot open root {}: {e}", root.display()),
+                    // A missing root is made, as a sidecar's empty volume would be.
+                    if !root.exists() {
+                        std::fs::create_dir_all(root).map_err(|e| BuildError::Target {
+                            name: t.name.clone(),
+                            message: format!("cannot create root {}: {e}", root.display()),
+                        })?;
+                    }
+                    let f = FilesTarget::new(&t.name, root, &settings.state_dir).map_err(|e| {
+                        BuildError::Target {
+                            name: t.name.clone(),
+                            message: format!("cannot open root {}: {e}", root.display()),
+                        }
                     })?;
                     Arc::new(f)
                 }
@@ -60,13 +69,20 @@ impl Context {
             },
         };
         let mirror = Mirror::open(&settings.state_dir, spec)?;
-        Ok(Context { settings, mirror, targets })
+        Ok(Context {
+            settings,
+            mirror,
+            targets,
+        })
     }
 
     pub fn target_infos(&self) -> Vec<TargetInfo> {
         self.targets
             .values()
-            .map(|t| TargetInfo { name: t.name().to_string(), kinds: t.kinds().iter().map(|k| k.to_string()).collect() })
+            .map(|t| TargetInfo {
+                name: t.name().to_string(),
+                kinds: t.kinds().iter().map(|k| k.to_string()).collect(),
+            })
             .collect()
     }
 
@@ -97,7 +113,10 @@ impl Context {
         for (name, list) in per_target {
             let Some(target) = self.targets.get(name) else {
                 for (id, _) in list {
-                    out.insert(id.clone(), Observed::Unknown(format!("target {name:?} is not configured")));
+                    out.insert(
+                        id.clone(),
+                        Observed::Unknown(format!("target {name:?} is not configured")),
+                    );
                 }
                 continue;
             };

@@ -1,18 +1,25 @@
 //! `tend run`: the continuous loop. Triggers (poll with jitter, resync,
-//! retries, events) only decide *when* a resource is looked at; every pass
-//! observes afresh and decides *what* to do from live state.
+//! retries, file-system events, webhooks) only decide *when* a resource is
+//! looked at; every pass observes afresh and decides *what* to do.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, Notify};
 use tokio::time::{sleep_until, Instant};
 
-use super::{backoff, load, recover, Context, Control, PassOptions, PassReport, Queue, Recorder, Revision, Scope};
-use crate::config::Settings;
-use crate::ledger::{Ledger, State, StateLock};
+use super::notify::Notifier;
+use super::watch::Watch;
+use super::{
+    backoff, load, publish, Context, Control, PassOptions, PassReport, Queue, Recorder, Revision,
+    Scope,
+};
+use crate::config::{Settings, TargetKind};
+use crate::ledger::State;
+use crate::metrics::Metrics;
 use crate::model::ResourceId;
 
 /// Why the loop should look at something sooner than its timers say.
@@ -36,7 +43,11 @@ fn jitter(d: Duration) -> Duration {
 }
 
 /// The error policy: when to look at a resource again after a pass.
-pub fn action_for(state: State, next_retry: Option<SystemTime>, settings: &Settings) -> super::Action {
+pub fn action_for(
+    state: State,
+    next_retry: Option<SystemTime>,
+    settings: &Settings,
+) -> super::Action {
     match state {
         State::Failed | State::Unknown => {
             let wait = next_retry
@@ -44,32 +55,48 @@ pub fn action_for(state: State, next_retry: Option<SystemTime>, settings: &Setti
                 .unwrap_or(backoff::BASE);
             super::Action::requeue(wait)
         }
-        State::Contested => super::Action::requeue(settings.policy.contested_window.min(backoff::MAX)),
+        State::Contested => {
+            super::Action::requeue(settings.policy.contested_window.min(backoff::MAX))
+        }
         _ => super::Action::await_change(),
     }
 }
 
 /// The context and recorder, used only from blocking tasks, one at a time:
 /// the Git handles inside are not shareable between threads.
-struct Worker {
-    ctx: Context,
-    rec: Recorder,
+pub(crate) struct Worker {
+    pub ctx: Context,
+    pub rec: Recorder,
+}
+
+/// What the loop shares with the HTTP server and systemd.
+pub(crate) struct Shared {
+    pub worker: Arc<Mutex<Worker>>,
+    pub current: Arc<Mutex<Option<Arc<Revision>>>>,
+    pub metrics: Arc<Metrics>,
+    pub ready: Arc<AtomicBool>,
+    pub ctl: Arc<Control>,
 }
 
 struct Loop {
     settings: Settings,
-    worker: Arc<Mutex<Worker>>,
-    ctl: Arc<Control>,
+    shared: Shared,
     queue: Queue,
     current: Option<Arc<Revision>>,
     opts: PassOptions,
     fetch_failures: u32,
     pauses_seen: String,
+    watch: Option<Watch>,
+    notifier: Arc<Notifier>,
+    last_published: Option<Instant>,
 }
 
 impl Loop {
-    async fn blocking<T: Send + 'static>(&self, f: impl FnOnce(&Context, &mut Recorder) -> T + Send + 'static) -> T {
-        let worker = self.worker.clone();
+    async fn blocking<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Context, &mut Recorder) -> T + Send + 'static,
+    ) -> T {
+        let worker = self.shared.worker.clone();
         tokio::task::spawn_blocking(move || {
             let mut w = worker.lock().expect("worker lock");
             let Worker { ctx, rec } = &mut *w;
@@ -81,7 +108,10 @@ impl Loop {
 
     /// Fetches; on a new revision loads it and runs a full pass.
     async fn poll(&mut self) -> Duration {
-        let result = self.blocking(|ctx, rec| super::fetch(ctx, rec, SystemTime::now())).await;
+        let result = self
+            .blocking(|ctx, rec| super::fetch(ctx, rec, SystemTime::now()))
+            .await;
+        publish::fetch(&self.shared.metrics, result.is_ok());
         let interval = self.settings.source.interval;
         match result {
             Ok(id) => {
@@ -99,6 +129,7 @@ impl Loop {
                         self.switch_to(id).await;
                     }
                 }
+                self.publish(true).await;
                 backoff::jittered(self.fetch_failures).min(interval)
             }
         }
@@ -109,58 +140,123 @@ impl Loop {
         match loaded {
             Ok(rev) => {
                 tracing::info!(revision = %id, resources = rev.declared.resources.len(), "new revision");
-                self.current = Some(Arc::new(rev));
+                let rev = Arc::new(rev);
+                *self.shared.current.lock().expect("current revision") = Some(rev.clone());
+                self.current = Some(rev);
                 self.pass(Scope::All).await;
             }
-            Err(e) => tracing::warn!(revision = %id, error = %e, "cannot read revision; the last good state stays"),
+            Err(e) => {
+                tracing::warn!(revision = %id, error = %e, "cannot read revision; the last good state stays")
+            }
         }
     }
 
     async fn pass(&mut self, scope: Scope) {
-        let Some(rev) = self.current.clone() else { return };
-        let (opts, ctl) = (self.opts, self.ctl.clone());
+        let Some(rev) = self.current.clone() else {
+            return;
+        };
+        let (opts, ctl) = (self.opts, self.shared.ctl.clone());
         let full = matches!(scope, Scope::All);
         let keys: Vec<ResourceId> = match &scope {
             Scope::Keys(k) => k.iter().cloned().collect(),
             Scope::All => Vec::new(),
         };
+        let started = Instant::now();
+        let rev2 = rev.clone();
         let result = self
             .blocking(move |ctx, rec| -> Result<PassReport, super::PassError> {
                 if full {
-                    super::full_pass(ctx, rec, &rev, opts, &ctl)
+                    super::full_pass(ctx, rec, &rev2, opts, &ctl)
                 } else {
                     let inventory = rec.ledger.inventory()?;
-                    let prepared = super::prepare(ctx, &rev, &inventory, scope);
-                    super::apply(ctx, rec, &rev, &prepared, opts, &ctl)
+                    let prepared = super::prepare(ctx, &rev2, &inventory, scope);
+                    super::apply(ctx, rec, &rev2, &prepared, opts, &ctl)
                 }
             })
             .await;
         for k in &keys {
             self.queue.done(k);
         }
-        match result {
-            Ok(report) => {
-                if full || report.applied > 0 || report.failed > 0 {
-                    tracing::info!(
-                        full,
-                        applied = report.applied,
-                        pruned = report.deleted,
-                        failed = report.failed,
-                        converged = report.converged,
-                        "pass ended"
-                    );
-                }
-                self.requeue(&report).await;
-            }
-            Err(e) => tracing::warn!(error = %e, "pass failed"),
+        let report = match result {
+            Ok(r) => r,
+            Err(e) => return tracing::warn!(error = %e, "pass failed"),
+        };
+        tracing::debug!(full, resources = report.outcomes.len(), "pass done");
+        if full || report.applied > 0 || report.failed > 0 || report.deleted > 0 {
+            tracing::info!(
+                full,
+                applied = report.applied,
+                pruned = report.deleted,
+                failed = report.failed,
+                converged = report.converged,
+                "pass ended"
+            );
         }
+        let each = started.elapsed().as_secs_f64() / report.outcomes.len().max(1) as f64;
+        publish::pass(&self.shared.metrics, &report, each);
+        if let Some(w) = self.watch.as_mut() {
+            let managed = rev
+                .declared
+                .resources
+                .values()
+                .map(|d| (&d.id, d.target.as_str(), &d.path));
+            w.update(managed);
+        }
+        self.requeue(&report).await;
+        self.publish(full).await;
+        if full && !self.shared.ready.swap(true, Ordering::SeqCst) {
+            tracing::info!("first pass ended: ready");
+            self.notifier.ready(&self.summary(&report));
+        } else if full {
+            self.notifier.status(&self.summary(&report));
+        }
+    }
+
+    fn summary(&self, report: &PassReport) -> String {
+        let rev = report
+            .revision
+            .map(|r| r.to_string()[..12].to_string())
+            .unwrap_or_default();
+        let not_in_sync = report
+            .outcomes
+            .values()
+            .filter(|o| o.state != State::InSync)
+            .count();
+        format!(
+            "revision {rev}: {} resources, {not_in_sync} not in sync",
+            report.outcomes.len()
+        )
+    }
+
+    /// Gauges from the ledger, at most once a second unless forced.
+    async fn publish(&mut self, force: bool) {
+        if !force
+            && self
+                .last_published
+                .is_some_and(|t| t.elapsed() < Duration::from_secs(1))
+        {
+            return;
+        }
+        self.last_published = Some(Instant::now());
+        let metrics = self.shared.metrics.clone();
+        let watch_line = self.watch.as_ref().map(|w| w.describe());
+        self.blocking(move |_, rec| {
+            publish::ledger(&metrics, &rec.ledger);
+            if let Some(line) = watch_line {
+                let _ = rec.ledger.set_meta("watcher", &line);
+            }
+        })
+        .await;
+        self.shared.metrics.set_queue_depth(self.queue.depth());
     }
 
     async fn requeue(&mut self, report: &PassReport) {
         let ids: Vec<ResourceId> = report.outcomes.keys().cloned().collect();
         let records = self
             .blocking(move |_, rec| {
-                ids.into_iter().filter_map(|id| rec.ledger.resource(id.as_str()).ok().flatten()).collect::<Vec<_>>()
+                ids.into_iter()
+                    .filter_map(|id| rec.ledger.resource(id.as_str()).ok().flatten())
+                    .collect::<Vec<_>>()
             })
             .await;
         for r in records {
@@ -171,16 +267,17 @@ impl Loop {
 
     /// Pauses live in the ledger, written by `tend pause`: a change starts a pass.
     async fn pauses_changed(&mut self) -> bool {
-        let now = self.blocking(|_, rec| format!("{:?}", rec.ledger.pauses().ok())).await;
+        let now = self
+            .blocking(|_, rec| format!("{:?}", rec.ledger.pauses().ok()))
+            .await;
         let changed = now != self.pauses_seen;
         self.pauses_seen = now;
         changed
     }
 }
 
-/// Sets the control's cancel flag on SIGTERM or SIGINT; a second signal
-/// exits at once.
-fn watch_signals(ctl: Arc<Control>, stop: Arc<tokio::sync::Notify>) {
+/// Cancels on SIGTERM or SIGINT; a second signal exits at once.
+fn watch_signals(ctl: Arc<Control>, stop: Arc<Notify>) {
     tokio::spawn(async move {
         use tokio::signal::unix::{signal, SignalKind};
         let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
@@ -188,69 +285,129 @@ fn watch_signals(ctl: Arc<Control>, stop: Arc<tokio::sync::Notify>) {
         tokio::select! { _ = term.recv() => {}, _ = int.recv() => {} }
         tracing::info!("stopping: finishing in-flight writes");
         ctl.cancel();
-        stop.notify_one();
+        stop.notify_waiters();
         tokio::select! { _ = term.recv() => {}, _ = int.recv() => {} }
         std::process::exit(130);
     });
 }
 
-pub fn run(settings: Settings) -> ExitCode {
-    let lock = match StateLock::acquire(&settings.state_dir, "tend run") {
-        Ok(l) => l,
-        Err(e) => return fail(e),
-    };
-    let ledger = match Ledger::open(&settings.state_dir) {
-        Ok(l) => l,
-        Err(e) => return fail(e),
-    };
-    let ctx = match Context::build(settings) {
-        Ok(c) => c,
-        Err(e) => return fail(e),
-    };
-    let rec = match Recorder::open(ledger) {
-        Ok(r) => r,
-        Err(e) => return fail(e),
-    };
-    if let Err(e) = recover(&ctx, &rec) {
-        return fail(e);
+/// systemd: extend the start timeout while the first pass runs, and ping
+/// the watchdog only while the loop shows signs of life.
+fn keep_systemd_informed(notifier: Arc<Notifier>, ready: Arc<AtomicBool>, ctl: Arc<Control>) {
+    if !notifier.enabled() {
+        return;
     }
-    let rt = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+    let n = notifier.clone();
+    tokio::spawn(async move {
+        while !ready.load(Ordering::SeqCst) {
+            n.extend(Duration::from_secs(30));
+            tokio::time::sleep(Duration::from_secs(10)).await;
+        }
+    });
+    if let Some(period) = notifier.watchdog_period() {
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(period);
+            loop {
+                tick.tick().await;
+                let age = super::control::unix_millis(SystemTime::now())
+                    .saturating_sub(ctl.last_beat_millis());
+                if Duration::from_millis(age) < period * 2 {
+                    notifier.watchdog();
+                }
+            }
+        });
+    }
+}
+
+pub fn run(settings: Settings) -> ExitCode {
+    let (lock, ctx, rec) = match super::open_writer(settings, "tend run") {
+        Ok(w) => w,
+        Err(e) => return fail(e),
+    };
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => return fail(format!("cannot start the runtime: {e}")),
     };
-    let (_tx, rx) = mpsc::unbounded_channel();
-    let code = rt.block_on(run_loop(ctx, rec, rx));
+    let code = rt.block_on(run_loop(ctx, rec));
+    rt.shutdown_timeout(Duration::from_secs(2));
     drop(lock);
     code
 }
 
-async fn run_loop(ctx: Context, rec: Recorder, mut rx: mpsc::UnboundedReceiver<Trigger>) -> ExitCode {
+async fn run_loop(ctx: Context, rec: Recorder) -> ExitCode {
     let ctl = Arc::new(Control::default());
-    let stop = Arc::new(tokio::sync::Notify::new());
+    ctl.beat();
+    let stop = Arc::new(Notify::new());
     watch_signals(ctl.clone(), stop.clone());
-    let opts = PassOptions { allow_mass_prune: false, dry_run: ctx.settings.policy.dry_run };
-    let resync = ctx.settings.policy.resync;
-    tracing::info!(repo = %crate::source::redact_url(&ctx.settings.source.repo), "tend run started");
-    let mut lp = Loop {
-        settings: ctx.settings.clone(),
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let settings = ctx.settings.clone();
+    let metrics = Arc::new(Metrics::new());
+    for name in ctx.targets.keys() {
+        metrics.writes(name, 0);
+    }
+    let shared = Shared {
         worker: Arc::new(Mutex::new(Worker { ctx, rec })),
+        current: Arc::new(Mutex::new(None)),
+        metrics,
+        ready: Arc::new(AtomicBool::new(false)),
         ctl: ctl.clone(),
+    };
+    if let Err(e) = super::http::start(&settings, &shared, tx.clone(), stop.clone()).await {
+        return fail(e);
+    }
+    let notifier = Arc::new(Notifier::from_env());
+    keep_systemd_informed(notifier.clone(), shared.ready.clone(), ctl.clone());
+    let watch = settings.policy.watch.then(|| {
+        let roots: BTreeMap<String, std::path::PathBuf> = settings
+            .targets
+            .iter()
+            .filter_map(|t| match &t.kind {
+                TargetKind::Files { root } => Some((t.name.clone(), root.clone())),
+                _ => None,
+            })
+            .collect();
+        let w = Watch::start(roots, tx.clone());
+        ctl.observe_writes(w.write_observer());
+        w
+    });
+    tracing::info!(repo = %crate::source::redact_url(&settings.source.repo), "tend run started");
+    let resync = settings.policy.resync;
+    let mut lp = Loop {
+        opts: PassOptions {
+            allow_mass_prune: false,
+            dry_run: settings.policy.dry_run,
+        },
+        settings,
+        shared,
         queue: Queue::new(),
         current: None,
-        opts,
         fetch_failures: 0,
         pauses_seen: String::new(),
+        watch,
+        notifier: notifier.clone(),
+        last_published: None,
     };
     lp.pauses_changed().await;
     let mut next_fetch = Instant::now();
     let mut next_resync = Instant::now() + jitter(resync);
     let far = || Instant::now() + Duration::from_secs(86400);
     let mut tick = tokio::time::interval(Duration::from_secs(1));
+    let stopped = stop.notified();
+    tokio::pin!(stopped);
     while !ctl.cancelled() {
         let due = lp.queue.next_due().unwrap_or_else(far);
         tokio::select! {
             biased;
-            _ = stop.notified() => break,
+            _ = &mut stopped => break,
+            Some(t) = rx.recv() => match t {
+                Trigger::Fetch => next_fetch = Instant::now(),
+                Trigger::FullPass => lp.pass(Scope::All).await,
+                Trigger::Keys(ids) => for id in ids { lp.queue.schedule_now(id) },
+            },
             _ = sleep_until(next_fetch) => {
                 let wait = lp.poll().await;
                 next_fetch = Instant::now() + wait;
@@ -265,11 +422,6 @@ async fn run_loop(ctx: Context, rec: Recorder, mut rx: mpsc::UnboundedReceiver<T
                     lp.pass(Scope::Keys(keys)).await;
                 }
             }
-            Some(t) = rx.recv() => match t {
-                Trigger::Fetch => next_fetch = Instant::now(),
-                Trigger::FullPass => lp.pass(Scope::All).await,
-                Trigger::Keys(ids) => for id in ids { lp.queue.schedule_now(id) },
-            },
             _ = tick.tick() => {
                 ctl.beat();
                 if lp.pauses_changed().await {
@@ -278,6 +430,7 @@ async fn run_loop(ctx: Context, rec: Recorder, mut rx: mpsc::UnboundedReceiver<T
             }
         }
     }
+    notifier.stopping();
     tracing::info!("stopped by signal");
     ExitCode::SUCCESS
 }

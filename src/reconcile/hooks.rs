@@ -9,8 +9,20 @@ use crate::config::Hook;
 
 /// Runs `hook` to completion or until its timeout, logging its output.
 pub fn run(name: &str, hook: &Hook) -> Result<(), String> {
-    let mut child = Command::new(&hook.run[0])
-        .args(&hook.run[1..])
+    let mut cmd = Command::new(&hook.run[0]);
+    cmd.args(&hook.run[1..]);
+    // A hook dies with tend: if tend is killed mid-hook, the intent stays
+    // pending and the hook runs again after the restart, rather than a
+    // half-finished copy racing the next one.
+    // SAFETY: prctl(PR_SET_PDEATHSIG) is a single async-signal-safe system
+    // call that touches no memory of the parent.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
+            rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))
+                .map_err(std::io::Error::from)
+        });
+    }
+    let mut child = cmd
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -43,7 +55,10 @@ pub fn run(name: &str, hook: &Hook) -> Result<(), String> {
             Err(e) => break Err(format!("hook {name}: {e}")),
         }
     };
-    let (stdout, stderr) = (out_t.join().unwrap_or_default(), err_t.join().unwrap_or_default());
+    let (stdout, stderr) = (
+        out_t.join().unwrap_or_default(),
+        err_t.join().unwrap_or_default(),
+    );
     if !stdout.trim().is_empty() {
         tracing::info!(hook = name, output = stdout.trim(), "hook stdout");
     }
@@ -64,16 +79,25 @@ mod tests {
     use super::*;
 
     fn hook(args: &[&str], timeout: u64) -> Hook {
-        Hook { run: args.iter().map(|s| s.to_string()).collect(), timeout: Duration::from_millis(timeout) }
+        Hook {
+            run: args.iter().map(|s| s.to_string()).collect(),
+            timeout: Duration::from_millis(timeout),
+        }
     }
 
     #[test]
     fn success_failure_and_timeout() {
         assert!(run("ok", &hook(&["true"], 5000)).is_ok());
-        assert!(run("bad", &hook(&["false"], 5000)).unwrap_err().contains("exited"));
+        assert!(run("bad", &hook(&["false"], 5000))
+            .unwrap_err()
+            .contains("exited"));
         let started = Instant::now();
-        assert!(run("slow", &hook(&["sleep", "10"], 200)).unwrap_err().contains("timed out"));
+        assert!(run("slow", &hook(&["sleep", "10"], 200))
+            .unwrap_err()
+            .contains("timed out"));
         assert!(started.elapsed() < Duration::from_secs(5));
-        assert!(run("missing", &hook(&["/nonexistent/hook"], 100)).unwrap_err().contains("cannot start"));
+        assert!(run("missing", &hook(&["/nonexistent/hook"], 100))
+            .unwrap_err()
+            .contains("cannot start"));
     }
 }

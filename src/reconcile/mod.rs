@@ -1,56 +1,92 @@
 //! The reconciler: fetch, prepare, apply, record. `sync` runs one pass; the
 //! daemon runs passes continuously.
 
+mod apply;
 mod backoff;
 mod context;
 mod control;
 pub mod daemon;
 mod hooks;
+mod http;
+mod notify;
 mod pass;
+mod publish;
 mod queue;
 mod record;
+pub mod show;
+mod watch;
 
 use std::time::SystemTime;
 
 use git2::Oid;
 
+pub use apply::apply;
 pub use context::{BuildError, Context, PassContent};
 pub use control::Control;
-pub use pass::{apply, load, prepare, prune_guard, PassError, PassOptions, PassReport, Prepared, Revision, Scope};
+pub use pass::{
+    load, prepare, prune_guard, PassError, PassOptions, PassReport, Prepared, Revision, Scope,
+};
 pub use queue::{Action, Queue};
 pub use record::{Outcome, Recorder};
 
-use crate::ledger::{LedgerError, SourceRecord};
+use crate::config::Settings;
+use crate::ledger::{Ledger, LedgerError, SourceRecord, StateLock};
 use crate::model::RelPath;
+
+/// A writer's start: the state-dir lock, the ledger, the targets and the
+/// mirror, then recovery from whatever the last process left behind.
+pub fn open_writer(
+    settings: Settings,
+    what: &str,
+) -> Result<(StateLock, Context, Recorder), String> {
+    let lock = StateLock::acquire(&settings.state_dir, what).map_err(|e| e.to_string())?;
+    let ledger = Ledger::open(&settings.state_dir).map_err(|e| e.to_string())?;
+    let ctx = Context::build(settings).map_err(|e| e.to_string())?;
+    let mut rec = Recorder::open(ledger).map_err(|e| e.to_string())?;
+    recover(&ctx, &mut rec).map_err(|e| e.to_string())?;
+    Ok((lock, ctx, rec))
+}
 
 /// After a restart: remove tend's leftover temp files beside managed paths
 /// and run hooks that were pending when the last process stopped.
-pub fn recover(ctx: &Context, rec: &Recorder) -> Result<(), LedgerError> {
+pub fn recover(ctx: &Context, rec: &mut Recorder) -> Result<(), LedgerError> {
     let inventory = rec.ledger.inventory()?;
     for (name, target) in &ctx.targets {
-        let paths: Vec<RelPath> =
-            inventory.iter().filter(|e| &e.target == name).filter_map(|e| RelPath::parse(&e.path).ok()).collect();
+        let paths: Vec<RelPath> = inventory
+            .iter()
+            .filter(|e| &e.target == name)
+            .filter_map(|e| RelPath::parse(&e.path).ok())
+            .collect();
         let refs: Vec<&RelPath> = paths.iter().collect();
         let removed = target.clean_temp(&refs);
         if removed > 0 {
             tracing::info!(target = %name, removed, "removed leftover temp files");
         }
     }
-    rec.run_pending_hooks(ctx)
+    rec.run_pending_hooks(ctx, false).map(|_| ())
 }
 
 /// Fetches and records the outcome in the source ledger.
-pub fn fetch(ctx: &Context, rec: &Recorder, now: SystemTime) -> Result<Oid, crate::source::SourceError> {
-    let mut s = rec.ledger.source().ok().flatten().unwrap_or_else(|| SourceRecord {
-        repo: ctx.settings.source.repo.clone(),
-        reference: ctx.settings.source.reference.clone(),
-        fetched_revision: None,
-        applied_revision: None,
-        last_fetch_at: None,
-        last_fetch_error: None,
-        last_success_at: None,
-        drift_since: None,
-    });
+pub fn fetch(
+    ctx: &Context,
+    rec: &Recorder,
+    now: SystemTime,
+) -> Result<Oid, crate::source::SourceError> {
+    let mut s = rec
+        .ledger
+        .source()
+        .ok()
+        .flatten()
+        .unwrap_or_else(|| SourceRecord {
+            repo: ctx.settings.source.repo.clone(),
+            reference: ctx.settings.source.reference.clone(),
+            fetched_revision: None,
+            applied_revision: None,
+            last_fetch_at: None,
+            last_fetch_error: None,
+            last_success_at: None,
+            drift_since: None,
+        });
     s.repo = crate::source::redact_url(&ctx.settings.source.repo);
     s.reference = ctx.settings.source.reference.clone();
     s.last_fetch_at = Some(now);
@@ -100,7 +136,10 @@ pub fn full_pass(
         record_applied(rec, rev.id)?;
     }
     let policy = &ctx.settings.policy;
-    if let Err(e) = rec.backup_store().prune(policy.backup_retention, policy.backup_max) {
+    if let Err(e) = rec
+        .backup_store()
+        .prune(policy.backup_retention, policy.backup_max)
+    {
         tracing::warn!(error = %e, "cannot trim the backup store");
     }
     Ok(report)

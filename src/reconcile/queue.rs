@@ -19,12 +19,16 @@ pub struct Action {
 impl Action {
     /// Look again after `d` even if nothing signals a change.
     pub fn requeue(d: Duration) -> Action {
-        Action { requeue_after: Some(d) }
+        Action {
+            requeue_after: Some(d),
+        }
     }
     /// Look again only when an event (a new revision, a resync, a
     /// notification) says so.
     pub fn await_change() -> Action {
-        Action { requeue_after: None }
+        Action {
+            requeue_after: None,
+        }
     }
     pub fn requeue_after(&self) -> Option<Duration> {
         self.requeue_after
@@ -81,7 +85,9 @@ impl Queue {
     pub fn take_due(&mut self, now: Instant, max: usize) -> Vec<ResourceId> {
         let mut out = Vec::new();
         while out.len() < max {
-            let Some((at, _)) = self.by_time.first() else { break };
+            let Some((at, _)) = self.by_time.first() else {
+                break;
+            };
             if *at > now {
                 break;
             }

@@ -7,8 +7,8 @@ use std::time::SystemTime;
 use super::backoff;
 use super::context::Context;
 use crate::ledger::{
-    next_drift_since, AuditEntry, AuditLog, BackupStore, HashKey, IntentKind, InventoryEntry, Ledger, LedgerError,
-    ResourceRecord, State,
+    next_drift_since, AuditEntry, AuditLog, BackupStore, HashKey, Intent, IntentKind,
+    InventoryEntry, Ledger, LedgerError, ResourceRecord, State,
 };
 use crate::model::{Backup, Change, Desired, Live, Observed, ResourceId, Spec};
 
@@ -53,7 +53,12 @@ pub struct Outcome {
 
 impl Outcome {
     pub fn new(state: State, reason: Option<String>) -> Outcome {
-        Outcome { state, reason, applied: false, corrections: None }
+        Outcome {
+            state,
+            reason,
+            applied: false,
+            corrections: None,
+        }
     }
 }
 
@@ -69,7 +74,10 @@ impl Recorder {
     }
 
     pub fn paused(&self) -> Result<Paused, LedgerError> {
-        let mut p = Paused { all: false, ids: HashSet::new() };
+        let mut p = Paused {
+            all: false,
+            ids: HashSet::new(),
+        };
         for rec in self.ledger.pauses()? {
             match rec.id {
                 None => p.all = true,
@@ -93,7 +101,10 @@ impl Recorder {
     /// The declaration a terminal error blocked; it stays blocked until the
     /// declaration changes.
     pub fn blocked_digest(&self, id: &ResourceId) -> Result<Option<String>, LedgerError> {
-        Ok(self.ledger.meta(&blocked_key(id))?.filter(|s| !s.is_empty()))
+        Ok(self
+            .ledger
+            .meta(&blocked_key(id))?
+            .filter(|s| !s.is_empty()))
     }
 
     pub fn set_blocked_digest(&self, id: &ResourceId, digest: &str) -> Result<(), LedgerError> {
@@ -109,41 +120,98 @@ impl Recorder {
         })
     }
 
-    /// Drops everything tend knew of an identity it no longer manages.
-    pub fn forget(&self, id: &ResourceId) -> Result<(), LedgerError> {
-        self.ledger.inventory_remove(id.as_str())?;
-        self.ledger.remove_resource(id.as_str())?;
-        self.ledger.set_meta(&blocked_key(id), "")?;
-        self.ledger.set_meta(&digest_key(id), "")
-    }
-
-    pub fn intend_hook(&self, hook: &str) -> Result<(), LedgerError> {
-        self.ledger.add_intent(IntentKind::Hook, hook, "").map(|_| ())
-    }
-
-    /// Runs a hook and, once it succeeded, clears its pending intents.
-    pub fn run_hook(&self, ctx: &Context, hook: &str) -> Result<(), String> {
-        let Some(h) = ctx.settings.hooks.get(hook) else {
-            return Err(format!("hook {hook:?} is not defined in the local config"));
-        };
-        super::hooks::run(hook, h)?;
-        let pending = self.ledger.intents(IntentKind::Hook).map_err(|e| e.to_string())?;
-        for intent in pending.into_iter().filter(|i| i.id == hook) {
-            self.ledger.clear_intent(intent.seq).map_err(|e| e.to_string())?;
+    /// Drops everything tend knew of identities it no longer manages.
+    pub fn forget_all(&mut self, ids: &[ResourceId]) -> Result<(), LedgerError> {
+        if ids.is_empty() {
+            return Ok(());
         }
-        Ok(())
-    }
-
-    /// Runs hooks left pending by an earlier process (at-least-once).
-    pub fn run_pending_hooks(&self, ctx: &Context) -> Result<(), LedgerError> {
-        let mut names: Vec<String> = self.ledger.intents(IntentKind::Hook)?.into_iter().map(|i| i.id).collect();
-        names.dedup();
-        for name in names {
-            if let Err(e) = self.run_hook(ctx, &name) {
-                tracing::warn!(hook = %name, error = %e, "pending hook failed; it stays pending");
+        self.ledger.transaction(|tx| {
+            for id in ids {
+                tx.inventory_remove(id.as_str())?;
+                tx.remove_resource(id.as_str())?;
+                tx.set_meta(&blocked_key(id), "")?;
+                tx.set_meta(&digest_key(id), "")?;
             }
+            Ok(())
+        })
+    }
+
+    /// Remembers what was applied, for many resources in one transaction.
+    pub fn set_applied_digests(
+        &mut self,
+        digests: &[(ResourceId, String)],
+    ) -> Result<(), LedgerError> {
+        if digests.is_empty() {
+            return Ok(());
         }
-        Ok(())
+        self.ledger.transaction(|tx| {
+            for (id, digest) in digests {
+                tx.set_meta(&blocked_key(id), "")?;
+                tx.set_meta(&digest_key(id), digest)?;
+            }
+            Ok(())
+        })
+    }
+
+    pub fn audit_all(&self, entries: &[AuditEntry]) -> Result<(), LedgerError> {
+        if entries.is_empty() {
+            return Ok(());
+        }
+        self.audit.append_all(entries)
+    }
+
+    /// Records, before the write that triggers it, that `hook` must run
+    /// for `id`.
+    pub fn intend_hook(&self, hook: &str, id: &ResourceId) -> Result<(), LedgerError> {
+        self.ledger
+            .add_intent(IntentKind::Hook, hook, id.as_str())
+            .map(|_| ())
+    }
+
+    /// Runs every pending hook once (at-least-once: a hook whose intent was
+    /// recorded by a process that died runs now); clears the intents of those
+    /// that succeed. Returns each hook with the identities it was for.
+    #[allow(clippy::type_complexity)]
+    pub fn run_pending_hooks(
+        &mut self,
+        ctx: &Context,
+        stopping: bool,
+    ) -> Result<Vec<(String, Vec<ResourceId>, Result<(), String>)>, LedgerError> {
+        let mut pending: BTreeMap<String, Vec<Intent>> = BTreeMap::new();
+        for intent in self.ledger.intents(IntentKind::Hook)? {
+            pending.entry(intent.id.clone()).or_default().push(intent);
+        }
+        let mut out = Vec::new();
+        for (name, intents) in pending {
+            let ids: Vec<ResourceId> = intents
+                .iter()
+                .map(|i| ResourceId::from_string(i.detail.clone()))
+                .collect();
+            let result = match ctx.settings.hooks.get(&name) {
+                None => Err(format!("hook {name:?} is not defined in the local config")),
+                Some(h) => {
+                    // On shutdown a hook gets at most 10 s, then stays pending.
+                    let mut h = h.clone();
+                    if stopping {
+                        h.timeout = h.timeout.min(std::time::Duration::from_secs(10));
+                    }
+                    super::hooks::run(&name, &h)
+                }
+            };
+            match &result {
+                Ok(()) => {
+                    self.ledger.transaction(|tx| {
+                        for i in &intents {
+                            tx.clear_intent(i.seq)?;
+                        }
+                        Ok(())
+                    })?;
+                }
+                Err(e) => tracing::warn!(hook = %name, error = %e, "hook failed; it stays pending"),
+            }
+            out.push((name, ids, result));
+        }
+        Ok(out)
     }
 
     pub fn backups(&self) -> &dyn Backup {
@@ -166,9 +234,13 @@ impl Recorder {
     /// sensitive, so nothing about the content can be checked without the key.
     pub fn hash_observed(&self, observed: &Observed, sensitive: bool) -> Option<String> {
         match observed {
-            Observed::Present(Live::File { blob, .. }) if sensitive => Some(self.key.hash(blob.as_bytes())),
+            Observed::Present(Live::File { blob, .. }) if sensitive => {
+                Some(self.key.hash(blob.as_bytes()))
+            }
             Observed::Present(Live::File { blob, .. }) => Some(format!("git:{blob}")),
-            Observed::Present(Live::Symlink { target }) if !sensitive => Some(format!("symlink:{target}")),
+            Observed::Present(Live::Symlink { target }) if !sensitive => {
+                Some(format!("symlink:{target}"))
+            }
             _ => None,
         }
     }
@@ -201,7 +273,10 @@ impl Recorder {
             }
         }
         let stale: Vec<&String> = if drop_stale {
-            previous.keys().filter(|id| !outcomes.contains_key(&ResourceId::from_string((*id).clone()))).collect()
+            previous
+                .keys()
+                .filter(|id| !outcomes.contains_key(&ResourceId::from_string((*id).clone())))
+                .collect()
         } else {
             Vec::new()
         };
@@ -221,7 +296,12 @@ impl Recorder {
 }
 
 /// The next record of a resource after a pass observed `o`.
-pub fn next_record(prev: Option<&ResourceRecord>, id: &ResourceId, o: &Outcome, now: SystemTime) -> ResourceRecord {
+pub fn next_record(
+    prev: Option<&ResourceRecord>,
+    id: &ResourceId,
+    o: &Outcome,
+    now: SystemTime,
+) -> ResourceRecord {
     let attempts = match o.state {
         State::Failed => prev.map(|p| p.attempts).unwrap_or(0) + 1,
         _ => 0,
@@ -237,7 +317,14 @@ pub fn next_record(prev: Option<&ResourceRecord>, id: &ResourceId, o: &Outcome, 
         attempts,
         reason: o.reason.clone(),
         next_retry,
-        last_applied: if o.applied { Some(now) } else { prev.and_then(|p| p.last_applied) },
-        corrections: o.corrections.clone().unwrap_or_else(|| prev.map(|p| p.corrections.clone()).unwrap_or_default()),
+        last_applied: if o.applied {
+            Some(now)
+        } else {
+            prev.and_then(|p| p.last_applied)
+        },
+        corrections: o
+            .corrections
+            .clone()
+            .unwrap_or_else(|| prev.map(|p| p.corrections.clone()).unwrap_or_default()),
     }
 }

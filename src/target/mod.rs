@@ -46,6 +46,20 @@ pub trait Target: Send + Sync {
         content: &dyn ContentSource,
         backup: &dyn Backup,
     ) -> Result<Applied, TargetError>;
+    /// Apply several changes; results in input order. Adapters that can
+    /// make a batch durable together (one directory sync per directory)
+    /// override this.
+    fn apply_batch(
+        &self,
+        changes: &[&Change],
+        content: &dyn ContentSource,
+        backup: &dyn Backup,
+    ) -> Vec<Result<Applied, TargetError>> {
+        changes
+            .iter()
+            .map(|c| self.apply(c, content, backup))
+            .collect()
+    }
     /// Remove tend's leftover temp files (`.tend-*.tmp`) in the directories of
     /// the given paths; returns how many were removed.
     fn clean_temp(&self, paths: &[&RelPath]) -> usize;

@@ -249,7 +249,10 @@ impl Env {
             .append(true)
             .open(self.state.path().join("daemon.log"))
             .unwrap();
-        let mut c = self.cmd(&["run", "--listen", "127.0.0.1:0", "--log-level", "info"]);
+        let mut c = self.cmd(&["run", "--listen", "127.0.0.1:0"]);
+        if !args.contains(&"--log-level") {
+            c.args(["--log-level", "info"]);
+        }
         c.args(args).stdout(log.try_clone().unwrap()).stderr(log);
         Daemon {
             child: c.spawn().expect("start tend run"),

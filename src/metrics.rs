@@ -1,0 +1,352 @@
+//! The Prometheus metrics tend exposes on `GET /metrics` (SPEC §6): one
+//! registry, the families the loop updates, and their text encoding.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::AtomicU64;
+use std::sync::Mutex;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+
+/// The Content-Type of what [`Metrics::encode`] returns.
+pub const CONTENT_TYPE: &str = prometheus_client::encoding::prometheus_text::CONTENT_TYPE;
+
+/// Per-resource series exist only for resources not in sync, and at most this
+/// many (the oldest drift first), so a large inventory cannot blow up the
+/// series count of whoever scrapes tend.
+pub const MAX_RESOURCE_SERIES: usize = 100;
+
+/// The states a resource can be in, named as the status document names them.
+pub const STATES: [&str; 8] = [
+    "InSync",
+    "Drifted",
+    "Progressing",
+    "Failed",
+    "Blocked",
+    "Contested",
+    "Paused",
+    "Unknown",
+];
+
+const RECONCILE_RESULTS: [&str; 4] = ["noop", "applied", "failed", "blocked"];
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StateLabel {
+    state: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ResultLabel {
+    result: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TargetLabel {
+    target: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RevisionLabel {
+    revision: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct VersionLabel {
+    version: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct WebhookLabel {
+    provider: String,
+    result: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ResourceLabel {
+    id: String,
+    state: String,
+}
+
+type FloatGauge = Gauge<f64, AtomicU64>;
+
+fn result_label(result: &str) -> ResultLabel {
+    ResultLabel {
+        result: result.to_string(),
+    }
+}
+
+fn ok_error(ok: bool) -> ResultLabel {
+    result_label(if ok { "ok" } else { "error" })
+}
+
+pub struct Metrics {
+    registry: Registry,
+    resources: Family<StateLabel, Gauge>,
+    drifted: Gauge,
+    drift_oldest_age: FloatGauge,
+    reconciles: Family<ResultLabel, Counter>,
+    reconcile_duration: Histogram,
+    writes: Family<TargetLabel, Counter>,
+    fetches: Family<ResultLabel, Counter>,
+    revision: Family<RevisionLabel, Gauge>,
+    last_converged: FloatGauge,
+    queue_depth: Gauge,
+    last_successful_fetch: FloatGauge,
+    hooks: Family<ResultLabel, Counter>,
+    webhooks: Family<WebhookLabel, Counter>,
+    not_in_sync: Family<ResourceLabel, FloatGauge>,
+    /// Families whose label sets are replaced (clear, then set) are swapped
+    /// under this lock, so a scrape never sees them half-replaced.
+    swap: Mutex<()>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics").finish_non_exhaustive()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Metrics {
+        let m = Metrics {
+            registry: Registry::default(),
+            resources: Family::default(),
+            drifted: Gauge::default(),
+            drift_oldest_age: FloatGauge::default(),
+            reconciles: Family::default(),
+            reconcile_duration: Histogram::new(exponential_buckets(0.001, 4.0, 10)),
+            writes: Family::default(),
+            fetches: Family::default(),
+            revision: Family::default(),
+            last_converged: FloatGauge::default(),
+            queue_depth: Gauge::default(),
+            last_successful_fetch: FloatGauge::default(),
+            hooks: Family::default(),
+            webhooks: Family::default(),
+            not_in_sync: Family::default(),
+            swap: Mutex::new(()),
+        };
+        m.register()
+    }
+
+    fn register(mut self) -> Metrics {
+        let r = &mut self.registry;
+        let build = Family::<VersionLabel, Gauge>::default();
+        build
+            .get_or_create(&VersionLabel {
+                version: env!("CARGO_PKG_VERSION").into(),
+            })
+            .set(1);
+        r.register(
+            "tend_build_info",
+            "The running tend version; always 1",
+            build,
+        );
+        r.register(
+            "tend_resources",
+            "Managed resources per state",
+            self.resources.clone(),
+        );
+        r.register(
+            "tend_drifted_resources",
+            "Resources whose live state differs from the declaration",
+            self.drifted.clone(),
+        );
+        r.register(
+            "tend_drift_oldest_age_seconds",
+            "Age of the oldest divergence still open, 0 when all is in sync",
+            self.drift_oldest_age.clone(),
+        );
+        // prometheus-client appends `_total` to counters.
+        r.register(
+            "tend_reconcile",
+            "Resource reconciliations by result",
+            self.reconciles.clone(),
+        );
+        r.register(
+            "tend_reconcile_duration_seconds",
+            "Time taken by one resource reconciliation",
+            self.reconcile_duration.clone(),
+        );
+        r.register(
+            "tend_writes",
+            "Writes performed on a target",
+            self.writes.clone(),
+        );
+        r.register(
+            "tend_source_fetch",
+            "Fetches of the source repository by result",
+            self.fetches.clone(),
+        );
+        r.register(
+            "tend_source_revision_info",
+            "The revision last fetched from the source; only the current one is 1",
+            self.revision.clone(),
+        );
+        r.register(
+            "tend_last_converged_timestamp_seconds",
+            "Unix time when every resource was last in sync",
+            self.last_converged.clone(),
+        );
+        r.register(
+            "tend_queue_depth",
+            "Resources waiting to be reconciled",
+            self.queue_depth.clone(),
+        );
+        r.register(
+            "tend_source_last_successful_fetch_timestamp_seconds",
+            "Unix time of the last successful fetch of the source",
+            self.last_successful_fetch.clone(),
+        );
+        r.register("tend_hook_runs", "Hook runs by result", self.hooks.clone());
+        r.register(
+            "tend_webhook_requests",
+            "Webhook requests by provider and result (triggered, ignored, unauthorized, malformed, too_large, unavailable)",
+            self.webhooks.clone(),
+        );
+        r.register(
+            "tend_resource_drift_age_seconds",
+            "Drift age of a resource not in sync; only the 100 oldest have a series",
+            self.not_in_sync.clone(),
+        );
+        // Series that exist from the start, so rates and alerts work before
+        // the first event of each kind.
+        for state in STATES {
+            self.resources.get_or_create_owned(&StateLabel {
+                state: state.into(),
+            });
+        }
+        for result in RECONCILE_RESULTS {
+            self.reconciles.get_or_create_owned(&result_label(result));
+        }
+        for ok in [true, false] {
+            self.fetches.get_or_create_owned(&ok_error(ok));
+            self.hooks.get_or_create_owned(&ok_error(ok));
+        }
+        self
+    }
+
+    /// The registry in the Prometheus text format, version 0.0.4.
+    pub fn encode(&self) -> String {
+        let _swap = self.swap.lock().unwrap_or_else(|e| e.into_inner());
+        let mut out = String::new();
+        prometheus_client::encoding::prometheus_text::encode(&mut out, &self.registry)
+            .expect("writing to a String cannot fail");
+        out
+    }
+
+    /// `tend_resources{state}`: states missing from `counts` read 0.
+    pub fn set_resources(&self, counts: &BTreeMap<String, usize>) {
+        for state in STATES {
+            let n = counts.get(state).copied().unwrap_or(0);
+            self.resources
+                .get_or_create(&StateLabel {
+                    state: state.into(),
+                })
+                .set(n as i64);
+        }
+        for (state, n) in counts.iter().filter(|(s, _)| !STATES.contains(&s.as_str())) {
+            self.resources
+                .get_or_create(&StateLabel {
+                    state: state.clone(),
+                })
+                .set(*n as i64);
+        }
+    }
+
+    pub fn set_drifted(&self, n: usize) {
+        self.drifted.set(n as i64);
+    }
+
+    pub fn set_drift_oldest_age(&self, secs: f64) {
+        self.drift_oldest_age.set(secs);
+    }
+
+    /// One reconciliation: `result` is noop, applied, failed or blocked.
+    pub fn reconcile(&self, result: &str, seconds: f64) {
+        self.reconciles.get_or_create(&result_label(result)).inc();
+        self.reconcile_duration.observe(seconds);
+    }
+
+    /// Counts `n` writes on `target`; `writes(t, 0)` makes the series exist.
+    pub fn writes(&self, target: &str, n: u64) {
+        self.writes
+            .get_or_create(&TargetLabel {
+                target: target.into(),
+            })
+            .inc_by(n);
+    }
+
+    pub fn fetch(&self, ok: bool) {
+        self.fetches.get_or_create(&ok_error(ok)).inc();
+    }
+
+    /// Replaces the revision series: the old revision's series disappears.
+    pub fn set_revision(&self, rev: &str) {
+        let _swap = self.swap.lock().unwrap_or_else(|e| e.into_inner());
+        self.revision.clear();
+        self.revision
+            .get_or_create(&RevisionLabel {
+                revision: rev.into(),
+            })
+            .set(1);
+    }
+
+    pub fn set_last_converged(&self, unix_secs: f64) {
+        self.last_converged.set(unix_secs);
+    }
+
+    pub fn set_queue_depth(&self, n: usize) {
+        self.queue_depth.set(n as i64);
+    }
+
+    pub fn set_last_successful_fetch(&self, unix_secs: f64) {
+        self.last_successful_fetch.set(unix_secs);
+    }
+
+    pub fn hook(&self, ok: bool) {
+        self.hooks.get_or_create(&ok_error(ok)).inc();
+    }
+
+    /// One webhook request to an enabled endpoint and what came of it.
+    pub fn webhook(&self, provider: &str, result: &str) {
+        self.webhooks
+            .get_or_create(&WebhookLabel {
+                provider: provider.into(),
+                result: result.into(),
+            })
+            .inc();
+    }
+
+    /// Replaces the per-resource series with `(id, state, drift age)` of the
+    /// resources not in sync, keeping the [`MAX_RESOURCE_SERIES`] oldest.
+    pub fn set_not_in_sync(&self, resources: &[(String, String, f64)]) {
+        let mut oldest: Vec<&(String, String, f64)> =
+            resources.iter().filter(|r| r.1 != "InSync").collect();
+        oldest.sort_by(|a, b| b.2.total_cmp(&a.2).then_with(|| a.0.cmp(&b.0)));
+        oldest.truncate(MAX_RESOURCE_SERIES);
+        let _swap = self.swap.lock().unwrap_or_else(|e| e.into_inner());
+        self.not_in_sync.clear();
+        for (id, state, age) in oldest {
+            self.not_in_sync
+                .get_or_create(&ResourceLabel {
+                    id: id.clone(),
+                    state: state.clone(),
+                })
+                .set(*age);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,441 @@
+//! Applying a prepared plan: decide per resource (paused, dry run, self_heal,
+//! blocked, contested), then write in batches — intents for a whole batch in
+//! one transaction before any write, the writes, the audit lines in one
+//! append — observe again, prune, run hooks, and record the outcomes.
+
+use std::collections::BTreeMap;
+use std::time::SystemTime;
+
+use super::control::Control;
+use super::pass::{
+    prune_guard, spec_digest, PassError, PassOptions, PassReport, Prepared, Revision, Scope,
+};
+use super::record::{Outcome, Recorder};
+use crate::diff::{self, Comparison};
+use crate::ledger::{AuditEntry, IntentKind, InventoryEntry, LedgerError, ResourceRecord, State};
+use crate::model::{Action, Change, Desired, Observed, ResourceId};
+use crate::target::TargetError;
+
+/// Changes written together: one intent transaction, one audit append and
+/// (for the files target) one directory sync per directory.
+const BATCH: usize = 256;
+
+struct Run<'a> {
+    ctx: &'a super::Context,
+    rev: &'a Revision,
+    previous: BTreeMap<String, ResourceRecord>,
+    outcomes: BTreeMap<ResourceId, Outcome>,
+    now: SystemTime,
+}
+
+impl Run<'_> {
+    fn set(&mut self, id: &ResourceId, state: State, reason: Option<String>) {
+        self.outcomes
+            .insert(id.clone(), Outcome::new(state, reason));
+    }
+
+    /// Corrections of this resource's drift inside the contested window.
+    fn recent_corrections(&self, id: &ResourceId) -> Vec<SystemTime> {
+        let window = self.ctx.settings.policy.contested_window;
+        let prev = self
+            .previous
+            .get(id.as_str())
+            .map(|r| r.corrections.clone())
+            .unwrap_or_default();
+        prev.into_iter()
+            .filter(|t| {
+                self.now
+                    .duration_since(*t)
+                    .map(|d| d < window)
+                    .unwrap_or(true)
+            })
+            .collect()
+    }
+}
+
+fn scope_has(scope: &Scope, id: &ResourceId) -> bool {
+    match scope {
+        Scope::All => true,
+        Scope::Keys(k) => k.contains(id),
+    }
+}
+
+/// A correction that passed every policy check.
+struct Todo<'a> {
+    change: &'a Change,
+    digest: String,
+    corrections: Vec<SystemTime>,
+}
+
+/// Applies a prepared plan and records the outcome of every resource in scope.
+pub fn apply(
+    ctx: &super::Context,
+    rec: &mut Recorder,
+    rev: &Revision,
+    p: &Prepared,
+    opts: PassOptions,
+    ctl: &Control,
+) -> Result<PassReport, PassError> {
+    let previous = rec
+        .ledger
+        .resources()?
+        .into_iter()
+        .map(|r| (r.id.clone(), r))
+        .collect();
+    let mut run = Run {
+        ctx,
+        rev,
+        previous,
+        outcomes: BTreeMap::new(),
+        now: SystemTime::now(),
+    };
+    let mut report = PassReport {
+        revision: Some(rev.id),
+        problems: rev.declared.problems.clone(),
+        ..Default::default()
+    };
+    let full = matches!(p.scope, Scope::All);
+    for id in &p.plan.in_sync {
+        run.set(id, State::InSync, None);
+    }
+    for (id, reason) in &p.plan.unknown {
+        run.set(id, State::Unknown, Some(reason.clone()));
+    }
+    for (id, reason) in rev
+        .declared
+        .blocked
+        .iter()
+        .filter(|(id, _)| scope_has(&p.scope, id))
+    {
+        run.set(id, State::Blocked, Some(reason.clone()));
+    }
+
+    let todo = decide(&mut run, rec, p, opts)?;
+    let mut applied: Vec<(ResourceId, Vec<SystemTime>)> = Vec::new();
+    for chunk in todo.chunks(BATCH) {
+        ctl.beat();
+        if ctl.cancelled() {
+            report.cancelled = true;
+            break;
+        }
+        let changes: Vec<&Change> = chunk.iter().map(|t| t.change).collect();
+        for (t, result) in chunk.iter().zip(write_batch(&run, rec, &changes, ctl)?) {
+            match result {
+                Ok(writes) => {
+                    report.writes += writes;
+                    *report
+                        .writes_by_target
+                        .entry(t.change.target.clone())
+                        .or_default() += writes;
+                    applied.push((t.change.id.clone(), t.corrections.clone()));
+                    report.applied += 1;
+                }
+                Err(e) => {
+                    report.failed += 1;
+                    let state = match e {
+                        TargetError::Transient(_) => State::Failed,
+                        TargetError::Terminal(_) => {
+                            rec.set_blocked_digest(&t.change.id, &t.digest)?;
+                            State::Blocked
+                        }
+                    };
+                    run.set(&t.change.id, state, Some(e.to_string()));
+                }
+            }
+        }
+    }
+    verify(&mut run, rec, applied)?;
+    prune(&mut run, rec, p, opts, ctl, &mut report)?;
+
+    // Every pending hook runs once at the end of the pass: those this pass
+    // triggered and those still pending from earlier passes or processes.
+    for (hook, ids, result) in rec.run_pending_hooks(ctx, ctl.cancelled())? {
+        report.hooks.push((hook, result.is_ok()));
+        if let Err(reason) = result {
+            for id in ids.iter().filter(|id| scope_has(&p.scope, id)) {
+                run.set(id, State::Failed, Some(reason.clone()));
+            }
+        }
+    }
+
+    rec.record_all(
+        &run.outcomes,
+        &run.previous,
+        run.now,
+        full && !report.cancelled,
+    )?;
+    report.converged =
+        run.outcomes.values().all(|o| o.state == State::InSync) && report.problems.is_empty();
+    report.outcomes = run.outcomes;
+    for t in ctx.targets.values() {
+        if let Err(e) = t.flush() {
+            tracing::warn!(target = t.name(), error = %e, "cannot save the stat cache");
+        }
+    }
+    Ok(report)
+}
+
+/// The policy checks of each create and update: what is left is to be written.
+fn decide<'a>(
+    run: &mut Run,
+    rec: &Recorder,
+    p: &'a Prepared,
+    opts: PassOptions,
+) -> Result<Vec<Todo<'a>>, LedgerError> {
+    let policy = &run.ctx.settings.policy;
+    let paused = rec.paused()?;
+    let mut todo = Vec::new();
+    for change in &p.plan.applies {
+        let d = change
+            .desired
+            .as_ref()
+            .expect("applies carry their desired state");
+        let digest = spec_digest(d);
+        let drift_of_applied = rec.applied_digest(&change.id)?.as_deref() == Some(digest.as_str());
+        let why = change
+            .fields
+            .iter()
+            .map(|f| f.name())
+            .collect::<Vec<_>>()
+            .join(", ");
+        let why = if why.is_empty() {
+            "existence".to_string()
+        } else {
+            why
+        };
+        if paused.is(&change.id) {
+            run.set(
+                &change.id,
+                State::Paused,
+                Some(format!("paused; differs in {why}")),
+            );
+            continue;
+        }
+        let heal = d.self_heal.unwrap_or(policy.self_heal);
+        if opts.dry_run || (!heal && drift_of_applied) {
+            let reason = if opts.dry_run {
+                "dry run"
+            } else {
+                "self_heal is off"
+            };
+            run.set(
+                &change.id,
+                State::Drifted,
+                Some(format!("{reason}; differs in {why}")),
+            );
+            continue;
+        }
+        if rec.blocked_digest(&change.id)?.as_deref() == Some(digest.as_str()) {
+            let reason = run
+                .previous
+                .get(change.id.as_str())
+                .and_then(|r| r.reason.clone());
+            run.set(&change.id, State::Blocked, reason);
+            continue;
+        }
+        let mut corrections = Vec::new();
+        if drift_of_applied {
+            corrections = run.recent_corrections(&change.id);
+            if corrections.len() >= policy.contested_corrections as usize {
+                let reason = format!(
+                    "contested: another writer overruled tend {} times in the last {}; backing off",
+                    corrections.len(),
+                    humantime::format_duration(policy.contested_window)
+                );
+                let mut o = Outcome::new(State::Contested, Some(reason));
+                o.corrections = Some(corrections);
+                run.outcomes.insert(change.id.clone(), o);
+                continue;
+            }
+            corrections.push(run.now);
+        }
+        todo.push(Todo {
+            change,
+            digest,
+            corrections,
+        });
+    }
+    Ok(todo)
+}
+
+/// Writes one batch: intents (inventory for creates, pending hooks) in one
+/// transaction before any write, then the writes, then one audit append.
+fn write_batch(
+    run: &Run,
+    rec: &mut Recorder,
+    changes: &[&Change],
+    ctl: &Control,
+) -> Result<Vec<Result<u64, TargetError>>, LedgerError> {
+    rec.ledger.transaction(|tx| {
+        for c in changes {
+            if c.action == Action::Create {
+                tx.inventory_add(&InventoryEntry {
+                    id: c.id.to_string(),
+                    target: c.target.clone(),
+                    path: c.path.to_string(),
+                })?;
+            }
+            if let Some(hook) = c.desired.as_ref().and_then(|d| d.on_change.as_deref()) {
+                tx.add_intent(IntentKind::Hook, hook, c.id.as_str())?;
+            }
+        }
+        Ok(())
+    })?;
+    let mut results: Vec<Option<Result<u64, TargetError>>> =
+        (0..changes.len()).map(|_| None).collect();
+    let mut by_target: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+    for (i, c) in changes.iter().enumerate() {
+        by_target.entry(c.target.as_str()).or_default().push(i);
+    }
+    let mut audit = Vec::new();
+    for (name, idxs) in by_target {
+        let Some(target) = run.ctx.targets.get(name) else {
+            for i in idxs {
+                results[i] = Some(Err(TargetError::Terminal(format!(
+                    "target {name:?} is not configured"
+                ))));
+            }
+            continue;
+        };
+        let batch: Vec<&Change> = idxs.iter().map(|i| changes[*i]).collect();
+        for c in &batch {
+            ctl.writing(&c.id);
+        }
+        for (i, result) in
+            idxs.into_iter()
+                .zip(target.apply_batch(&batch, &run.rev.content, rec.backups()))
+        {
+            let c = changes[i];
+            results[i] = Some(result.map(|applied| {
+                let sensitive = c.desired.as_ref().is_some_and(|d| d.sensitive);
+                let why: Vec<String> = if c.action == Action::Create {
+                    vec!["absent".into()]
+                } else {
+                    c.fields.iter().map(|f| f.name().to_string()).collect()
+                };
+                tracing::info!(id = %c.id, action = c.action.as_str(), why = ?why, writes = applied.writes, "applied");
+                audit.push(AuditEntry {
+                    time: SystemTime::now(),
+                    revision: run.rev.id.to_string(),
+                    id: c.id.to_string(),
+                    action: c.action.as_str().to_string(),
+                    why,
+                    before: rec.hash_observed(&c.observed, sensitive),
+                    after: c.desired.as_ref().map(|d| rec.hash_desired(d)),
+                    backup: applied.backups.first().cloned(),
+                });
+                applied.writes
+            }));
+        }
+    }
+    rec.audit_all(&audit)?;
+    Ok(results
+        .into_iter()
+        .map(|r| r.expect("every change has a result"))
+        .collect())
+}
+
+/// Observe again: an apply is only done when live state says so.
+fn verify(
+    run: &mut Run,
+    rec: &mut Recorder,
+    applied: Vec<(ResourceId, Vec<SystemTime>)>,
+) -> Result<(), LedgerError> {
+    let rev = run.rev;
+    let verify: Vec<&Desired> = applied
+        .iter()
+        .filter_map(|(id, _)| rev.declared.resources.get(id))
+        .collect();
+    let again = run
+        .ctx
+        .observe(verify.iter().map(|d| (&d.id, d.target.as_str(), &d.path)));
+    let mut digests = Vec::new();
+    for (d, (_, corrections)) in verify.into_iter().zip(applied) {
+        let obs = again
+            .get(&d.id)
+            .cloned()
+            .unwrap_or(Observed::Unknown("not observed".into()));
+        let mut outcome = match diff::compare(d, &obs) {
+            Comparison::InSync => {
+                digests.push((d.id.clone(), spec_digest(d)));
+                Outcome::new(State::InSync, None)
+            }
+            Comparison::Unknown(r) => Outcome::new(State::Unknown, Some(r)),
+            Comparison::Differs { .. } => Outcome::new(
+                State::Failed,
+                Some("still differs right after apply: another writer may be changing it".into()),
+            ),
+        };
+        outcome.applied = true;
+        if !corrections.is_empty() {
+            outcome.corrections = Some(corrections);
+        }
+        run.outcomes.insert(d.id.clone(), outcome);
+    }
+    rec.set_applied_digests(&digests)
+}
+
+/// Deletes of inventory members no longer declared, within the guards.
+fn prune(
+    run: &mut Run,
+    rec: &mut Recorder,
+    p: &Prepared,
+    opts: PassOptions,
+    ctl: &Control,
+    report: &mut PassReport,
+) -> Result<(), LedgerError> {
+    let guard = prune_guard(run.ctx, run.rev, p, opts);
+    let paused = rec.paused()?;
+    let mut todo = Vec::new();
+    for change in &p.plan.deletes {
+        if let Some(reason) = &guard {
+            run.set(
+                &change.id,
+                State::Blocked,
+                Some(format!("prune held: {reason}")),
+            );
+        } else if paused.is(&change.id) {
+            run.set(
+                &change.id,
+                State::Paused,
+                Some("paused; no longer declared".into()),
+            );
+        } else if opts.dry_run {
+            run.set(
+                &change.id,
+                State::Drifted,
+                Some("dry run; no longer declared".into()),
+            );
+        } else {
+            todo.push(change);
+        }
+    }
+    for chunk in todo.chunks(BATCH) {
+        ctl.beat();
+        if ctl.cancelled() {
+            report.cancelled = true;
+            break;
+        }
+        let mut gone = Vec::new();
+        for (c, result) in chunk.iter().zip(write_batch(run, rec, chunk, ctl)?) {
+            match result {
+                Ok(writes) => {
+                    report.writes += writes;
+                    *report.writes_by_target.entry(c.target.clone()).or_default() += writes;
+                    gone.push(c.id.clone());
+                    report.deleted += 1;
+                }
+                Err(e) => {
+                    report.failed += 1;
+                    run.set(&c.id, State::Failed, Some(e.to_string()));
+                }
+            }
+        }
+        rec.forget_all(&gone)?;
+    }
+    report.prune_blocked = guard;
+    if matches!(p.scope, Scope::All) && report.prune_blocked.is_none() {
+        rec.forget_all(&p.plan.forgotten)?;
+    }
+    Ok(())
+}

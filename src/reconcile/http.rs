@@ -1,0 +1,106 @@
+//! Starts the HTTP surface for the daemon: binds `--listen`, reads the
+//! secrets named in the config, and connects refreshes and webhooks to the
+//! loop's triggers. Handlers only read; the loop stays the only writer.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use tokio::sync::{mpsc, Notify};
+
+use super::daemon::{Shared, Trigger, Worker};
+use super::{prepare, Scope};
+use crate::config::Settings;
+use crate::ledger::HashKey;
+use crate::model::ResourceId;
+use crate::server::{self, AppState};
+
+fn read_secret(path: &Path, what: &str) -> Result<Vec<u8>, String> {
+    let mut bytes =
+        std::fs::read(path).map_err(|e| format!("{what}: cannot read {}: {e}", path.display()))?;
+    while bytes.last().is_some_and(|b| *b == b'\n' || *b == b'\r') {
+        bytes.pop();
+    }
+    if bytes.is_empty() {
+        return Err(format!("{what}: {} is empty", path.display()));
+    }
+    Ok(bytes)
+}
+
+/// The current diff of one resource, rendered as `tend diff` would.
+fn resource_diff(shared: &Shared) -> server::ResourceDiff {
+    let (worker, current) = (shared.worker.clone(), shared.current.clone());
+    Arc::new(move |id: &str| {
+        let rev = current.lock().ok()?.clone()?;
+        let w = worker.lock().ok()?;
+        let Worker { ctx, rec } = &*w;
+        let inventory = rec.ledger.inventory().ok()?;
+        let key = HashKey::load_or_create(&ctx.settings.state_dir).ok()?;
+        let id = ResourceId::from_string(id.to_string());
+        let p = prepare(ctx, &rev, &inventory, Scope::Keys([id].into()));
+        let text: String = p
+            .plan
+            .changes()
+            .map(|c| super::show::change(ctx, &rev, c, &key, false, false))
+            .collect::<Vec<_>>()
+            .concat();
+        Some(text)
+    })
+}
+
+/// Binds and serves in the background until `stop` is notified.
+pub(crate) async fn start(
+    settings: &Settings,
+    shared: &Shared,
+    triggers: mpsc::UnboundedSender<Trigger>,
+    stop: Arc<Notify>,
+) -> Result<(), String> {
+    let listener = tokio::net::TcpListener::bind(&settings.server.listen)
+        .await
+        .map_err(|e| format!("cannot listen on {}: {e}", settings.server.listen))?;
+    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    let mut secrets = BTreeMap::new();
+    for (provider, file) in &settings.server.webhooks {
+        if !["github", "gitlab", "gitea", "generic"].contains(&provider.as_str()) {
+            return Err(format!(
+                "server.webhooks: unknown provider {provider:?} (github, gitlab, gitea, generic)"
+            ));
+        }
+        secrets.insert(
+            provider.clone(),
+            read_secret(file, &format!("webhook {provider}"))?,
+        );
+    }
+    let refresh_token = match &settings.server.refresh_token_file {
+        Some(f) => Some(String::from_utf8_lossy(&read_secret(f, "refresh token")?).into_owned()),
+        None => None,
+    };
+    let (server_tx, mut server_rx) = mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        while let Some(server::Trigger::Fetch) = server_rx.recv().await {
+            if triggers.send(Trigger::Fetch).is_err() {
+                break;
+            }
+        }
+    });
+    let state = AppState {
+        state_dir: settings.state_dir.clone(),
+        metrics: shared.metrics.clone(),
+        ready: shared.ready.clone(),
+        heartbeat: shared.ctl.heartbeat(),
+        stuck_after: settings.server.stuck_after,
+        triggers: server_tx,
+        reference: settings.source.reference.clone(),
+        refresh_token,
+        webhook_secrets: secrets,
+        resource_diff: resource_diff(shared),
+    };
+    tracing::info!(%addr, "listening");
+    let shutdown = async move { stop.notified().await };
+    tokio::spawn(async move {
+        if let Err(e) = server::serve(listener, state, shutdown).await {
+            tracing::warn!(error = %e, "HTTP server stopped");
+        }
+    });
+    Ok(())
+}

@@ -1,0 +1,340 @@
+//! The status page (`GET /`) and the diff view of one resource
+//! (`GET /resources/{id}`), rendered on the server from the same status
+//! document the API serves. Every text that reaches the page is escaped.
+
+use std::fmt::Write;
+use std::time::SystemTime;
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{Html, IntoResponse, Response};
+use serde_json::Value;
+
+use super::api::{load_audit, load_diff, load_status};
+use super::html::{
+    abbreviated, age, audit_time, document, escape, parse_time, resource_link, revision, time_ago,
+    Table,
+};
+use super::AppState;
+use crate::ledger::State as ResourceState;
+use crate::status::{state_name, ResourceStatus, SourceStatus, StatusDoc};
+
+/// How many audit entries the page shows.
+pub const RECENT_AUDIT: usize = 20;
+/// Rows of the not-in-sync table; the API has the rest.
+pub const MAX_ROWS: usize = 500;
+const REFRESH_SECS: u32 = 10;
+
+fn state_badge(s: ResourceState) -> String {
+    let name = escape(&state_name(s));
+    format!("<span class=\"state s-{name}\">{name}</span>")
+}
+
+fn source_section(out: &mut String, s: &SourceStatus, now: SystemTime) {
+    out.push_str("<h2>Source</h2><dl>");
+    let _ = write!(
+        out,
+        "<dt>Repository</dt><dd><code>{}</code></dd>",
+        escape(&s.repo)
+    );
+    let reference = s.reference.as_deref().unwrap_or("HEAD");
+    let _ = write!(
+        out,
+        "<dt>Ref</dt><dd><code>{}</code></dd>",
+        escape(reference)
+    );
+    let _ = write!(
+        out,
+        "<dt>Applied</dt><dd>{}</dd>",
+        revision(s.applied_revision.as_deref())
+    );
+    let pending = s.fetched_revision.is_some() && s.fetched_revision != s.applied_revision;
+    let note = match (pending, s.drift_age_seconds) {
+        (true, Some(a)) => format!(
+            " <span class=\"s-Drifted\">not applied yet, for {}</span>",
+            age(a)
+        ),
+        (true, None) => " <span class=\"s-Drifted\">not applied yet</span>".into(),
+        _ => String::new(),
+    };
+    let _ = write!(
+        out,
+        "<dt>Fetched</dt><dd>{}{note}</dd>",
+        revision(s.fetched_revision.as_deref())
+    );
+    let last = s
+        .last_fetch
+        .as_deref()
+        .and_then(parse_time)
+        .map(|t| time_ago(t, now));
+    let _ = write!(
+        out,
+        "<dt>Last fetch</dt><dd>{}</dd>",
+        last.unwrap_or_else(|| "never".into())
+    );
+    let ok = s
+        .seconds_since_last_successful_fetch
+        .map(|a| format!("{} ago", age(a)));
+    let _ = write!(
+        out,
+        "<dt>Last success</dt><dd>{}</dd>",
+        ok.unwrap_or_else(|| "never".into())
+    );
+    if let Some(e) = &s.last_fetch_error {
+        let _ = write!(
+            out,
+            "<dt>Fetch error</dt><dd class=\"s-Failed\">{}</dd>",
+            escape(e)
+        );
+    }
+    out.push_str("</dl>");
+}
+
+fn counts_section(out: &mut String, doc: &StatusDoc) {
+    let total: usize = doc.counts.values().sum();
+    let _ = write!(
+        out,
+        "<h2>Resources</h2><ul class=\"counts\"><li>total <b>{total}</b></li>"
+    );
+    for (state, n) in doc.counts.iter().filter(|(_, n)| **n > 0) {
+        let s = escape(state);
+        let _ = write!(
+            out,
+            "<li><span class=\"state s-{s}\">{s}</span> <b>{n}</b></li>"
+        );
+    }
+    out.push_str("</ul>");
+}
+
+/// Resources not in sync, the longest drifting first.
+fn drift_table(out: &mut String, doc: &StatusDoc) {
+    let mut rows: Vec<&ResourceStatus> = doc
+        .resources
+        .iter()
+        .filter(|r| r.state != ResourceState::InSync)
+        .collect();
+    rows.sort_by(|a, b| {
+        b.drift_age_seconds
+            .cmp(&a.drift_age_seconds)
+            .then_with(|| a.id.cmp(&b.id))
+    });
+    let _ = write!(out, "<h2>Not in sync ({})</h2>", rows.len());
+    if rows.is_empty() {
+        out.push_str("<p class=\"muted\">Every resource matches its declaration.</p>");
+        return;
+    }
+    let mut table = Table::new(&[
+        "Resource",
+        "State",
+        "For",
+        "Attempts",
+        "Reason",
+        "Next retry",
+    ]);
+    for r in rows.iter().take(MAX_ROWS) {
+        table.row([
+            resource_link(&r.id),
+            state_badge(r.state),
+            r.drift_age_seconds.map(age).unwrap_or_else(|| "-".into()),
+            r.attempts.to_string(),
+            escape(r.reason.as_deref().unwrap_or("-")),
+            escape(r.next_retry.as_deref().unwrap_or("-")),
+        ]);
+    }
+    out.push_str(&table.finish());
+    if rows.len() > MAX_ROWS {
+        let _ = write!(
+            out,
+            "<p class=\"muted\">{} more in <a href=\"/api/v1/status\">/api/v1/status</a>.</p>",
+            rows.len() - MAX_ROWS
+        );
+    }
+}
+
+fn text_of(entry: &Value, key: &str) -> String {
+    match entry.get(key) {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|i| {
+                i.as_str()
+                    .map(String::from)
+                    .unwrap_or_else(|| i.to_string())
+            })
+            .collect::<Vec<_>>()
+            .join(", "),
+        Some(Value::Null) | None => String::new(),
+        Some(other) => other.to_string(),
+    }
+}
+
+fn audit_section(out: &mut String, audit: Result<&[Value], &str>, now: SystemTime) {
+    out.push_str("<h2>Recent changes</h2>");
+    let entries = match audit {
+        Ok(e) => e,
+        Err(e) => {
+            let _ = write!(
+                out,
+                "<p class=\"banner warn\">The audit log cannot be read: {}</p>",
+                escape(e)
+            );
+            return;
+        }
+    };
+    if entries.is_empty() {
+        out.push_str("<p class=\"muted\">tend has changed nothing yet.</p>");
+        return;
+    }
+    let mut table = Table::new(&["When", "Action", "Resource", "Why", "Revision", "Backup"]);
+    for e in entries {
+        let when = e
+            .get("time")
+            .and_then(audit_time)
+            .map(|t| time_ago(t, now))
+            .unwrap_or_else(|| "-".into());
+        let rev = text_of(e, "revision");
+        let backup = text_of(e, "backup");
+        table.row([
+            when,
+            escape(&text_of(e, "action")),
+            resource_link(&text_of(e, "id")),
+            escape(&text_of(e, "why")),
+            revision(Some(rev.as_str()).filter(|r| !r.is_empty())),
+            match backup.as_str() {
+                "" => "-".into(),
+                b => abbreviated(b, 19),
+            },
+        ]);
+    }
+    out.push_str(&table.finish());
+}
+
+/// The whole status page from what could be loaded.
+pub fn render_index(doc: Result<&StatusDoc, &str>, audit: Result<&[Value], &str>) -> String {
+    let doc = match doc {
+        Ok(d) => d,
+        Err(e) => {
+            let body = format!(
+                "<header><h1>tend</h1></header><p class=\"banner warn\">No status yet: {}</p>\
+                 <p class=\"muted\">This page reloads itself.</p>",
+                escape(e)
+            );
+            return document("tend: no status yet", Some(REFRESH_SECS), &body);
+        }
+    };
+    let now = parse_time(&doc.generated_at).unwrap_or_else(SystemTime::now);
+    let behind = doc
+        .resources
+        .iter()
+        .filter(|r| r.state != ResourceState::InSync)
+        .count();
+    let (class, summary) = match (behind, doc.all_in_sync()) {
+        (0, true) => ("ok", "All in sync".to_string()),
+        (0, false) => ("warn", "A fetched revision is not applied yet".to_string()),
+        (n, _) => ("bad", format!("{n} not in sync")),
+    };
+    let mut out = String::new();
+    let _ = write!(
+        out,
+        "<header><h1>tend</h1><p class=\"banner {class}\"><b>{}</b></p>\
+         <p class=\"muted\">Generated {} · reloads every {REFRESH_SECS}s · \
+         <a href=\"/api/v1/status\">JSON</a> · <a href=\"/metrics\">metrics</a></p></header>",
+        escape(&summary),
+        escape(&doc.generated_at)
+    );
+    match &doc.source {
+        Some(s) => source_section(&mut out, s, now),
+        None => out.push_str("<h2>Source</h2><p class=\"muted\">Never fetched.</p>"),
+    }
+    counts_section(&mut out, doc);
+    drift_table(&mut out, doc);
+    audit_section(&mut out, audit, now);
+    document(&format!("tend: {summary}"), Some(REFRESH_SECS), &out)
+}
+
+fn diff_lines(diff: &str) -> String {
+    let mut out = String::new();
+    for line in diff.lines() {
+        let class = match line {
+            l if l.starts_with("+++") || l.starts_with("---") => "hdr",
+            l if l.starts_with('+') => "add",
+            l if l.starts_with('-') => "del",
+            l if l.starts_with("@@") => "hunk",
+            _ => "",
+        };
+        let _ = writeln!(out, "<span class=\"{class}\">{}</span>", escape(line));
+    }
+    out
+}
+
+/// The diff view of one resource.
+pub fn render_resource(id: &str, entry: Option<&ResourceStatus>, diff: Option<&str>) -> String {
+    let mut out = format!(
+        "<p><a href=\"/\">&larr; status</a></p><h1>{}</h1>",
+        escape(id)
+    );
+    match entry {
+        Some(r) => {
+            let _ = write!(out, "<dl><dt>State</dt><dd>{}</dd>", state_badge(r.state));
+            if let (Some(since), Some(a)) = (&r.drift_since, r.drift_age_seconds) {
+                let _ = write!(
+                    out,
+                    "<dt>Drifting</dt><dd>for {} (since {})</dd>",
+                    age(a),
+                    escape(since)
+                );
+            }
+            for (label, value) in [
+                ("Reason", &r.reason),
+                ("Next retry", &r.next_retry),
+                ("Last applied", &r.last_applied),
+            ] {
+                if let Some(v) = value {
+                    let _ = write!(out, "<dt>{label}</dt><dd>{}</dd>", escape(v));
+                }
+            }
+            if r.attempts > 0 {
+                let _ = write!(out, "<dt>Attempts</dt><dd>{}</dd>", r.attempts);
+            }
+            out.push_str("</dl>");
+        }
+        None => out.push_str("<p class=\"muted\">Not in the drift ledger.</p>"),
+    }
+    out.push_str("<h2>Diff</h2>");
+    match diff.filter(|d| !d.trim().is_empty()) {
+        Some(d) => {
+            let _ = write!(out, "<pre class=\"diff\">{}</pre>", diff_lines(d));
+        }
+        None => out.push_str(
+            "<p class=\"muted\">No difference between the declaration and the live state.</p>",
+        ),
+    }
+    document(&format!("tend: {id}"), None, &out)
+}
+
+/// `GET /`.
+pub async fn index(State(state): State<AppState>) -> Response {
+    let doc = load_status(state.state_dir.clone()).await;
+    let audit = load_audit(state.state_dir.clone(), RECENT_AUDIT).await;
+    // Always 200: a page that cannot read the ledger yet still loads and
+    // reloads itself until it can.
+    Html(render_index(
+        doc.as_ref().map_err(String::as_str),
+        audit.as_deref().map_err(String::as_str),
+    ))
+    .into_response()
+}
+
+/// `GET /resources/{id}`.
+pub async fn resource(State(state): State<AppState>, Path(id): Path<String>) -> Response {
+    let doc = load_status(state.state_dir.clone()).await.ok();
+    let entry = doc
+        .as_ref()
+        .and_then(|d| d.resources.iter().find(|r| r.id == id));
+    let diff = load_diff(&state, id.clone()).await;
+    let page = render_resource(&id, entry, diff.as_deref());
+    if entry.is_none() && diff.is_none() {
+        return (StatusCode::NOT_FOUND, Html(page)).into_response();
+    }
+    Html(page).into_response()
+}

@@ -1,0 +1,184 @@
+//! The status page and the diff view, rendered from a populated state dir.
+
+use std::sync::Arc;
+
+use axum::http::StatusCode;
+
+use super::{call, fixture, get, populate};
+
+/// Position of `needle` in `page`, failing the test when it is absent.
+fn at(page: &str, needle: &str) -> usize {
+    page.find(needle)
+        .unwrap_or_else(|| panic!("{needle:?} is not on the page"))
+}
+
+#[tokio::test]
+async fn the_page_is_self_contained_and_refreshes_itself() {
+    let f = fixture(&[], None);
+    populate(f.dir.path());
+    let (status, headers, page) = call(f.app(), get("/")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(headers["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("text/html"));
+    assert!(page.starts_with("<!DOCTYPE html>"));
+    at(&page, "<meta http-equiv=\"refresh\"");
+    at(
+        &page,
+        "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">",
+    );
+    for active in ["<script", "@import", "url(", " src="] {
+        assert!(!page.contains(active), "the page uses {active:?}");
+    }
+    // Every reference stays on this server: an air-gapped host has no other.
+    for link in page.split("href=\"").skip(1) {
+        assert!(
+            link.starts_with('/') || link.starts_with("data:"),
+            "external reference: {}",
+            &link[..40]
+        );
+    }
+    // The only <link> is the inline icon, which keeps browsers from asking
+    // for /favicon.ico (a 404 in the console).
+    assert_eq!(page.matches("<link ").count(), 1);
+    at(&page, "<link rel=\"icon\" href=\"data:,\">");
+}
+
+#[tokio::test]
+async fn the_page_shows_source_counts_drift_and_recent_changes() {
+    let f = fixture(&[], None);
+    populate(f.dir.path());
+    let (_, _, page) = call(f.app(), get("/")).await;
+    at(&page, "3 not in sync");
+    at(&page, "https://git.example.com/ops/hosts.git");
+    at(
+        &page,
+        &format!("<code title=\"{}\">aaaaaaaaaaaa…</code>", "a".repeat(40)),
+    );
+    at(
+        &page,
+        ">bbbbbbbbbbbb…</code> <span class=\"s-Drifted\">not applied yet",
+    );
+    at(&page, "<dt>Last fetch</dt>");
+    at(&page, "(30s ago)");
+    at(
+        &page,
+        "<span class=\"state s-Failed\">Failed</span> <b>1</b>",
+    );
+    // Longest drift first, each with its age, reason and next retry.
+    let nginx = at(&page, ">files/file/etc/nginx/nginx.conf</a>");
+    let hosts = at(&page, ">files/file/etc/hosts</a>");
+    let blocked = at(&page, ">files/file/srv/a b&lt;c&gt;.txt</a>");
+    assert!(nginx < hosts && hosts < blocked, "not sorted by drift age");
+    at(
+        &page,
+        "<td data-label=\"For\">2h1m</td><td data-label=\"Attempts\">3</td>",
+    );
+    at(&page, "<td data-label=\"For\">5m0s</td>");
+    assert!(
+        !page.contains(">files/file/etc/motd<"),
+        "an in-sync resource is listed as drifting"
+    );
+    // The twenty newest audit entries, newest first.
+    let newest = at(&page, ">files/file/etc/app/conf24</a>");
+    let oldest = at(&page, ">files/file/etc/app/conf5</a>");
+    assert!(newest < oldest);
+    assert!(
+        !page.contains(">files/file/etc/app/conf4</a>"),
+        "more than 20 audit entries"
+    );
+    at(&page, "<td data-label=\"Why\">content, mode</td>");
+}
+
+#[tokio::test]
+async fn everything_from_the_ledger_is_escaped() {
+    let f = fixture(&[], None);
+    populate(f.dir.path());
+    let (_, _, page) = call(f.app(), get("/")).await;
+    at(
+        &page,
+        "write failed: &lt;disk full&gt; &amp; &quot;more&quot;",
+    );
+    assert!(
+        !page.contains("<disk full>") && !page.contains("a b<c>"),
+        "raw markup from the ledger"
+    );
+    at(&page, "href=\"/resources/files/file/srv/a%20b%3Cc%3E.txt\"");
+}
+
+#[tokio::test]
+async fn a_state_dir_without_a_ledger_still_gives_a_page() {
+    let f = fixture(&[], None);
+    let (status, _, page) = call(f.app(), get("/")).await;
+    assert_eq!(status, StatusCode::OK);
+    at(&page, "No status yet");
+    at(&page, "<meta http-equiv=\"refresh\"");
+}
+
+#[tokio::test]
+async fn the_diff_view_shows_the_escaped_diff_of_one_resource() {
+    let mut f = fixture(&[], None);
+    populate(f.dir.path());
+    f.state.resource_diff = Arc::new(|id: &str| {
+        (id == "files/file/srv/a b<c>.txt").then(|| {
+            "--- live/x\n+++ desired/x\n@@ -1 +1 @@\n-old <b>bold</b>\n+new & improved\n"
+                .to_string()
+        })
+    });
+    let (status, _, page) = call(f.app(), get("/resources/files/file/srv/a%20b%3Cc%3E.txt")).await;
+    assert_eq!(status, StatusCode::OK);
+    at(&page, "<h1>files/file/srv/a b&lt;c&gt;.txt</h1>");
+    at(&page, "<span class=\"state s-Blocked\">Blocked</span>");
+    at(&page, "path outside root");
+    at(
+        &page,
+        "<span class=\"del\">-old &lt;b&gt;bold&lt;/b&gt;</span>",
+    );
+    at(&page, "<span class=\"add\">+new &amp; improved</span>");
+    at(&page, "<span class=\"hunk\">@@ -1 +1 @@</span>");
+    assert!(
+        !page.contains("http-equiv=\"refresh\""),
+        "the diff view reloads under the reader"
+    );
+    let (status, _, page) = call(f.app(), get("/resources/files/file/etc/hosts")).await;
+    assert_eq!(status, StatusCode::OK);
+    at(
+        &page,
+        "No difference between the declaration and the live state",
+    );
+    let (status, _, _) = call(f.app(), get("/resources/files/file/unknown")).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}
+
+/// The page reads beside a running daemon: a line the daemon is still
+/// writing stays as it is, and a state dir that does not exist yet is not
+/// created by a reader.
+#[tokio::test]
+async fn reading_the_page_writes_nothing_to_the_state_dir() {
+    let f = fixture(&[], None);
+    populate(f.dir.path());
+    let audit = f.dir.path().join("audit.jsonl");
+    let mut bytes = std::fs::read(&audit).unwrap();
+    bytes.extend_from_slice(b"{\"time\":\"2024-01-01T00:00:00Z\",\"id\":\"files/file/half");
+    std::fs::write(&audit, &bytes).unwrap();
+    let (status, _, page) = call(f.app(), get("/")).await;
+    assert_eq!(status, StatusCode::OK);
+    at(&page, ">files/file/etc/app/conf24</a>");
+    assert!(
+        !page.contains("files/file/half"),
+        "a half-written line was shown"
+    );
+    assert_eq!(
+        std::fs::read(&audit).unwrap(),
+        bytes,
+        "the reader cut the daemon's line in progress"
+    );
+
+    let mut missing = fixture(&[], None);
+    let nowhere = missing.dir.path().join("not-yet");
+    missing.state.state_dir = nowhere.clone();
+    let (status, _, _) = call(missing.app(), get("/")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(!nowhere.exists(), "a reader created the state dir");
+}

@@ -1,0 +1,313 @@
+//! Reacting in milliseconds: with the poll interval and the resync timer at
+//! one hour, only the file-system watcher can explain a fast correction.
+//! Also: tend's own writes do not feed back, hooks run once per pass and
+//! survive kill -9, systemd hears READY/EXTEND/WATCHDOG/STOPPING, and a full
+//! disk leaves no partial files.
+
+mod util;
+
+use std::os::unix::net::UnixDatagram;
+use std::time::{Duration, Instant};
+
+use util::{wait_until, Env};
+
+fn slow_timers(env: &Env) -> String {
+    env.config("policy:\n  resync: 1h\n")
+        .to_str()
+        .unwrap()
+        .to_string()
+}
+
+fn site(env: &Env) {
+    env.repo.write(
+        "a.tend.yaml",
+        "kind: file\npath: etc/app/a.conf\ncontent: \"a\\n\"\n---\nkind: file\npath: etc/app/b.conf\ncontent: \"b\\n\"\n---\nkind: file\npath: etc/c.conf\ncontent: \"c\\n\"\n",
+    );
+    env.repo.commit("init");
+}
+
+#[test]
+fn edits_deletions_and_symlink_swaps_are_undone_by_the_watcher() {
+    let env = Env::new();
+    site(&env);
+    let cfg = slow_timers(&env);
+    let _d = env.daemon(&["--interval", "1h", "-c", &cfg]);
+    assert!(
+        wait_until(20, || env.status()["counts"]["InSync"] == 3),
+        "{}",
+        env.daemon_log()
+    );
+    // The watches are in place once the first pass has ended, and status says so.
+    assert!(wait_until(10, || env.status()["watcher"]
+        .as_str()
+        .is_some_and(|w| w.starts_with("watching"))));
+
+    std::fs::write(env.at("etc/app/a.conf"), "edited\n").unwrap();
+    assert!(
+        wait_until(10, || env.read("etc/app/a.conf") == "a\n"),
+        "{}",
+        env.daemon_log()
+    );
+
+    std::fs::remove_file(env.at("etc/c.conf")).unwrap();
+    assert!(
+        wait_until(10, || env.at("etc/c.conf").exists()),
+        "{}",
+        env.daemon_log()
+    );
+
+    std::fs::remove_file(env.at("etc/app/b.conf")).unwrap();
+    std::os::unix::fs::symlink("/etc/passwd", env.at("etc/app/b.conf")).unwrap();
+    assert!(wait_until(10, || {
+        std::fs::symlink_metadata(env.at("etc/app/b.conf")).is_ok_and(|m| m.is_file())
+    }));
+    assert_eq!(env.read("etc/app/b.conf"), "b\n");
+
+    // A whole managed directory removed comes back too.
+    std::fs::remove_dir_all(env.at("etc/app")).unwrap();
+    assert!(wait_until(10, || env.at("etc/app/a.conf").exists()
+        && env.at("etc/app/b.conf").exists()));
+}
+
+#[test]
+fn convergence_after_a_deletion_is_well_inside_sixty_seconds() {
+    let env = Env::new();
+    site(&env);
+    let cfg = slow_timers(&env);
+    let _d = env.daemon(&["--interval", "1h", "-c", &cfg]);
+    assert!(wait_until(20, || env.status()["counts"]["InSync"] == 3));
+    std::thread::sleep(Duration::from_millis(300));
+    let started = Instant::now();
+    std::fs::remove_file(env.at("etc/c.conf")).unwrap();
+    assert!(wait_until(60, || env.at("etc/c.conf").exists()));
+    let took = started.elapsed();
+    // The required bound is 60 s; with a watcher it is far less (the
+    // benchmark measures it), so a generous fraction is asserted here.
+    assert!(took < Duration::from_secs(30), "{took:?}");
+}
+
+#[test]
+fn its_own_writes_do_not_make_it_reconcile_itself_in_a_loop() {
+    let env = Env::new();
+    env.repo.write(
+        "site.tend.yaml",
+        "kind: directory\npath: site\nsource: content\n",
+    );
+    for i in 0..2000 {
+        env.repo
+            .write(&format!("content/d{}/f{i}", i % 20), format!("{i}\n"));
+    }
+    env.repo.commit("many");
+    let cfg = slow_timers(&env);
+    let _d = env.daemon(&["--interval", "1h", "-c", &cfg, "--log-level", "debug"]);
+    assert!(
+        wait_until(120, || env.status()["counts"]["InSync"] == 2000),
+        "{}",
+        env.daemon_log()
+    );
+    std::thread::sleep(Duration::from_secs(3));
+    let passes = env.daemon_log().matches("pass done").count();
+    assert_eq!(
+        passes,
+        1,
+        "only the first pass; its own writes must not trigger more:\n{}",
+        env.daemon_log()
+    );
+}
+
+#[test]
+fn a_hook_runs_once_per_pass_however_many_files_changed() {
+    let env = Env::new();
+    let log = env.state.path().join("hook.log");
+    env.repo.write(
+        "site.tend.yaml",
+        "kind: directory\npath: site\nsource: content\non_change: reload\n",
+    );
+    for i in 0..5 {
+        env.repo.write(&format!("content/f{i}"), "v1\n");
+    }
+    env.repo.commit("v1");
+    let cfg = env.config(&format!(
+        "policy:\n  resync: 1h\nhooks:\n  reload: {{run: [sh, -c, \"echo ran >> {}\"], timeout: 10s}}\n",
+        log.display()
+    ));
+    let r = env.tend(&["sync", "-c", cfg.to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(std::fs::read_to_string(&log).unwrap(), "ran\n");
+    for i in 0..5 {
+        env.repo.write(&format!("content/f{i}"), "v2\n");
+    }
+    env.repo.commit("v2");
+    assert_eq!(env.tend(&["sync", "-c", cfg.to_str().unwrap()]).code, 0);
+    assert_eq!(std::fs::read_to_string(&log).unwrap(), "ran\nran\n");
+    // Nothing changed: no hook.
+    assert_eq!(env.tend(&["sync", "-c", cfg.to_str().unwrap()]).code, 0);
+    assert_eq!(std::fs::read_to_string(&log).unwrap(), "ran\nran\n");
+}
+
+#[test]
+fn a_hook_pending_when_tend_is_killed_runs_after_the_restart() {
+    let env = Env::new();
+    let log = env.state.path().join("hook.log");
+    env.repo.write(
+        "a.tend.yaml",
+        "kind: file\npath: etc/app.conf\ncontent: \"v1\\n\"\non_change: reload\n",
+    );
+    env.repo.commit("v1");
+    // The hook takes a while before it records that it ran, so a kill
+    // right after the write lands before the hook's effect.
+    let cfg = env.config(&format!(
+        "policy:\n  resync: 1h\nhooks:\n  reload: {{run: [sh, -c, \"sleep 3; echo ran >> {}\"], timeout: 30s}}\n",
+        log.display()
+    ));
+    let cfg = cfg.to_str().unwrap();
+    let mut d = env.daemon(&["--interval", "1h", "-c", cfg]);
+    assert!(wait_until(20, || env.at("etc/app.conf").exists()));
+    d.kill9();
+    assert!(!log.exists(), "the kill must land before the hook ran");
+    std::thread::sleep(Duration::from_secs(4));
+    assert!(
+        !log.exists(),
+        "a killed tend's hook must not finish behind its back"
+    );
+    let _d = env.daemon(&["--interval", "1h", "-c", cfg]);
+    assert!(
+        wait_until(20, || std::fs::read_to_string(&log)
+            .is_ok_and(|l| l == "ran\n")),
+        "{}",
+        env.daemon_log()
+    );
+}
+
+#[test]
+fn systemd_hears_ready_extend_watchdog_and_stopping() {
+    let env = Env::new();
+    site(&env);
+    let sock_path = env.state.path().join("notify.sock");
+    let sock = UnixDatagram::bind(&sock_path).unwrap();
+    sock.set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let cfg = slow_timers(&env);
+    let mut c = env.cmd(&[
+        "run",
+        "--interval",
+        "1h",
+        "-c",
+        &cfg,
+        "--listen",
+        "127.0.0.1:0",
+    ]);
+    c.env("NOTIFY_SOCKET", &sock_path)
+        .env("WATCHDOG_USEC", "1000000");
+    let mut d = util::Daemon {
+        child: c.spawn().unwrap(),
+    };
+    let mut got = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut buf = [0u8; 4096];
+    while Instant::now() < deadline {
+        if let Ok(n) = sock.recv(&mut buf) {
+            got.push(String::from_utf8_lossy(&buf[..n]).into_owned());
+        }
+        let ready = got.iter().any(|m| m.contains("READY=1"));
+        let pings = got.iter().filter(|m| m.contains("WATCHDOG=1")).count();
+        if ready && pings >= 3 {
+            break;
+        }
+    }
+    assert!(
+        got.iter().any(|m| m.starts_with("EXTEND_TIMEOUT_USEC=")),
+        "{got:?}"
+    );
+    let ready_at = got
+        .iter()
+        .position(|m| m.contains("READY=1"))
+        .expect("READY=1");
+    assert!(got[ready_at].contains("STATUS="), "{got:?}");
+    assert!(
+        got.iter().filter(|m| m.contains("WATCHDOG=1")).count() >= 3,
+        "{got:?}"
+    );
+    assert_eq!(d.stop(10), Some(0));
+    let mut stopping = false;
+    while let Ok(n) = sock.recv(&mut buf) {
+        stopping |= String::from_utf8_lossy(&buf[..n]).contains("STOPPING=1");
+    }
+    assert!(stopping, "{got:?}");
+}
+
+#[test]
+fn a_full_disk_leaves_no_partial_file_and_recovers() {
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("skipped: mounting a tmpfs needs root");
+        return;
+    }
+    let env = Env::new();
+    let root = env.root().join("small");
+    std::fs::create_dir_all(&root).unwrap();
+    let ok = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=256k", "tmpfs"])
+        .arg(&root)
+        .status();
+    if !ok.is_ok_and(|s| s.success()) {
+        eprintln!("skipped: cannot mount a tmpfs here");
+        return;
+    }
+    struct Unmount(std::path::PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("umount").arg(&self.0).status();
+        }
+    }
+    let _guard = Unmount(root.clone());
+    env.repo
+        .write(
+            "big.tend.yaml",
+            "kind: file\npath: big.bin\nsource: big.bin\n",
+        )
+        .write("big.bin", vec![b'x'; 160 * 1024]);
+    env.repo.commit("big");
+    std::fs::write(root.join("filler"), vec![0u8; 150 * 1024]).unwrap();
+    let run = |args: &[&str]| {
+        let out = util::tend_cmd()
+            .args(args)
+            .args([
+                "--repo",
+                &env.repo.url(),
+                "--state-dir",
+                env.state.path().to_str().unwrap(),
+                "--root",
+            ])
+            .arg(&root)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, _) = run(&["sync"]);
+    assert_eq!(code, Some(3));
+    let entries: Vec<String> = std::fs::read_dir(&root)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(
+        entries,
+        vec!["filler".to_string()],
+        "no partial or temp file may stay"
+    );
+    let r = env.resource("files/file/big.bin").expect("recorded");
+    assert_eq!(r["state"], "Failed", "{r}");
+    assert!(
+        r["reason"].as_str().unwrap().contains("No space left"),
+        "{r}"
+    );
+    std::fs::remove_file(root.join("filler")).unwrap();
+    let (code, err) = run(&["sync"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(
+        std::fs::read(root.join("big.bin")).unwrap().len(),
+        160 * 1024
+    );
+}
