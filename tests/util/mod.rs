@@ -135,23 +135,23 @@ pub fn snapshot_tree(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
     let mut out = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap() {
-            let e = e.unwrap();
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
             let p = e.path();
-            let ft = e.file_type().unwrap();
+            let Ok(ft) = e.file_type() else { continue };
             if ft.is_dir() {
                 stack.push(p.clone());
                 out.push((p, b"<dir>".to_vec()));
             } else if ft.is_symlink() {
-                out.push((
-                    p.clone(),
-                    std::fs::read_link(&p)
-                        .unwrap()
-                        .into_os_string()
-                        .into_encoded_bytes(),
-                ));
-            } else {
-                out.push((p.clone(), std::fs::read(&p).unwrap()));
+                // An entry that vanished since the listing (a writer's temp
+                // file renamed away) is simply not there.
+                if let Ok(target) = std::fs::read_link(&p) {
+                    out.push((p.clone(), target.into_os_string().into_encoded_bytes()));
+                }
+            } else if let Ok(bytes) = std::fs::read(&p) {
+                out.push((p.clone(), bytes));
             }
         }
     }
