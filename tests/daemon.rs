@@ -52,7 +52,11 @@ fn self_heal_off_keeps_the_hand_edit_and_its_age_grows() {
     env.repo.commit("init");
     let cfg = env.config("policy:\n  resync: 1s\n");
     let _d = env.daemon(&["--interval", "1s", "-c", cfg.to_str().unwrap()]);
-    assert!(wait_until(20, || env.at("etc/keep").exists()));
+    // Edit only once tend has confirmed its own write: an edit between the
+    // write and that check is taken for a failed apply and redone.
+    assert!(wait_until(20, || env
+        .resource("files/file/etc/keep")
+        .is_some_and(|r| r["state"] == "InSync")));
     std::fs::write(env.at("etc/keep"), "hand edit\n").unwrap();
     assert!(wait_until(20, || env
         .resource("files/file/etc/keep")
