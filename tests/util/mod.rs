@@ -3,6 +3,7 @@
 
 #![allow(dead_code)]
 
+pub mod http;
 pub mod repo;
 
 use std::os::unix::fs::MetadataExt;
