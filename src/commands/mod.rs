@@ -31,10 +31,14 @@ fn settings(args: &GlobalArgs) -> Result<Settings, ExitCode> {
 }
 
 fn init_logging(format: &str, level: &str) {
+    use std::io::IsTerminal;
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_new(level).unwrap_or_else(|_| EnvFilter::new("info"));
+    // Colour codes only for a terminal: a log file or the journal would
+    // keep them as noise.
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr);
     let _ = if format == "json" {
         builder.json().try_init()
@@ -47,8 +51,13 @@ fn init_logging(format: &str, level: &str) {
 /// it sets libgit2's process-wide transport options.
 pub fn run(cli: Cli) -> ExitCode {
     let g = &cli.global;
-    let level = g.log_level.clone().unwrap_or_else(|| "warn".into());
-    init_logging(g.log_format.as_deref().unwrap_or("text"), &level);
+    // The daemon logs as its settings say (flag, env, then the config's
+    // `log` section; info by default); the short commands stay quiet
+    // unless asked.
+    if !matches!(cli.command, Command::Run) {
+        let level = g.log_level.clone().unwrap_or_else(|| "warn".into());
+        init_logging(g.log_format.as_deref().unwrap_or("text"), &level);
+    }
     match &cli.command {
         Command::Status => status::run(g),
         Command::Pause { ids, duration } => pause::pause(g, ids, duration.map(|d| d.0)),
@@ -69,7 +78,10 @@ pub fn run(cli: Cli) -> ExitCode {
             command: PluginCommand::Check { timeout, command },
         } => plugin::check(g, command, timeout.0),
         Command::Run => match settings(g) {
-            Ok(s) => crate::reconcile::daemon::run(s),
+            Ok(s) => {
+                init_logging(&s.log_format, &s.log_level);
+                crate::reconcile::daemon::run(s)
+            }
             Err(code) => code,
         },
     }

@@ -33,6 +33,10 @@ pub enum Trigger {
     FullPass,
 }
 
+/// The metrics' drift ages are brought up to date at least this often, so
+/// they grow between events as the ledger's ages do.
+const AGES_EVERY: Duration = Duration::from_secs(5);
+
 fn fail(message: impl std::fmt::Display) -> ExitCode {
     eprintln!("tend: {message}");
     ExitCode::from(2)
@@ -89,6 +93,8 @@ struct Loop {
     watch: Option<Watch>,
     notifier: Arc<Notifier>,
     last_published: Option<Instant>,
+    /// A throttled publish was skipped; the next tick makes it.
+    publish_pending: bool,
 }
 
 impl Loop {
@@ -233,15 +239,19 @@ impl Loop {
         )
     }
 
-    /// Gauges from the ledger, at most once a second unless forced.
+    /// Gauges from the ledger, at most once a second unless forced. A
+    /// skipped update is only deferred: with hour-long timers, dropping it
+    /// would leave the gauges wrong until the next event.
     async fn publish(&mut self, force: bool) {
         if !force
             && self
                 .last_published
                 .is_some_and(|t| t.elapsed() < Duration::from_secs(1))
         {
+            self.publish_pending = true;
             return;
         }
+        self.publish_pending = false;
         self.last_published = Some(Instant::now());
         let metrics = self.shared.metrics.clone();
         let watch_line = self.watch.as_ref().map(|w| w.describe());
@@ -398,6 +408,7 @@ async fn run_loop(ctx: Context, rec: Recorder) -> ExitCode {
         watch,
         notifier: notifier.clone(),
         last_published: None,
+        publish_pending: false,
     };
     lp.pauses_changed().await;
     let mut next_fetch = Instant::now();
@@ -434,6 +445,10 @@ async fn run_loop(ctx: Context, rec: Recorder) -> ExitCode {
                 ctl.beat();
                 if lp.pauses_changed().await {
                     lp.pass(Scope::All).await;
+                }
+                let stale = lp.last_published.is_some_and(|t| t.elapsed() >= AGES_EVERY);
+                if lp.publish_pending || stale {
+                    lp.publish(false).await;
                 }
             }
         }
