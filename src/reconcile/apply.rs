@@ -369,12 +369,19 @@ fn verify(
                     Outcome::new(State::InSync, None)
                 }
                 Comparison::Unknown(r) => Outcome::new(State::Unknown, Some(r)),
-                Comparison::Differs { .. } => Outcome::new(
-                    State::Failed,
-                    Some(
-                        "still differs right after apply: another writer may be changing it".into(),
-                    ),
-                ),
+                Comparison::Differs { .. } => {
+                    // The write itself succeeded: what differs now is another
+                    // writer's change, so it counts as drift of an applied
+                    // declaration (self_heal: false leaves it alone).
+                    digests.push((d.id.clone(), spec_digest(d)));
+                    Outcome::new(
+                        State::Failed,
+                        Some(
+                            "still differs right after apply: another writer may be changing it"
+                                .into(),
+                        ),
+                    )
+                }
             };
         outcome.applied = true;
         if !corrections.is_empty() {
