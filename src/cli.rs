@@ -13,7 +13,8 @@ Examples:
   tend run -c /etc/tend/tend.yaml
   tend status -o json
   tend validate --repo . --path hosts/web-1
-  tend pause files/file/etc/motd --for 1h";
+  tend pause files/file/etc/motd --for 1h
+  tend plugin check -- ./fixtures/plugins/settings --file /tmp/settings.json";
 
 #[derive(Debug, Parser)]
 #[command(name = "tend", version, about = "Keeps hosts and sidecars equal to a declaration in Git", after_help = EXAMPLES)]
@@ -58,6 +59,27 @@ pub enum Command {
     },
     /// Restart correcting (all, or the named resources)
     Resume { ids: Vec<String> },
+    /// Work with exec plugins
+    Plugin {
+        #[command(subcommand)]
+        command: PluginCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PluginCommand {
+    /// Run the protocol against a plugin and report each conformance check
+    #[command(
+        after_help = "Example:\n  tend plugin check -- /usr/lib/tend/plugins/flags --db /tmp/flags.db\n\nExit codes: 0 every check passed, 1 some check failed, 2 usage error."
+    )]
+    Check {
+        /// Bound on each call to the plugin
+        #[arg(long, value_name = "DUR", default_value = "10s")]
+        timeout: Dur,
+        /// The plugin's command line, after `--`
+        #[arg(last = true, required = true, value_name = "COMMAND")]
+        command: Vec<String>,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -61,6 +61,8 @@ pub struct TargetConfig {
     pub kind: String,
     pub root: Option<PathBuf>,
     pub command: Option<Vec<String>>,
+    /// exec: bound on one call to the plugin.
+    pub timeout: Option<Dur>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -189,8 +191,13 @@ pub struct SourceSettings {
 
 #[derive(Debug, Clone)]
 pub enum TargetKind {
-    Files { root: PathBuf },
-    Exec { command: Vec<String> },
+    Files {
+        root: PathBuf,
+    },
+    Exec {
+        command: Vec<String>,
+        timeout: Duration,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -358,6 +365,18 @@ pub fn resolve(args: &GlobalArgs) -> Result<Settings, ConfigError> {
                 "target name {name:?} may not be empty or contain `/`"
             )));
         }
+        let misplaced = match t.kind.as_str() {
+            "files" if t.command.is_some() => Some("command"),
+            "files" if t.timeout.is_some() => Some("timeout"),
+            "exec" if t.root.is_some() => Some("root"),
+            _ => None,
+        };
+        if let Some(key) = misplaced {
+            return Err(bad(format!(
+                "target {name}: `{key}` does not apply to type {}",
+                t.kind
+            )));
+        }
         let kind = match t.kind.as_str() {
             "files" => TargetKind::Files {
                 root: t
@@ -369,6 +388,7 @@ pub fn resolve(args: &GlobalArgs) -> Result<Settings, ConfigError> {
                 TargetKind::Exec {
                     command: command
                         .ok_or_else(|| bad(format!("target {name}: type exec needs `command`")))?,
+                    timeout: t.timeout.map(|d| d.0).unwrap_or(Duration::from_secs(30)),
                 }
             }
             other => {
@@ -499,6 +519,52 @@ mod tests {
         assert_eq!(parse_size("1GiB").unwrap(), 1 << 30);
         assert_eq!(parse_size("10 MiB").unwrap(), 10 << 20);
         assert!(parse_size("1 parsec").is_err());
+    }
+
+    fn resolve_config(text: &str) -> Result<Settings, ConfigError> {
+        use clap::Parser;
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("tend.yaml");
+        std::fs::write(&p, text).unwrap();
+        let cli = crate::cli::Cli::parse_from([
+            "tend",
+            "-c",
+            p.to_str().unwrap(),
+            "--repo",
+            "/x",
+            "diff",
+        ]);
+        resolve(&cli.global)
+    }
+
+    #[test]
+    fn exec_targets_take_a_command_and_a_timeout_and_nothing_of_files() {
+        let s = resolve_config(
+            "targets:\n  app: {type: exec, command: [/bin/plugin, --x], timeout: 5s}\n",
+        )
+        .unwrap();
+        match &s.targets[0].kind {
+            TargetKind::Exec { command, timeout } => {
+                assert_eq!(command, &["/bin/plugin", "--x"]);
+                assert_eq!(*timeout, Duration::from_secs(5));
+            }
+            other => panic!("{other:?}"),
+        }
+        let err = resolve_config("targets:\n  app: {type: exec, command: [p], root: /}\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("`root` does not apply to type exec"), "{err}");
+        let err = resolve_config("targets:\n  f: {type: files, root: /, command: [sh]}\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("`command` does not apply to type files"),
+            "{err}"
+        );
+        let err = resolve_config("targets:\n  app: {type: exec}\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("type exec needs `command`"), "{err}");
     }
 
     #[test]

@@ -5,6 +5,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use crate::model::{Action, Change, Desired, Field, Live, Observed, RelPath, ResourceId, Spec};
+use crate::ownership;
 
 /// The outcome of comparing one resource.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -18,15 +19,24 @@ pub enum Comparison {
     Unknown(String),
 }
 
-/// Compares one declared resource with what was observed at its path.
-pub fn compare(desired: &Desired, observed: &Observed) -> Comparison {
+/// Compares one declared resource with what was observed for it. `before`
+/// lists the fields tend set on a structured resource earlier (its managed
+/// fields); those the declaration dropped are removed.
+pub fn compare(desired: &Desired, observed: &Observed, before: &[String]) -> Comparison {
     let live = match observed {
         Observed::Unknown(reason) => return Comparison::Unknown(reason.clone()),
         Observed::Absent => {
+            // A structured create names every field it sets, for the diff.
+            let fields = match &desired.spec {
+                Spec::Structured(s) => {
+                    ownership::compare(&s.spec, &serde_json::json!({}), &s.ignore, &[])
+                }
+                _ => Vec::new(),
+            };
             return Comparison::Differs {
                 action: Action::Create,
-                fields: Vec::new(),
-            }
+                fields,
+            };
         }
         Observed::Present(live) => live,
     };
@@ -65,6 +75,9 @@ pub fn compare(desired: &Desired, observed: &Observed) -> Comparison {
                     to: target.clone(),
                 });
             }
+        }
+        (Spec::Structured(s), Live::Structured { state, .. }) => {
+            fields = ownership::compare(&s.spec, state, &s.ignore, before);
         }
         (spec, live) => fields.push(Field::Type {
             from: live.type_name().into(),
@@ -115,18 +128,21 @@ impl Plan {
 /// Compares the whole desired state with fresh observations. `observed`
 /// must hold an answer for every desired identity and every inventory
 /// member; `keep` lists identities that are declared but blocked, which are
-/// never pruned.
+/// never pruned; `managed` holds the fields tend set on structured
+/// resources before.
 pub fn plan(
     desired: &BTreeMap<ResourceId, Desired>,
     keep: &dyn Fn(&ResourceId) -> bool,
     inventory: &[Owned],
     observed: &HashMap<ResourceId, Observed>,
+    managed: &HashMap<ResourceId, Vec<String>>,
 ) -> Plan {
     let mut plan = Plan::default();
     let missing = || Observed::Unknown("not observed".into());
     for (id, d) in desired {
         let obs = observed.get(id).cloned().unwrap_or_else(missing);
-        match compare(d, &obs) {
+        let before = managed.get(id).map(Vec::as_slice).unwrap_or_default();
+        match compare(d, &obs, before) {
             Comparison::InSync => plan.in_sync.push(id.clone()),
             Comparison::Unknown(reason) => plan.unknown.push((id.clone(), reason)),
             Comparison::Differs { action, fields } => plan.applies.push(Change {
@@ -203,9 +219,12 @@ mod tests {
     #[test]
     fn only_differing_fields() {
         let d = file("a", b"x", 0o644);
-        assert_eq!(compare(&d, &live_file(b"x", 0o644)), Comparison::InSync);
         assert_eq!(
-            compare(&d, &live_file(b"x", 0o600)),
+            compare(&d, &live_file(b"x", 0o644), &[]),
+            Comparison::InSync
+        );
+        assert_eq!(
+            compare(&d, &live_file(b"x", 0o600), &[]),
             Comparison::Differs {
                 action: Action::Update,
                 fields: vec![Field::Mode {
@@ -215,26 +234,26 @@ mod tests {
             }
         );
         assert_eq!(
-            compare(&d, &live_file(b"y", 0o644)),
+            compare(&d, &live_file(b"y", 0o644), &[]),
             Comparison::Differs {
                 action: Action::Update,
                 fields: vec![Field::Content]
             }
         );
         assert!(matches!(
-            compare(&d, &Observed::Absent),
+            compare(&d, &Observed::Absent, &[]),
             Comparison::Differs {
                 action: Action::Create,
                 ..
             }
         ));
         assert!(matches!(
-            compare(&d, &Observed::Unknown("EIO".into())),
+            compare(&d, &Observed::Unknown("EIO".into()), &[]),
             Comparison::Unknown(_)
         ));
         let dir = Observed::Present(Live::Directory { empty: true });
         assert!(
-            matches!(compare(&d, &dir), Comparison::Differs { fields, .. } if fields[0].name() == "type")
+            matches!(compare(&d, &dir, &[]), Comparison::Differs { fields, .. } if fields[0].name() == "type")
         );
     }
 
@@ -271,7 +290,13 @@ mod tests {
             Observed::Unknown("EIO".into()),
         );
         let blocked = ResourceId::new("files", "file", "blocked");
-        let p = plan(&desired, &|id| *id == blocked, &inventory, &observed);
+        let p = plan(
+            &desired,
+            &|id| *id == blocked,
+            &inventory,
+            &observed,
+            &HashMap::new(),
+        );
         let deletes: Vec<_> = p.deletes.iter().map(|c| c.path.as_str()).collect();
         assert_eq!(deletes, vec!["a/b/c", "a"]);
         assert_eq!(p.forgotten, vec![ResourceId::new("files", "file", "gone")]);

@@ -123,17 +123,32 @@ pub struct FileSpec {
     pub gid: Option<u32>,
 }
 
+/// A structured resource served by a plugin: an object of some kind, named,
+/// whose declared fields tend manages and whose other fields it leaves alone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StructuredSpec {
+    pub kind: String,
+    pub name: String,
+    /// The declared fields, ignored ones already taken out: what tend owns.
+    pub spec: serde_json::Value,
+    /// JSON pointers (`/spec/...`) owned by someone else: never compared,
+    /// never written.
+    pub ignore: Vec<String>,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Spec {
     File(FileSpec),
     Symlink { target: String },
+    Structured(StructuredSpec),
 }
 
 impl Spec {
-    pub fn kind(&self) -> &'static str {
+    pub fn kind(&self) -> &str {
         match self {
             Spec::File(_) => "file",
             Spec::Symlink { .. } => "symlink",
+            Spec::Structured(s) => &s.kind,
         }
     }
 }
@@ -170,6 +185,12 @@ pub enum Live {
     },
     /// A device, fifo or socket.
     Other(String),
+    /// A plugin's object: its state, and the version its store reports (a
+    /// resourceVersion, an mtime) so repeated writes can be told apart.
+    Structured {
+        state: serde_json::Value,
+        version: Option<String>,
+    },
 }
 
 impl Live {
@@ -179,6 +200,7 @@ impl Live {
             Live::Symlink { .. } => "symlink",
             Live::Directory { .. } => "directory",
             Live::Other(_) => "special file",
+            Live::Structured { .. } => "object",
         }
     }
 }
@@ -235,11 +257,19 @@ pub enum Field {
         from: String,
         to: String,
     },
+    /// One field of a structured resource, named by a JSON pointer under
+    /// `/spec`; `None` means absent (an add, or a removal).
+    Json {
+        pointer: String,
+        from: Option<serde_json::Value>,
+        to: Option<serde_json::Value>,
+    },
 }
 
 impl Field {
-    /// The short field name used in JSON output and the audit log.
-    pub fn name(&self) -> &'static str {
+    /// The short field name used in JSON output and the audit log; a
+    /// structured field is named by its pointer.
+    pub fn name(&self) -> &str {
         match self {
             Field::Type { .. } => "type",
             Field::Content => "content",
@@ -247,6 +277,7 @@ impl Field {
             Field::Owner { .. } => "owner",
             Field::Group { .. } => "group",
             Field::LinkTarget { .. } => "target",
+            Field::Json { pointer, .. } => pointer,
         }
     }
 }

@@ -4,7 +4,7 @@
 
 use similar::{ChangeTag, TextDiff};
 
-use crate::model::{Action, Change, Field};
+use crate::model::{Action, Change, Field, Live, Observed, Spec};
 
 /// Content larger than this is not diffed line by line.
 const MAX_DIFF_BYTES: usize = 1 << 20;
@@ -42,7 +42,11 @@ pub fn content_diff(change: &Change, shown: &Shown) -> String {
             .iter()
             .any(|f| matches!(f, Field::Content | Field::Type { .. })),
     };
-    if !content_changes {
+    let structured = matches!(
+        change.desired.as_ref().map(|d| &d.spec),
+        Some(Spec::Structured(_))
+    ) || matches!(change.observed, Observed::Present(Live::Structured { .. }));
+    if !content_changes || structured {
         return String::new();
     }
     let (old, new) = (
@@ -105,11 +109,31 @@ fn mode(m: u32) -> String {
     format!("{m:04o}")
 }
 
-/// One line per non-content change.
-pub fn field_lines(change: &Change) -> Vec<String> {
+/// A structured field's value in a diff line: compact JSON, or `absent`.
+fn value(v: &Option<serde_json::Value>) -> String {
+    v.as_ref()
+        .map_or_else(|| "absent".into(), |v| v.to_string())
+}
+
+/// One line per non-content change; a structured resource's fields show as
+/// `/spec/replicas: 2 -> 3` (values hidden when sensitive).
+pub fn field_lines(change: &Change, sensitive: bool) -> Vec<String> {
     let id = change.id.as_str();
+    let json = |f: &Field| match f {
+        Field::Json { pointer, .. } if sensitive => {
+            Some(format!("{id}: {pointer}: changed (sensitive)"))
+        }
+        Field::Json { pointer, from, to } => {
+            Some(format!("{id}: {pointer}: {} -> {}", value(from), value(to)))
+        }
+        _ => None,
+    };
     match change.action {
-        Action::Create => return vec![format!("{id}: create")],
+        Action::Create => {
+            let mut lines = vec![format!("{id}: create")];
+            lines.extend(change.fields.iter().filter_map(json));
+            return lines;
+        }
         Action::Delete => return vec![format!("{id}: delete")],
         Action::Update => {}
     }
@@ -117,6 +141,7 @@ pub fn field_lines(change: &Change) -> Vec<String> {
         .fields
         .iter()
         .filter_map(|f| match f {
+            Field::Json { .. } => json(f),
             Field::Content => None,
             Field::Type { from, to } => Some(format!("{id}: type {from} -> {to}")),
             Field::Mode { from, to } => {
@@ -132,7 +157,7 @@ pub fn field_lines(change: &Change) -> Vec<String> {
 /// The text form of one change.
 pub fn text(change: &Change, shown: &Shown) -> String {
     let mut out = String::new();
-    for line in field_lines(change) {
+    for line in field_lines(change, shown.sensitive) {
         let code = match change.action {
             Action::Create => "32",
             Action::Delete => "31",
@@ -166,7 +191,7 @@ pub fn json(change: &Change, shown: &Shown) -> serde_json::Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{Observed, RelPath, ResourceId};
+    use crate::model::{RelPath, ResourceId};
 
     fn change(action: Action, fields: Vec<Field>) -> Change {
         Change {

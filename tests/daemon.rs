@@ -52,7 +52,7 @@ fn self_heal_off_keeps_the_hand_edit_and_its_age_grows() {
     env.repo.commit("init");
     let cfg = env.config("policy:\n  resync: 1s\n");
     let _d = env.daemon(&["--interval", "1s", "-c", cfg.to_str().unwrap()]);
-    assert!(wait_until(20, || env.at("etc/keep").exists()));
+    assert!(wait_until(20, || env.status()["counts"]["InSync"] == 1));
     std::fs::write(env.at("etc/keep"), "hand edit\n").unwrap();
     assert!(wait_until(20, || env
         .resource("files/file/etc/keep")
@@ -74,7 +74,7 @@ fn a_paused_resource_is_left_alone_until_resumed() {
     site(&env);
     let cfg = env.config("policy:\n  resync: 1s\n");
     let _d = env.daemon(&["--interval", "1s", "-c", cfg.to_str().unwrap()]);
-    assert!(wait_until(20, || env.at("etc/a").exists()));
+    assert!(wait_until(20, || env.status()["counts"]["InSync"] == 2));
     let state = env.state.path().to_str().unwrap();
     let p = env.raw(&["pause", "files/file/etc/a", "--state-dir", state]);
     assert_eq!(p.code, 0, "{p:?}");
@@ -101,9 +101,9 @@ fn a_paused_resource_is_left_alone_until_resumed() {
 fn drift_is_corrected_at_the_next_resync() {
     let env = Env::new();
     site(&env);
-    let cfg = env.config("policy:\n  resync: 2s\n");
+    let cfg = env.config("policy:\n  resync: 2s\n  watch: false\n");
     let _d = env.daemon(&["--interval", "1h", "-c", cfg.to_str().unwrap()]);
-    assert!(wait_until(20, || env.at("etc/a").exists()));
+    assert!(wait_until(20, || env.status()["counts"]["InSync"] == 2));
     std::fs::write(env.at("etc/a"), "drifted\n").unwrap();
     std::fs::remove_file(env.at("etc/b")).unwrap();
     assert!(
@@ -205,7 +205,7 @@ fn a_second_writer_makes_the_resource_contested_and_tend_backs_off() {
     site(&env);
     let cfg = env.config("policy:\n  resync: 1s\n  contested: {corrections: 3, window: 10m}\n");
     let _d = env.daemon(&["--interval", "1s", "-c", cfg.to_str().unwrap()]);
-    assert!(wait_until(20, || env.at("etc/a").exists()));
+    assert!(wait_until(20, || env.status()["counts"]["InSync"] == 2));
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let (flag, path) = (stop.clone(), env.at("etc/a"));
     let writer = std::thread::spawn(move || {

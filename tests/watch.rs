@@ -63,8 +63,9 @@ fn edits_deletions_and_symlink_swaps_are_undone_by_the_watcher() {
     }));
     assert_eq!(env.read("etc/app/b.conf"), "b\n");
 
-    // A whole managed directory removed comes back too.
-    std::fs::remove_dir_all(env.at("etc/app")).unwrap();
+    // A whole managed directory taken away (in one step, so tend cannot
+    // race the removal) comes back too.
+    std::fs::rename(env.at("etc/app"), env.at("etc/app-moved")).unwrap();
     assert!(wait_until(10, || env.at("etc/app/a.conf").exists()
         && env.at("etc/app/b.conf").exists()));
 }

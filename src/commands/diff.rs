@@ -25,8 +25,8 @@ pub fn run(g: &GlobalArgs, settings: Settings) -> ExitCode {
     } else {
         Ledger::open_read_only(dir)
     };
-    let inventory = match ledger.and_then(|l| l.inventory()) {
-        Ok(i) => i,
+    let ledger = match ledger {
+        Ok(l) => l,
         Err(e) => return fail(e),
     };
     let key = match HashKey::load_or_create(dir) {
@@ -37,7 +37,10 @@ pub fn run(g: &GlobalArgs, settings: Settings) -> ExitCode {
         Ok(r) => r,
         Err(e) => return fail(e),
     };
-    let p = reconcile::prepare(&ctx, &rev, &inventory, Scope::All);
+    let p = match reconcile::prepare(&ctx, &rev, &ledger, Scope::All) {
+        Ok(p) => p,
+        Err(e) => return fail(e),
+    };
     let held = reconcile::prune_guard(&ctx, &rev, &p, PassOptions::default());
     let color = g.use_color();
     let json = g.output == Output::Json;

@@ -2,13 +2,14 @@
 
 mod diff;
 mod pause;
+mod plugin;
 mod status;
 mod sync;
 mod validate;
 
 use std::process::ExitCode;
 
-use crate::cli::{Cli, Command, GlobalArgs};
+use crate::cli::{Cli, Command, GlobalArgs, PluginCommand};
 use crate::config::{self, Settings};
 
 /// Exit code for errors of usage, config, source or lock.
@@ -20,7 +21,13 @@ fn fail(message: impl std::fmt::Display) -> ExitCode {
 }
 
 fn settings(args: &GlobalArgs) -> Result<Settings, ExitCode> {
-    config::resolve(args).map_err(fail)
+    let settings = config::resolve(args).map_err(fail)?;
+    let source = &settings.source;
+    // SAFETY: `run` is called by main on the process's only thread: nothing
+    // has used libgit2 yet, and the runtime and server threads start later.
+    unsafe { crate::source::configure_transport(source.timeout, source.auth.ca_file.as_deref()) }
+        .map_err(fail)?;
+    Ok(settings)
 }
 
 fn init_logging(format: &str, level: &str) {
@@ -36,6 +43,8 @@ fn init_logging(format: &str, level: &str) {
     };
 }
 
+/// Runs one command. Call it from the main thread before starting any other:
+/// it sets libgit2's process-wide transport options.
 pub fn run(cli: Cli) -> ExitCode {
     let g = &cli.global;
     let level = g.log_level.clone().unwrap_or_else(|| "warn".into());
@@ -56,6 +65,9 @@ pub fn run(cli: Cli) -> ExitCode {
             Ok(s) => sync::run(g, s, *allow_mass_prune),
             Err(code) => code,
         },
+        Command::Plugin {
+            command: PluginCommand::Check { timeout, command },
+        } => plugin::check(g, command, timeout.0),
         Command::Run => match settings(g) {
             Ok(s) => crate::reconcile::daemon::run(s),
             Err(code) => code,

@@ -16,7 +16,22 @@ pub fn run(g: &GlobalArgs, settings: Settings, allow_mass_prune: bool) -> ExitCo
     };
     let revision = match reconcile::fetch(&ctx, &rec, SystemTime::now()) {
         Ok(r) => r,
-        Err(e) => return fail(e),
+        Err(e) => {
+            let kept = rec
+                .ledger
+                .source()
+                .ok()
+                .flatten()
+                .and_then(|s| s.applied_revision);
+            let kept = match kept {
+                Some(r) => format!(
+                    "; nothing was changed, revision {} stays applied",
+                    &r[..r.len().min(12)]
+                ),
+                None => "; nothing was changed".to_string(),
+            };
+            return fail(format!("{e}{kept}"));
+        }
     };
     let opts = PassOptions {
         allow_mass_prune,

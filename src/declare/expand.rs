@@ -6,10 +6,15 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use git2::Oid;
 
-use super::yaml::{self, Decl, IdOrName, Parsed};
+mod fields;
+mod select;
+mod structured;
+
+use super::yaml::{self, Decl, Parsed};
 use super::{Declared, Options, Problem};
 use crate::model::{blob_id, Desired, FileSpec, Origin, RelPath, ResourceId, Spec};
 use crate::source::{Entry, EntryMode, Snapshot, SourceError};
+use fields::{parent_dir, parse_mode, repo_join, resolve_principal};
 
 const LFS_POINTER: &[u8] = b"version https://git-lfs.github.com/spec/";
 
@@ -22,69 +27,6 @@ pub(super) struct Builder<'a> {
     blocked: BTreeMap<ResourceId, String>,
     problems: Vec<Problem>,
     inline: HashMap<Oid, Vec<u8>>,
-}
-
-/// Joins `rel` onto the directory `base` inside the repository, refusing to
-/// climb above the repository root. A leading `/` means the repository root.
-fn repo_join(base: &str, rel: &str) -> Result<String, String> {
-    let mut parts: Vec<&str> = if rel.starts_with('/') {
-        Vec::new()
-    } else {
-        base.split('/').filter(|p| !p.is_empty()).collect()
-    };
-    for part in rel.split('/') {
-        match part {
-            "" | "." => {}
-            ".." => {
-                if parts.pop().is_none() {
-                    return Err(format!("source {rel:?} leaves the repository"));
-                }
-            }
-            p => parts.push(p),
-        }
-    }
-    Ok(parts.join("/"))
-}
-
-fn parent_dir(path: &str) -> &str {
-    path.rfind('/').map(|i| &path[..i]).unwrap_or("")
-}
-
-fn parse_mode(s: &str) -> Result<u32, String> {
-    let digits = s.strip_prefix("0o").unwrap_or(s);
-    match u32::from_str_radix(digits, 8) {
-        Ok(m) if m <= 0o7777 && !digits.is_empty() => Ok(m),
-        _ => Err(format!(
-            "mode {s:?} is not an octal permission like \"0644\""
-        )),
-    }
-}
-
-fn resolve_principal(p: &IdOrName, group: bool) -> Result<u32, String> {
-    let name = match p {
-        IdOrName::Id(n) => return Ok(*n),
-        IdOrName::Name(s) => s,
-    };
-    if let Ok(n) = name.parse::<u32>() {
-        return Ok(n);
-    }
-    let found = if group {
-        nix::unistd::Group::from_name(name)
-            .ok()
-            .flatten()
-            .map(|g| g.gid.as_raw())
-    } else {
-        nix::unistd::User::from_name(name)
-            .ok()
-            .flatten()
-            .map(|u| u.uid.as_raw())
-    };
-    found.ok_or_else(|| {
-        format!(
-            "unknown {} {name:?} on this host",
-            if group { "group" } else { "user" }
-        )
-    })
 }
 
 impl<'a> Builder<'a> {
@@ -112,30 +54,6 @@ impl<'a> Builder<'a> {
     fn block(&mut self, id: ResourceId, origin: &Origin, reason: String) {
         self.problem(&origin.file, origin.line, format!("{id}: {reason}"));
         self.blocked.insert(id, reason);
-    }
-
-    /// The target for `kind`: the named one, or the only one serving it.
-    fn pick_target(&self, named: Option<&str>, kind: &str) -> Result<String, String> {
-        let serving: Vec<&str> = self
-            .opts
-            .targets
-            .iter()
-            .filter(|t| t.kinds.iter().any(|k| k == kind))
-            .map(|t| t.name.as_str())
-            .collect();
-        match named {
-            Some(n) if serving.contains(&n) => Ok(n.to_string()),
-            Some(n) if self.opts.targets.iter().any(|t| t.name == n) => {
-                Err(format!("target {n:?} does not serve kind {kind:?}"))
-            }
-            Some(n) => Err(format!("no target named {n:?} in the config")),
-            None if serving.len() == 1 => Ok(serving[0].to_string()),
-            None if serving.is_empty() => Err(format!("no configured target serves kind {kind:?}")),
-            None => Err(format!(
-                "several targets serve kind {kind:?} ({}); name one with `target:`",
-                serving.join(", ")
-            )),
-        }
     }
 
     /// A content file's spec, after following repository symlinks and
@@ -283,20 +201,23 @@ impl<'a> Builder<'a> {
         let serves = match kind {
             "file" | "directory" => "file",
             "symlink" => "symlink",
-            other => {
-                return Err(format!(
-                    "unknown kind {other:?} (known: file, directory, symlink)"
-                ))
-            }
+            _ => return self.structured(d, origin),
         };
-        let target = self.pick_target(d.target.as_deref(), serves)?;
-        let path = RelPath::parse(&d.path)?;
         let misplaced = |field: &str, present: bool| -> Result<(), String> {
             if present {
                 return Err(format!("`{field}` does not apply to kind {kind}"));
             }
             Ok(())
         };
+        misplaced("name", d.name.is_some())?;
+        misplaced("spec", d.spec.is_some())?;
+        misplaced("ignore", d.ignore.is_some())?;
+        let target = self.pick_target(d.target.as_deref(), serves)?;
+        let raw = d
+            .path
+            .as_deref()
+            .ok_or_else(|| format!("kind {kind} needs `path`"))?;
+        let path = RelPath::parse(raw)?;
         match kind {
             "symlink" => {
                 misplaced("source", d.source.is_some())?;
@@ -437,7 +358,11 @@ impl<'a> Builder<'a> {
     /// (a file cannot also be a directory).
     fn nested_conflicts(&mut self) {
         let mut by_target: BTreeMap<&str, Vec<(&RelPath, &ResourceId)>> = BTreeMap::new();
-        for d in self.resources.values() {
+        let on_paths = self
+            .resources
+            .values()
+            .filter(|d| !matches!(d.spec, Spec::Structured(_)));
+        for d in on_paths {
             by_target
                 .entry(d.target.as_str())
                 .or_default()
@@ -488,27 +413,5 @@ impl<'a> Builder<'a> {
             problems: self.problems,
             inline: self.inline,
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn repo_join_stays_inside() {
-        assert_eq!(repo_join("a/b", "../c/d").unwrap(), "a/c/d");
-        assert_eq!(repo_join("a/b", "/x").unwrap(), "x");
-        assert!(repo_join("a", "../../etc/passwd").is_err());
-        assert!(repo_join("", "..").is_err());
-    }
-
-    #[test]
-    fn modes() {
-        assert_eq!(parse_mode("0644").unwrap(), 0o644);
-        assert_eq!(parse_mode("4755").unwrap(), 0o4755);
-        assert!(parse_mode("0999").is_err());
-        assert!(parse_mode("").is_err());
-        assert!(parse_mode("17777").is_err());
     }
 }

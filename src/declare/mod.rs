@@ -37,6 +37,9 @@ impl fmt::Display for Problem {
 pub struct TargetInfo {
     pub name: String,
     pub kinds: Vec<String>,
+    /// Why the kinds are not known (a plugin that is not answering); such a
+    /// target is chosen when named, or when it is the only candidate.
+    pub kinds_unknown: Option<String>,
 }
 
 pub struct Options<'a> {
@@ -66,6 +69,15 @@ impl Declared {
     }
 }
 
+/// Plugin kinds are identity segments: letters, digits, `.`, `_` and `-`.
+pub fn valid_kind(kind: &str) -> bool {
+    !kind.is_empty()
+        && kind.len() <= 63
+        && kind
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+}
+
 fn is_declaration(path: &str) -> bool {
     path.ends_with(".tend.yaml") || path.ends_with(".tend.yml")
 }
@@ -88,3 +100,5 @@ pub fn declare(snapshot: &Snapshot, opts: &Options) -> Result<Declared, SourceEr
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_structured;

@@ -1,7 +1,7 @@
 //! Declarations read from real Git repositories.
 
 #[path = "../../tests/util/repo.rs"]
-mod repo;
+pub(super) mod repo;
 
 use repo::TestRepo;
 
@@ -9,12 +9,12 @@ use super::*;
 use crate::model::Spec;
 use crate::source::{Mirror, SourceSpec};
 
-struct Fixture {
+pub(super) struct Fixture {
     _state: tempfile::TempDir,
-    snapshot: Snapshot,
+    pub(super) snapshot: Snapshot,
 }
 
-fn snapshot_of(repo: &TestRepo) -> Fixture {
+pub(super) fn snapshot_of(repo: &TestRepo) -> Fixture {
     let state = tempfile::tempdir().unwrap();
     let spec = SourceSpec {
         repo: repo.url(),
@@ -34,6 +34,7 @@ fn targets() -> Vec<TargetInfo> {
     vec![TargetInfo {
         name: "files".into(),
         kinds: vec!["file".into(), "symlink".into()],
+        kinds_unknown: None,
     }]
 }
 

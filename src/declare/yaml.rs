@@ -8,7 +8,12 @@ use serde::Deserialize;
 #[serde(deny_unknown_fields)]
 pub struct Decl {
     pub kind: String,
-    pub path: String,
+    pub path: Option<String>,
+    /// Structured resources (plugin kinds): the object's name, its declared
+    /// fields, and the pointers owned by someone else.
+    pub name: Option<String>,
+    pub spec: Option<serde_json::Value>,
+    pub ignore: Option<Vec<String>>,
     pub target: Option<String>,
     pub source: Option<String>,
     pub content: Option<String>,

@@ -7,9 +7,8 @@ use std::collections::BTreeMap;
 use std::time::SystemTime;
 
 use super::control::Control;
-use super::pass::{
-    prune_guard, spec_digest, PassError, PassOptions, PassReport, Prepared, Revision, Scope,
-};
+use super::pass::{PassError, PassOptions, PassReport, Revision, Scope};
+use super::prepare::{claim_fields, prune_guard, spec_digest, Prepared};
 use super::record::{Outcome, Recorder};
 use crate::diff::{self, Comparison};
 use crate::ledger::{AuditEntry, IntentKind, InventoryEntry, LedgerError, ResourceRecord, State};
@@ -97,6 +96,9 @@ pub fn apply(
     let full = matches!(p.scope, Scope::All);
     for id in &p.plan.in_sync {
         run.set(id, State::InSync, None);
+        if let Some(d) = rev.declared.resources.get(id) {
+            claim_fields(rec, d, p.managed.get(id))?;
+        }
     }
     for (id, reason) in &p.plan.unknown {
         run.set(id, State::Unknown, Some(reason.clone()));
@@ -144,7 +146,7 @@ pub fn apply(
             }
         }
     }
-    verify(&mut run, rec, applied)?;
+    verify(&mut run, rec, p, applied)?;
     prune(&mut run, rec, p, opts, ctl, &mut report)?;
 
     // Every pending hook runs once at the end of the pass: those this pass
@@ -339,6 +341,7 @@ fn write_batch(
 fn verify(
     run: &mut Run,
     rec: &mut Recorder,
+    p: &Prepared,
     applied: Vec<(ResourceId, Vec<SystemTime>)>,
 ) -> Result<(), LedgerError> {
     let rev = run.rev;
@@ -346,26 +349,33 @@ fn verify(
         .iter()
         .filter_map(|(id, _)| rev.declared.resources.get(id))
         .collect();
-    let again = run
-        .ctx
-        .observe(verify.iter().map(|d| (&d.id, d.target.as_str(), &d.path)));
+    let again = run.ctx.observe(
+        verify
+            .iter()
+            .map(|d| (&d.id, d.target.as_str(), &d.path, Some(&d.spec))),
+    );
     let mut digests = Vec::new();
     for (d, (_, corrections)) in verify.into_iter().zip(applied) {
         let obs = again
             .get(&d.id)
             .cloned()
             .unwrap_or(Observed::Unknown("not observed".into()));
-        let mut outcome = match diff::compare(d, &obs) {
-            Comparison::InSync => {
-                digests.push((d.id.clone(), spec_digest(d)));
-                Outcome::new(State::InSync, None)
-            }
-            Comparison::Unknown(r) => Outcome::new(State::Unknown, Some(r)),
-            Comparison::Differs { .. } => Outcome::new(
-                State::Failed,
-                Some("still differs right after apply: another writer may be changing it".into()),
-            ),
-        };
+        let before = p.managed.get(&d.id);
+        let mut outcome =
+            match diff::compare(d, &obs, before.map(Vec::as_slice).unwrap_or_default()) {
+                Comparison::InSync => {
+                    digests.push((d.id.clone(), spec_digest(d)));
+                    claim_fields(rec, d, before)?;
+                    Outcome::new(State::InSync, None)
+                }
+                Comparison::Unknown(r) => Outcome::new(State::Unknown, Some(r)),
+                Comparison::Differs { .. } => Outcome::new(
+                    State::Failed,
+                    Some(
+                        "still differs right after apply: another writer may be changing it".into(),
+                    ),
+                ),
+            };
         outcome.applied = true;
         if !corrections.is_empty() {
             outcome.corrections = Some(corrections);

@@ -8,10 +8,11 @@ use git2::Oid;
 
 use crate::config::{Settings, TargetKind};
 use crate::declare::{self, Declared, TargetInfo};
-use crate::model::{ContentSource, Observed, RelPath, ResourceId};
+use crate::model::{ContentSource, Observed, RelPath, ResourceId, Spec};
 use crate::source::{BlobReader, Mirror, Snapshot, SourceSpec};
+use crate::target::exec::ExecTarget;
 use crate::target::files::FilesTarget;
-use crate::target::Target;
+use crate::target::{ChangeSink, Probe, Target};
 
 #[derive(Debug, thiserror::Error)]
 pub enum BuildError {
@@ -48,11 +49,14 @@ impl Context {
                     })?;
                     Arc::new(f)
                 }
-                TargetKind::Exec { .. } => {
-                    return Err(BuildError::Target {
-                        name: t.name.clone(),
-                        message: "exec targets are not available in this version".into(),
-                    })
+                TargetKind::Exec { command, timeout } => {
+                    let e = ExecTarget::start(&t.name, command, *timeout).map_err(|e| {
+                        BuildError::Target {
+                            name: t.name.clone(),
+                            message: e.to_string(),
+                        }
+                    })?;
+                    Arc::new(e)
                 }
             };
             targets.insert(t.name.clone(), target);
@@ -64,8 +68,10 @@ impl Context {
             timeout: s.timeout,
             auth: crate::source::Auth {
                 ssh_key: s.auth.ssh_key.clone(),
+                ssh_key_passphrase_file: s.auth.ssh_key_passphrase_file.clone(),
                 known_hosts: s.auth.known_hosts.clone(),
                 token_file: s.auth.token_file.clone(),
+                ca_file: s.auth.ca_file.clone(),
             },
         };
         let mirror = Mirror::open(&settings.state_dir, spec)?;
@@ -79,9 +85,13 @@ impl Context {
     pub fn target_infos(&self) -> Vec<TargetInfo> {
         self.targets
             .values()
-            .map(|t| TargetInfo {
-                name: t.name().to_string(),
-                kinds: t.kinds().iter().map(|k| k.to_string()).collect(),
+            .map(|t| {
+                let kinds = t.kinds();
+                TargetInfo {
+                    name: t.name().to_string(),
+                    kinds_unknown: kinds.as_ref().err().cloned(),
+                    kinds: kinds.unwrap_or_default(),
+                }
             })
             .collect()
     }
@@ -100,32 +110,42 @@ impl Context {
         declare::declare(snapshot, &opts)
     }
 
-    /// Observes every (identity, target, path), batched per target.
+    /// Observes every (identity, target, path, declaration), batched per
+    /// target.
     pub fn observe<'a>(
         &self,
-        items: impl IntoIterator<Item = (&'a ResourceId, &'a str, &'a RelPath)>,
+        items: impl IntoIterator<Item = (&'a ResourceId, &'a str, &'a RelPath, Option<&'a Spec>)>,
     ) -> HashMap<ResourceId, Observed> {
-        let mut per_target: BTreeMap<&str, Vec<(&ResourceId, &RelPath)>> = BTreeMap::new();
-        for (id, target, path) in items {
-            per_target.entry(target).or_default().push((id, path));
+        let mut per_target: BTreeMap<&str, Vec<Probe>> = BTreeMap::new();
+        for (id, target, path, spec) in items {
+            per_target
+                .entry(target)
+                .or_default()
+                .push(Probe { id, path, spec });
         }
         let mut out = HashMap::new();
         for (name, list) in per_target {
             let Some(target) = self.targets.get(name) else {
-                for (id, _) in list {
+                for p in list {
                     out.insert(
-                        id.clone(),
+                        p.id.clone(),
                         Observed::Unknown(format!("target {name:?} is not configured")),
                     );
                 }
                 continue;
             };
-            let paths: Vec<&RelPath> = list.iter().map(|(_, p)| *p).collect();
-            for ((id, _), obs) in list.iter().zip(target.observe(&paths)) {
-                out.insert((*id).clone(), obs);
+            for (p, obs) in list.iter().zip(target.observe(&list)) {
+                out.insert(p.id.clone(), obs);
             }
         }
         out
+    }
+
+    /// Sends every target's change notifications to `sink`.
+    pub fn subscribe(&self, sink: ChangeSink) {
+        for t in self.targets.values() {
+            t.subscribe(sink.clone());
+        }
     }
 }
 

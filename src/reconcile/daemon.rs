@@ -152,15 +152,21 @@ impl Loop {
     }
 
     async fn pass(&mut self, scope: Scope) {
-        let Some(rev) = self.current.clone() else {
-            return;
-        };
-        let (opts, ctl) = (self.opts, self.shared.ctl.clone());
-        let full = matches!(scope, Scope::All);
         let keys: Vec<ResourceId> = match &scope {
             Scope::Keys(k) => k.iter().cloned().collect(),
             Scope::All => Vec::new(),
         };
+        let Some(rev) = self.current.clone() else {
+            // Nothing loaded yet (an event came before the first revision):
+            // the first full pass looks at everything, and the keys must not
+            // stay marked running.
+            for k in &keys {
+                self.queue.done(k);
+            }
+            return;
+        };
+        let (opts, ctl) = (self.opts, self.shared.ctl.clone());
+        let full = matches!(scope, Scope::All);
         let started = Instant::now();
         let rev2 = rev.clone();
         let result = self
@@ -168,8 +174,7 @@ impl Loop {
                 if full {
                     super::full_pass(ctx, rec, &rev2, opts, &ctl)
                 } else {
-                    let inventory = rec.ledger.inventory()?;
-                    let prepared = super::prepare(ctx, &rev2, &inventory, scope);
+                    let prepared = super::prepare(ctx, &rev2, &rec.ledger, scope)?;
                     super::apply(ctx, rec, &rev2, &prepared, opts, &ctl)
                 }
             })
@@ -344,6 +349,9 @@ async fn run_loop(ctx: Context, rec: Recorder) -> ExitCode {
     let stop = Arc::new(Notify::new());
     watch_signals(ctl.clone(), stop.clone());
     let (tx, mut rx) = mpsc::unbounded_channel();
+    // Plugins' `changed` notifications name resources to look at now.
+    let changes = tx.clone();
+    ctx.subscribe(Arc::new(move |ids| drop(changes.send(Trigger::Keys(ids)))));
     let settings = ctx.settings.clone();
     let metrics = Arc::new(Metrics::new());
     for name in ctx.targets.keys() {

@@ -34,10 +34,9 @@ fn resource_diff(shared: &Shared) -> server::ResourceDiff {
         let rev = current.lock().ok()?.clone()?;
         let w = worker.lock().ok()?;
         let Worker { ctx, rec } = &*w;
-        let inventory = rec.ledger.inventory().ok()?;
         let key = HashKey::load_or_create(&ctx.settings.state_dir).ok()?;
         let id = ResourceId::from_string(id.to_string());
-        let p = prepare(ctx, &rev, &inventory, Scope::Keys([id].into()));
+        let p = prepare(ctx, &rev, &rec.ledger, Scope::Keys([id].into())).ok()?;
         let text: String = p
             .plan
             .changes()

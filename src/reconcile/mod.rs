@@ -10,6 +10,7 @@ mod hooks;
 mod http;
 mod notify;
 mod pass;
+mod prepare;
 mod publish;
 mod queue;
 mod record;
@@ -23,9 +24,8 @@ use git2::Oid;
 pub use apply::apply;
 pub use context::{BuildError, Context, PassContent};
 pub use control::Control;
-pub use pass::{
-    load, prepare, prune_guard, PassError, PassOptions, PassReport, Prepared, Revision, Scope,
-};
+pub use pass::{load, PassError, PassOptions, PassReport, Revision, Scope};
+pub use prepare::{prepare, prune_guard, spec_digest, Prepared};
 pub use queue::{Action, Queue};
 pub use record::{Outcome, Recorder};
 
@@ -129,8 +129,7 @@ pub fn full_pass(
     opts: PassOptions,
     ctl: &Control,
 ) -> Result<PassReport, PassError> {
-    let inventory = rec.ledger.inventory()?;
-    let prepared = prepare(ctx, rev, &inventory, Scope::All);
+    let prepared = prepare(ctx, rev, &rec.ledger, Scope::All)?;
     let report = apply(ctx, rec, rev, &prepared, opts, ctl)?;
     if !opts.dry_run && !report.cancelled {
         record_applied(rec, rev.id)?;

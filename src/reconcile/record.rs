@@ -39,6 +39,24 @@ fn blocked_key(id: &ResourceId) -> String {
     format!("blocked:{id}")
 }
 
+fn managed_key(id: &ResourceId) -> String {
+    format!("managed:{id}")
+}
+
+/// The fields of a structured resource tend set (its managed fields, as
+/// server-side apply keeps them): what it removes when a declaration drops
+/// them. Empty when tend never set any.
+pub fn managed_fields(ledger: &Ledger, id: &ResourceId) -> Result<Vec<String>, LedgerError> {
+    let raw = ledger.meta(&managed_key(id))?.unwrap_or_default();
+    if raw.is_empty() {
+        return Ok(Vec::new());
+    }
+    serde_json::from_str(&raw).map_err(|e| LedgerError::Corrupt {
+        path: ledger.path().to_path_buf(),
+        detail: format!("managed fields of {id}: {e}"),
+    })
+}
+
 /// How one resource came out of a pass.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Outcome {
@@ -111,6 +129,11 @@ impl Recorder {
         self.ledger.set_meta(&blocked_key(id), digest)
     }
 
+    pub fn set_managed(&self, id: &ResourceId, fields: &[String]) -> Result<(), LedgerError> {
+        let text = serde_json::to_string(fields).expect("strings serialize");
+        self.ledger.set_meta(&managed_key(id), &text)
+    }
+
     /// Records the identity in the inventory before it is created.
     pub fn adopt(&self, change: &Change) -> Result<(), LedgerError> {
         self.ledger.inventory_add(&InventoryEntry {
@@ -130,6 +153,7 @@ impl Recorder {
                 tx.inventory_remove(id.as_str())?;
                 tx.remove_resource(id.as_str())?;
                 tx.set_meta(&blocked_key(id), "")?;
+                tx.set_meta(&managed_key(id), "")?;
                 tx.set_meta(&digest_key(id), "")?;
             }
             Ok(())
@@ -241,6 +265,9 @@ impl Recorder {
             Observed::Present(Live::Symlink { target }) if !sensitive => {
                 Some(format!("symlink:{target}"))
             }
+            Observed::Present(Live::Structured { state, .. }) => {
+                Some(self.object_hash(state, sensitive))
+            }
             _ => None,
         }
     }
@@ -250,6 +277,21 @@ impl Recorder {
             Spec::File(f) if d.sensitive => self.key.hash(f.blob.as_bytes()),
             Spec::File(f) => format!("git:{}", f.blob),
             Spec::Symlink { target } => format!("symlink:{target}"),
+            Spec::Structured(s) => self.object_hash(&s.spec, d.sensitive),
+        }
+    }
+
+    /// A structured object's hash: of its JSON text, keyed when sensitive.
+    fn object_hash(&self, value: &serde_json::Value, sensitive: bool) -> String {
+        use sha2::Digest;
+        let text = value.to_string();
+        if sensitive {
+            self.key.hash(text.as_bytes())
+        } else {
+            format!(
+                "json:{}",
+                hex::encode(sha2::Sha256::digest(text.as_bytes()))
+            )
         }
     }
 

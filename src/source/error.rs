@@ -21,6 +21,15 @@ pub enum SourceError {
     #[error("fetching {url}: authentication: {reason}")]
     Auth { url: String, reason: String },
 
+    /// The remote's identity could not be verified: an ssh host key not in
+    /// known_hosts or different from it, a TLS certificate that does not
+    /// verify. Nothing was sent to it.
+    #[error("fetching {url}: untrusted remote: {reason}")]
+    Untrusted { url: String, reason: String },
+
+    #[error("auth.ca_file {}: {reason}", .path.display())]
+    CaFile { path: PathBuf, reason: String },
+
     #[error("{reference:?} is not a valid branch, tag, ref name (refs/...) or full commit id")]
     InvalidRef { reference: String },
 

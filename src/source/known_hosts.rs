@@ -4,6 +4,7 @@
 
 use hmac::{Hmac, Mac};
 use sha1::Sha1;
+use sha2::{Digest, Sha256};
 
 /// The verdict on a host key presented by a server.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -68,12 +69,7 @@ impl KnownHosts {
 
     /// Checks the raw key blob a server at `host`:`port` presented.
     pub(crate) fn check(&self, host: &str, port: u16, key: &[u8]) -> HostKeyCheck {
-        let host = host.to_ascii_lowercase();
-        let name = if port == 22 {
-            host.clone()
-        } else {
-            format!("[{host}]:{port}")
-        };
+        let name = host_name(host, port);
         if self.lines.iter().any(|l| l.revoked && l.key == key) {
             return HostKeyCheck::Revoked;
         }
@@ -151,8 +147,59 @@ fn glob(pattern: &str, name: &str) -> bool {
     p[pi..].iter().all(|&c| c == b'*')
 }
 
-fn base64_decode(text: &str) -> Option<Vec<u8>> {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+/// How OpenSSH names a host in known_hosts: `host` on port 22, otherwise
+/// `[host]:port`.
+pub(crate) fn host_name(host: &str, port: u16) -> String {
+    let host = host.to_ascii_lowercase();
+    if port == 22 {
+        host
+    } else {
+        format!("[{host}]:{port}")
+    }
+}
+
+/// The key's algorithm and OpenSSH fingerprint, as `ssh-keygen -l` prints
+/// them: `ssh-ed25519 SHA256:<unpadded base64 of the blob's SHA-256>`.
+pub(crate) fn describe_key(blob: &[u8]) -> String {
+    let digest = Sha256::digest(blob);
+    let fingerprint = base64_encode(&digest);
+    let fingerprint = fingerprint.trim_end_matches('=');
+    match key_type(blob) {
+        Some(kind) => format!("{kind} key SHA256:{fingerprint}"),
+        None => format!("key SHA256:{fingerprint}"),
+    }
+}
+
+/// The algorithm name a key blob starts with (a length-prefixed string).
+fn key_type(blob: &[u8]) -> Option<&str> {
+    let len = u32::from_be_bytes(blob.get(..4)?.try_into().ok()?) as usize;
+    let name = std::str::from_utf8(blob.get(4..4 + len)?).ok()?;
+    name.bytes().all(|b| b.is_ascii_graphic()).then_some(name)
+}
+
+const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+fn base64_encode(bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(ALPHABET[(n >> (18 - 6 * i)) as usize & 63] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+pub(crate) fn base64_decode(text: &str) -> Option<Vec<u8>> {
     let text = text.trim_end_matches('=');
     let mut out = Vec::with_capacity(text.len() * 3 / 4);
     let (mut acc, mut bits) = (0u32, 0u32);
@@ -298,5 +345,39 @@ mod tests {
         assert_eq!(base64_decode("aGVsbG8=").unwrap(), b"hello");
         assert_eq!(base64_decode("aGVsbG8h").unwrap(), b"hello!");
         assert!(base64_decode("a$b").is_none());
+        assert_eq!(base64_encode(b"hello"), "aGVsbG8=");
+        assert_eq!(base64_encode(b"hello!"), "aGVsbG8h");
+        assert_eq!(base64_encode(b"hi"), "aGk=");
+        for key in [KEY_A, KEY_B] {
+            assert_eq!(base64_encode(&blob(key)), key);
+        }
+    }
+
+    #[test]
+    fn fingerprints_match_ssh_keygen() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("key.pub");
+        std::fs::write(&file, format!("ssh-ed25519 {KEY_A} test\n")).unwrap();
+        let described = describe_key(&blob(KEY_A));
+        assert!(
+            described.starts_with("ssh-ed25519 key SHA256:"),
+            "{described}"
+        );
+        let Ok(out) = std::process::Command::new("ssh-keygen")
+            .args(["-l", "-E", "sha256", "-f"])
+            .arg(&file)
+            .output()
+        else {
+            return; // no OpenSSH here; the format check above still ran
+        };
+        let printed = String::from_utf8_lossy(&out.stdout);
+        let theirs = printed.split_whitespace().nth(1).unwrap();
+        assert!(described.ends_with(theirs), "{described} vs {printed}");
+    }
+
+    #[test]
+    fn host_names_as_known_hosts_writes_them() {
+        assert_eq!(host_name("Git.Example.com", 22), "git.example.com");
+        assert_eq!(host_name("127.0.0.1", 2222), "[127.0.0.1]:2222");
     }
 }

@@ -9,6 +9,8 @@ mod mirror;
 mod refs;
 mod remote;
 mod snapshot;
+mod ssh_key;
+mod transport;
 mod url;
 
 #[cfg(test)]
@@ -20,18 +22,26 @@ use std::time::Duration;
 pub use error::SourceError;
 pub use mirror::Mirror;
 pub use snapshot::{BlobReader, Entry, EntryMode, Snapshot};
+pub use transport::configure_transport;
 pub use url::redact_url;
 
 /// Credentials and trust anchors for remote repositories. Every field is a
 /// path so secrets never sit in the config file or on the command line.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Auth {
-    /// Private key for ssh remotes.
+    /// Private key for ssh remotes (OpenSSH or PEM format).
     pub ssh_key: Option<PathBuf>,
+    /// The passphrase of `ssh_key`, if it has one (one line; a trailing
+    /// newline is not part of it).
+    pub ssh_key_passphrase_file: Option<PathBuf>,
     /// Host keys an ssh remote must present; anything else is refused.
     pub known_hosts: Option<PathBuf>,
-    /// Token for https remotes, sent as the password of a basic credential.
+    /// Token for https remotes, sent as the password of a basic credential,
+    /// only to the scheme, host and port of the configured address.
     pub token_file: Option<PathBuf>,
+    /// Extra CA certificates (PEM) trusted for https besides the system's.
+    /// Process-wide: applied by [`configure_transport`], not per fetch.
+    pub ca_file: Option<PathBuf>,
 }
 
 /// What to pull: a repository, a ref in it, and how long one fetch may take.

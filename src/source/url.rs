@@ -119,42 +119,30 @@ impl RepoUrl {
         }
     }
 
+    /// Whether the address itself carries a password (`user:password@`).
+    pub(crate) fn has_password(&self) -> bool {
+        userinfo(&self.raw).is_some_and(|u| u.contains(':'))
+    }
+
     /// Host and port of an ssh address, for the known_hosts check.
     pub(crate) fn ssh_host_port(&self) -> Option<(String, u16)> {
         if self.transport != Transport::Ssh {
             return None;
         }
-        let authority = match self.raw.find("://") {
-            Some(i) => {
-                let rest = &self.raw[i + 3..];
-                &rest[..rest.find('/').unwrap_or(rest.len())]
-            }
-            None => {
-                // scp-like: everything before the first `:` outside brackets.
-                let end = if self.raw.contains("@[") || self.raw.starts_with('[') {
-                    self.raw.find("]:").map(|i| i + 1)?
-                } else {
-                    self.raw.find(':')?
-                };
-                &self.raw[..end]
-            }
+        let (host, port) = match self.raw.find("://") {
+            Some(_) => authority_host_port(&self.raw)?,
+            None => scp_host_port(&self.raw)?,
         };
-        let host_port = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
-        let (host, port) = match host_port.strip_prefix('[') {
-            Some(bracketed) => {
-                let (host, after) = bracketed.split_once(']')?;
-                (host, after.strip_prefix(':'))
-            }
-            None => match host_port.rsplit_once(':') {
-                Some((h, p)) if self.raw.contains("://") => (h, Some(p)),
-                _ => (host_port, None),
-            },
-        };
-        let port = match port {
-            Some(p) if !p.is_empty() => p.parse().ok()?,
-            _ => 22,
-        };
-        Some((host.to_string(), port))
+        Some((host, port.unwrap_or(22)))
+    }
+
+    /// Scheme, host and port of an http(s) address: the only place a token
+    /// may be sent.
+    pub(crate) fn http_origin(&self) -> Option<Origin> {
+        if self.transport != Transport::Http {
+            return None;
+        }
+        Origin::of(&self.raw)
     }
 
     /// Replaces the raw address and any secret it carries in a message from
@@ -176,6 +164,102 @@ impl RepoUrl {
         }
         out
     }
+}
+
+/// Where an http(s) request goes: what decides whether a credential may
+/// follow it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Origin {
+    scheme: String,
+    host: String,
+    port: u16,
+}
+
+impl Origin {
+    /// The origin of an `http://` or `https://` URL; `None` for anything else.
+    pub(crate) fn of(url: &str) -> Option<Origin> {
+        let scheme = url[..url.find("://")?].to_ascii_lowercase();
+        let default_port = match scheme.as_str() {
+            "https" => 443,
+            "http" => 80,
+            _ => return None,
+        };
+        let (host, port) = authority_host_port(url)?;
+        Some(Origin {
+            scheme,
+            host: host.to_ascii_lowercase(),
+            port: port.unwrap_or(default_port),
+        })
+    }
+}
+
+impl std::fmt::Display for Origin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.host.contains(':') {
+            write!(f, "{}://[{}]:{}", self.scheme, self.host, self.port)
+        } else {
+            write!(f, "{}://{}:{}", self.scheme, self.host, self.port)
+        }
+    }
+}
+
+/// Host and port of a `scheme://[user[:password]@]host[:port]/...` URL.
+fn authority_host_port(url: &str) -> Option<(String, Option<u16>)> {
+    let rest = &url[url.find("://")? + 3..];
+    let authority = &rest[..rest.find(['/', '?', '#']).unwrap_or(rest.len())];
+    let host_port = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    let (host, port) = match host_port.strip_prefix('[') {
+        Some(bracketed) => {
+            let (host, after) = bracketed.split_once(']')?;
+            (host, after.strip_prefix(':'))
+        }
+        None => match host_port.rsplit_once(':') {
+            Some((h, p)) => (h, Some(p)),
+            None => (host_port, None),
+        },
+    };
+    if host.is_empty() {
+        return None;
+    }
+    let port = match port {
+        Some(p) if !p.is_empty() => Some(p.parse().ok()?),
+        _ => None,
+    };
+    Some((host.to_string(), port))
+}
+
+/// Host and port of an scp-like address, read the way libgit2 reads it:
+/// `[user@]host:path`, `[user@][v6addr]:path`, and the bracketed form with a
+/// port, `[[user@]host:port]:path`. A user is only what comes before an `@`
+/// that precedes the first `:`.
+fn scp_host_port(raw: &str) -> Option<(String, Option<u16>)> {
+    if let Some(bracketed) = raw.strip_prefix('[') {
+        let (inner, rest) = bracketed.split_once(']')?;
+        rest.strip_prefix(':')?;
+        let inner = inner.rsplit_once('@').map_or(inner, |(_, h)| h);
+        // More than one `:` inside the brackets is an IPv6 address.
+        return match inner.split_once(':') {
+            Some((host, port)) if !port.contains(':') => {
+                Some((host.to_string(), Some(port.parse().ok()?)))
+            }
+            _ => Some((inner.to_string(), None)),
+        };
+    }
+    let colon = raw.find(':')?;
+    let host_start = raw[..colon].find('@').map_or(0, |at| at + 1);
+    let rest = &raw[host_start..];
+    let host = match rest.strip_prefix('[') {
+        Some(v6) => {
+            let (host, after) = v6.split_once(']')?;
+            after.strip_prefix(':')?;
+            host
+        }
+        None => &rest[..rest.find(':')?],
+    };
+    if host.is_empty() {
+        return None;
+    }
+    Some((host.to_string(), None))
 }
 
 /// git's rule: a `:` before any `/` makes `host:path` an ssh address.
@@ -234,89 +318,4 @@ fn percent_decode(s: &str) -> String {
         i += 1;
     }
     String::from_utf8_lossy(&out).into_owned()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn redacts_password_and_token_but_keeps_ssh_user() {
-        let r = redact_url("https://alice:s3cret-token@git.example.com/ops/hosts.git");
-        assert_eq!(r, "https://***@git.example.com/ops/hosts.git");
-        assert!(!r.contains("s3cret") && !r.contains("alice"));
-        assert_eq!(
-            redact_url("https://ghp_abc123@github.com/o/r"),
-            "https://***@github.com/o/r"
-        );
-        assert_eq!(
-            redact_url("ssh://git@host/o/r.git"),
-            "ssh://git@host/o/r.git"
-        );
-        assert_eq!(
-            redact_url("ssh://git:pw@host/o/r.git"),
-            "ssh://***@host/o/r.git"
-        );
-        assert_eq!(redact_url("git@host:o/r.git"), "git@host:o/r.git");
-        assert_eq!(redact_url("https://host/a@b"), "https://host/a@b");
-        assert_eq!(redact_url("/srv/repo"), "/srv/repo");
-    }
-
-    #[test]
-    fn classifies_addresses_like_git() {
-        let t = |s: &str| RepoUrl::parse(s).unwrap().transport;
-        assert_eq!(t("https://h/r.git"), Transport::Http);
-        assert_eq!(t("ssh://git@h/r.git"), Transport::Ssh);
-        assert_eq!(t("git@h:r.git"), Transport::Ssh);
-        assert_eq!(t("file:///srv/r"), Transport::Local);
-        assert_eq!(t("./dir:with-colon"), Transport::Local);
-        assert_eq!(t("git://h/r"), Transport::Git);
-        assert!(RepoUrl::parse("ftp://h/r").is_err());
-        assert!(RepoUrl::parse("").is_err());
-        assert!(RepoUrl::parse("https://h/r\nx").is_err());
-    }
-
-    #[test]
-    fn ssh_host_and_port() {
-        let hp = |s: &str| RepoUrl::parse(s).unwrap().ssh_host_port();
-        assert_eq!(hp("git@h.example:o/r.git"), Some(("h.example".into(), 22)));
-        assert_eq!(
-            hp("ssh://git@h.example:2222/o/r.git"),
-            Some(("h.example".into(), 2222))
-        );
-        assert_eq!(
-            hp("ssh://h.example/o/r.git"),
-            Some(("h.example".into(), 22))
-        );
-        assert_eq!(hp("ssh://git@[::1]:2200/r"), Some(("::1".into(), 2200)));
-        assert_eq!(hp("https://h/r"), None);
-    }
-
-    #[test]
-    fn relative_paths_become_absolute() {
-        let url = RepoUrl::parse("some/repo").unwrap();
-        assert!(Path::new(url.raw()).is_absolute());
-        assert!(url.raw().ends_with("some/repo"));
-    }
-
-    #[test]
-    fn mirror_name_follows_the_address_not_the_password() {
-        let a = RepoUrl::parse("https://u:one@h/ops/hosts.git").unwrap();
-        let b = RepoUrl::parse("https://u:two@h/ops/hosts.git").unwrap();
-        let c = RepoUrl::parse("https://h/ops/other.git").unwrap();
-        assert_eq!(a.mirror_dir_name(), b.mirror_dir_name());
-        assert_ne!(a.mirror_dir_name(), c.mirror_dir_name());
-        assert!(a.mirror_dir_name().starts_with("hosts.git-"));
-        assert!(!a.mirror_dir_name().contains("one"));
-    }
-
-    #[test]
-    fn scrub_removes_raw_secrets_from_messages() {
-        let url = RepoUrl::parse("https://alice:p%40ss@h/r.git").unwrap();
-        let msg = "failed https://alice:p%40ss@h/r.git with p@ss and tok-9";
-        let scrubbed = url.scrub(msg, &["tok-9"]);
-        assert!(!scrubbed.contains("p%40ss") && !scrubbed.contains("p@ss"));
-        assert!(!scrubbed.contains("tok-9"));
-        assert!(scrubbed.contains("https://***@h/r.git"));
-    }
 }

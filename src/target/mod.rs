@@ -1,9 +1,12 @@
 //! The target adapter contract: observe many resources at once, tell absent
 //! from unknown, apply the smallest patch. One folder per adapter.
 
+pub mod exec;
 pub mod files;
 
-use crate::model::{Backup, Change, ContentSource, Observed, RelPath};
+use std::sync::Arc;
+
+use crate::model::{Backup, Change, ContentSource, Observed, RelPath, ResourceId, Spec};
 
 /// How a failed apply should be treated by the reconciler.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -27,14 +30,29 @@ pub struct Applied {
     pub backups: Vec<String>,
 }
 
+/// One resource to observe: its identity, its key inside the target (a path
+/// under the root, or `<kind>/<name>`), and its declaration when it has one
+/// (inventory members being pruned have none).
+#[derive(Debug, Clone, Copy)]
+pub struct Probe<'a> {
+    pub id: &'a ResourceId,
+    pub path: &'a RelPath,
+    pub spec: Option<&'a Spec>,
+}
+
+/// Where a target sends the identities that may have drifted (a plugin's
+/// `changed` notification); the daemon turns them into work.
+pub type ChangeSink = Arc<dyn Fn(Vec<ResourceId>) + Send + Sync>;
+
 /// A target adapter instance.
 pub trait Target: Send + Sync {
     /// The configured name (`files`, ...).
     fn name(&self) -> &str;
-    /// The resource kinds it serves.
-    fn kinds(&self) -> &'static [&'static str];
-    /// Observe the given paths; one answer per path, in order.
-    fn observe(&self, paths: &[&RelPath]) -> Vec<Observed>;
+    /// The resource kinds it serves; an error says why they are not known
+    /// (a plugin that has not answered `initialize` yet).
+    fn kinds(&self) -> Result<Vec<String>, String>;
+    /// Observe many resources at once; one answer per probe, in order.
+    fn observe(&self, probes: &[Probe]) -> Vec<Observed>;
     /// Read the live bytes at a path (for rendering diffs); `None` when there
     /// is no regular file there.
     fn read_live(&self, path: &RelPath) -> std::io::Result<Option<Vec<u8>>>;
@@ -46,9 +64,11 @@ pub trait Target: Send + Sync {
         content: &dyn ContentSource,
         backup: &dyn Backup,
     ) -> Result<Applied, TargetError>;
-    /// Apply several changes; results in input order. Adapters that can
-    /// make a batch durable together (one directory sync per directory)
-    /// override this.
+    /// Apply many changes as if one by one, in order; one result per change,
+    /// in input order, each meaning what [`Target::apply`] would have
+    /// returned. An adapter may share costly steps between them (the files
+    /// target makes new content durable together and syncs each directory
+    /// once); no result is returned before its change is durable.
     fn apply_batch(
         &self,
         changes: &[&Change],
@@ -57,7 +77,7 @@ pub trait Target: Send + Sync {
     ) -> Vec<Result<Applied, TargetError>> {
         changes
             .iter()
-            .map(|c| self.apply(c, content, backup))
+            .map(|change| self.apply(change, content, backup))
             .collect()
     }
     /// Remove tend's leftover temp files (`.tend-*.tmp`) in the directories of
@@ -66,5 +86,10 @@ pub trait Target: Send + Sync {
     /// Persist caches (the stat cache) after a pass.
     fn flush(&self) -> std::io::Result<()> {
         Ok(())
+    }
+    /// Start sending change notifications to `sink`; targets that cannot
+    /// tell when live state changes ignore this.
+    fn subscribe(&self, sink: ChangeSink) {
+        let _ = sink;
     }
 }

@@ -3,7 +3,12 @@
 
 #![allow(dead_code)]
 
+pub mod https;
+pub mod plugins;
 pub mod repo;
+pub mod secrets;
+pub mod servers;
+pub mod sshd;
 
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};

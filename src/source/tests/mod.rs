@@ -5,6 +5,7 @@ mod fetch;
 mod links;
 mod refs;
 mod tree;
+mod url;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -33,6 +33,12 @@ pub(super) fn decide(change: &Change, spec: &Spec, live: Option<&Live>) -> Step 
         Spec::Symlink { .. } => {
             asks(|f| matches!(f, Field::LinkTarget { .. } | Field::Type { .. }))
         }
+        Spec::Structured(s) => {
+            return Step::Refuse(format!(
+                "{path}: kind {} is not served by a files target",
+                s.kind
+            ))
+        }
     };
     match (spec, live) {
         (

@@ -3,6 +3,7 @@
 //! persistent stat cache.
 
 mod attrs;
+mod batch;
 mod cachefile;
 mod decide;
 mod observe;
@@ -18,14 +19,17 @@ mod tests_apply;
 #[cfg(test)]
 mod tests_attack;
 #[cfg(test)]
+mod tests_batch;
+#[cfg(test)]
 mod tests_observe;
 
 use std::fmt::Display;
+use std::os::fd::{BorrowedFd, OwnedFd};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::model::{Backup, Change, ContentSource, Observed, RelPath, ResourceId};
-use crate::target::{Applied, Target, TargetError};
+use crate::target::{Applied, Probe, Target, TargetError};
 
 use resolve::Root;
 use statcache::StatCache;
@@ -37,6 +41,7 @@ pub struct FilesTarget {
     cache: StatCache,
     writes: AtomicU64,
     hashes: AtomicU64,
+    dir_syncs: AtomicU64,
 }
 
 impl FilesTarget {
@@ -52,6 +57,7 @@ impl FilesTarget {
             cache,
             writes: AtomicU64::new(0),
             hashes: AtomicU64::new(0),
+            dir_syncs: AtomicU64::new(0),
         })
     }
 
@@ -59,6 +65,34 @@ impl FilesTarget {
     /// chowns, unlinks, mkdirs, symlinks), successful or not in the end.
     pub fn writes_total(&self) -> u64 {
         self.writes.load(Ordering::Relaxed)
+    }
+
+    /// Directory fsyncs since start, failed ones included: what a batch
+    /// exists to keep to one per directory.
+    pub fn dir_syncs_total(&self) -> u64 {
+        self.dir_syncs.load(Ordering::Relaxed)
+    }
+
+    /// A fresh record of one change's writes.
+    fn ops<'a>(&'a self, change: &'a Change, backup: &'a dyn Backup) -> Ops<'a> {
+        Ops {
+            id: &change.id,
+            backup,
+            writes: 0,
+            backups: Vec::new(),
+            dir_syncs: &self.dir_syncs,
+            deferred: None,
+        }
+    }
+
+    /// Counts an apply's writes, made before a failure or not: they changed
+    /// the target all the same.
+    fn finish(&self, ops: Ops, result: Result<(), TargetError>) -> Result<Applied, TargetError> {
+        self.writes.fetch_add(ops.writes, Ordering::Relaxed);
+        result.map(|()| Applied {
+            writes: ops.writes,
+            backups: ops.backups,
+        })
     }
 
     /// Files whose content was read and hashed since start: what the stat
@@ -79,12 +113,13 @@ impl Target for FilesTarget {
         &self.name
     }
 
-    fn kinds(&self) -> &'static [&'static str] {
-        &["file", "symlink"]
+    fn kinds(&self) -> Result<Vec<String>, String> {
+        Ok(vec!["file".into(), "symlink".into()])
     }
 
-    fn observe(&self, paths: &[&RelPath]) -> Vec<Observed> {
-        self.observe_paths(paths)
+    fn observe(&self, probes: &[Probe]) -> Vec<Observed> {
+        let paths: Vec<&RelPath> = probes.iter().map(|p| p.path).collect();
+        self.observe_paths(&paths)
     }
 
     fn read_live(&self, path: &RelPath) -> std::io::Result<Option<Vec<u8>>> {
@@ -97,19 +132,18 @@ impl Target for FilesTarget {
         content: &dyn ContentSource,
         backup: &dyn Backup,
     ) -> Result<Applied, TargetError> {
-        let mut ops = Ops {
-            id: &change.id,
-            backup,
-            writes: 0,
-            backups: Vec::new(),
-        };
+        let mut ops = self.ops(change, backup);
         let result = self.apply_change(change, content, &mut ops);
-        // Writes made before a failure changed the target all the same.
-        self.writes.fetch_add(ops.writes, Ordering::Relaxed);
-        result.map(|()| Applied {
-            writes: ops.writes,
-            backups: ops.backups,
-        })
+        self.finish(ops, result)
+    }
+
+    fn apply_batch(
+        &self,
+        changes: &[&Change],
+        content: &dyn ContentSource,
+        backup: &dyn Backup,
+    ) -> Vec<Result<Applied, TargetError>> {
+        self.apply_many(changes, content, backup)
     }
 
     fn clean_temp(&self, paths: &[&RelPath]) -> usize {
@@ -127,9 +161,29 @@ pub(super) struct Ops<'a> {
     backup: &'a dyn Backup,
     writes: u64,
     backups: Vec<String>,
+    dir_syncs: &'a AtomicU64,
+    /// Inside a batch: directories that gained an entry other than by the
+    /// final rename (a new subdirectory), left for the batch to sync once.
+    deferred: Option<Vec<OwnedFd>>,
 }
 
 impl Ops<'_> {
+    /// fsync of a directory, counted.
+    fn sync_dir(&self, dir: BorrowedFd) -> rustix::io::Result<()> {
+        counted_fsync(self.dir_syncs, dir)
+    }
+
+    /// Syncs a directory now or, inside a batch, leaves it for the batch.
+    fn sync_dir_or_defer(&mut self, dir: BorrowedFd) -> rustix::io::Result<()> {
+        match &mut self.deferred {
+            Some(deferred) => {
+                deferred.push(rustix::io::fcntl_dupfd_cloexec(dir, 0)?);
+                Ok(())
+            }
+            None => self.sync_dir(dir),
+        }
+    }
+
     /// Saves content about to be overwritten or removed; the write must not
     /// go ahead when this fails.
     fn save(&mut self, path: &str, bytes: &[u8]) -> Result<(), TargetError> {
@@ -140,6 +194,11 @@ impl Ops<'_> {
         self.backups.push(reference);
         Ok(())
     }
+}
+
+fn counted_fsync(counter: &AtomicU64, dir: BorrowedFd) -> rustix::io::Result<()> {
+    counter.fetch_add(1, Ordering::Relaxed);
+    rustix::fs::fsync(dir)
 }
 
 /// A retryable failure, naming the path (root-relative) and the operation.

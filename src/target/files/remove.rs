@@ -49,7 +49,8 @@ impl FilesTarget {
             Err(e) if is_absent(e) => return Ok(()),
             Err(e) => return Err(transient(path, "unlink", e)),
         }
-        rfs::fsync(&dir).map_err(|e| transient(path, "fsync directory", e))
+        ops.sync_dir(dir.as_fd())
+            .map_err(|e| transient(path, "fsync directory", e))
     }
 
     pub(super) fn clean_temp_files(&self, paths: &[&RelPath]) -> usize {

@@ -162,7 +162,8 @@ fn make_dir(
         rfs::fchmod(&made, Mode::from_raw_mode(DIR_MODE))
             .map_err(|e| transient(prefix, "chmod", e))?;
     }
-    rfs::fsync(parent).map_err(|e| transient(prefix, "fsync parent directory", e))
+    ops.sync_dir_or_defer(parent)
+        .map_err(|e| transient(prefix, "fsync parent directory", e))
 }
 
 /// ENOENT anywhere along the path, or a component that is no directory:

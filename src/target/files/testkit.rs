@@ -214,7 +214,7 @@ pub(super) fn put(
 }
 
 pub(super) fn observe(t: &FilesTarget, path: &str) -> Observed {
-    t.observe(&[&rel(path)]).pop().unwrap()
+    t.observe_paths(&[&rel(path)]).pop().unwrap()
 }
 
 /// (inode, mtime ns, ctime ns) of a path, not following it.

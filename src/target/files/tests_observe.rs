@@ -52,7 +52,7 @@ fn observe_tells_each_kind_and_absent_from_unknown() {
     .collect();
     let refs: Vec<_> = paths.iter().collect();
 
-    let seen = t.observe(&refs);
+    let seen = t.observe_paths(&refs);
 
     assert!(
         matches!(&seen[0], Observed::Present(Live::File { blob, size: 5, .. }) if *blob == blob_id(b"hello"))

@@ -1,11 +1,13 @@
 //! Create and update: applying the decided step; replacements are new files
 //! or symlinks made under an exclusive temp name and renamed over the old
-//! object.
+//! object. A file replacement is staged, made durable, then committed, so a
+//! batch can make many durable together.
 
 use std::fs::File;
 use std::io::{self, Write};
-use std::os::fd::{AsFd, BorrowedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
+use git2::Oid;
 use rustix::fs::{
     self as rfs, AtFlags, FileType, Gid, Mode, OFlags, Timespec, Timestamps, Uid, UTIME_OMIT,
 };
@@ -20,6 +22,40 @@ use crate::target::TargetError;
 
 const NANOS: i64 = 1_000_000_000;
 
+/// A file replacement made ready up to durability: the temp file holds the
+/// content, owner, mode and mtime; nothing at the final name has changed.
+pub(super) struct Staged {
+    dir: OwnedFd,
+    temp: String,
+    file: File,
+    blob: Oid,
+    recorded: Option<i64>,
+}
+
+impl Staged {
+    /// Makes the content durable; a failure leaves the temp file for
+    /// [`Staged::abandon`], never for a rename.
+    pub(super) fn sync(&self) -> io::Result<()> {
+        Ok(rfs::fdatasync(&self.file)?)
+    }
+
+    /// Throws the temp file away: the next attempt starts from a fresh one.
+    pub(super) fn abandon(self) {
+        discard(self.dir.as_fd(), &self.temp);
+    }
+}
+
+/// The filesystem clock, read at most once per apply or batch, before the
+/// first temp file is dated from it.
+#[derive(Default)]
+pub(super) struct Clock(Option<Option<i64>>);
+
+impl Clock {
+    fn now(&mut self, target: &FilesTarget) -> Option<i64> {
+        *self.0.get_or_insert_with(|| target.cache.clock_now())
+    }
+}
+
 impl FilesTarget {
     pub(super) fn apply_change(
         &self,
@@ -27,8 +63,30 @@ impl FilesTarget {
         content: &dyn ContentSource,
         ops: &mut Ops,
     ) -> Result<(), TargetError> {
+        let Some(staged) = self.stage_change(change, content, ops, &mut Clock::default())? else {
+            return Ok(());
+        };
+        let path = change.path.as_str();
+        if let Err(e) = staged.sync() {
+            staged.abandon();
+            return Err(transient(path, "sync temp file", e));
+        }
+        let dir = self.commit(change, staged, ops)?;
+        ops.sync_dir(dir.as_fd())
+            .map_err(|e| transient(path, "fsync directory", e))
+    }
+
+    /// Decides the step and carries it out, except a file replacement,
+    /// which is only staged and handed back for syncing and [`Self::commit`].
+    pub(super) fn stage_change(
+        &self,
+        change: &Change,
+        content: &dyn ContentSource,
+        ops: &mut Ops,
+        clock: &mut Clock,
+    ) -> Result<Option<Staged>, TargetError> {
         let spec = match (change.action, &change.desired) {
-            (Action::Delete, _) => return self.delete(change, ops),
+            (Action::Delete, _) => return self.delete(change, ops).map(|()| None),
             (_, Some(desired)) => &desired.spec,
             (action, None) => {
                 return Err(TargetError::Terminal(format!(
@@ -56,11 +114,11 @@ impl FilesTarget {
             dir,
             live,
         ) {
-            (Step::Nothing, ..) => Ok(()),
+            (Step::Nothing, ..) => Ok(None),
             (Step::Refuse(reason), ..) => Err(TargetError::Transient(reason)),
-            (Step::Attrs(attrs), Some(dir), Some(_)) => {
-                self.set_attrs(dir.as_fd(), path, name, attrs, ops)
-            }
+            (Step::Attrs(attrs), Some(dir), Some(_)) => self
+                .set_attrs(dir.as_fd(), path, name, attrs, ops)
+                .map(|()| None),
             (Step::Attrs(_), ..) => Err(TargetError::Transient(format!(
                 "{path}: vanished while being applied"
             ))),
@@ -73,28 +131,34 @@ impl FilesTarget {
                     .map(|(meta, _)| meta)
                     .filter(|m| m.file_type() == FileType::RegularFile);
                 match spec {
-                    Spec::File(file) => {
-                        self.replace_file(dir.as_fd(), change, file, old, content, ops)
-                    }
-                    Spec::Symlink { target } => {
-                        self.replace_symlink(dir.as_fd(), path, name, target, ops)
-                    }
+                    Spec::File(file) => self
+                        .stage_file(dir, change, file, old, content, ops, clock)
+                        .map(Some),
+                    Spec::Symlink { target } => self
+                        .replace_symlink(dir.as_fd(), path, name, target, ops)
+                        .map(|()| None),
+                    Spec::Structured(s) => Err(TargetError::Terminal(format!(
+                        "{path}: kind {} is not served by a files target",
+                        s.kind
+                    ))),
                 }
             }
         }
     }
 
-    /// Writes the content to a fresh temp file, sets owner then mode, makes
-    /// it durable, and renames it over the final name.
-    fn replace_file(
+    /// Writes the content to a fresh temp file and sets owner then mode;
+    /// durability and the rename are left to the caller.
+    #[allow(clippy::too_many_arguments)]
+    fn stage_file(
         &self,
-        dir: BorrowedFd,
+        dir: OwnedFd,
         change: &Change,
         spec: &FileSpec,
         old: Option<Meta>,
         content: &dyn ContentSource,
         ops: &mut Ops,
-    ) -> Result<(), TargetError> {
+        clock: &mut Clock,
+    ) -> Result<Staged, TargetError> {
         let path = change.path.as_str();
         let bytes = content
             .read(spec.blob)
@@ -109,24 +173,45 @@ impl FilesTarget {
         // An owner or group the declaration leaves out stays as it was.
         let uid = spec.uid.or(old.map(|m| m.uid));
         let gid = spec.gid.or(old.map(|m| m.gid));
-        let recorded = self.cache.clock_now();
+        let recorded = clock.now(self);
         // Dated just before the clock reading, the file's stat is one the
         // cache can trust at once: any later write, by anyone, leaves a
         // newer mtime.
         let mtime = recorded.map(|t| t - 1);
-        let (temp, mut file) = create_temp_file(dir, path, ops)?;
-        let result = fill(&mut file, &bytes, uid, gid, spec.mode & 0o7777, mtime, ops)
-            .map_err(|e| transient(path, "write temp file", e))
-            .and_then(|()| swap_in(dir, &temp, change.path.split_last().1, path, ops));
-        if let Err(e) = result {
-            discard(dir, &temp);
+        let (temp, mut file) = create_temp_file(dir.as_fd(), path, ops)?;
+        if let Err(e) = fill(&mut file, &bytes, uid, gid, spec.mode & 0o7777, mtime, ops) {
+            discard(dir.as_fd(), &temp);
+            return Err(transient(path, "write temp file", e));
+        }
+        Ok(Staged {
+            dir,
+            temp,
+            file,
+            blob: spec.blob,
+            recorded,
+        })
+    }
+
+    /// Renames a durable staged file over the final name (backing up what
+    /// it replaces) and records it in the stat cache. Returns the directory,
+    /// which the caller must sync before reporting success.
+    pub(super) fn commit(
+        &self,
+        change: &Change,
+        staged: Staged,
+        ops: &mut Ops,
+    ) -> Result<OwnedFd, TargetError> {
+        let path = change.path.as_str();
+        let name = change.path.split_last().1;
+        if let Err(e) = swap_in(staged.dir.as_fd(), &staged.temp, name, path, ops) {
+            staged.abandon();
             return Err(e);
         }
-        if let Ok(st) = rfs::fstat(&file) {
+        if let Ok(st) = rfs::fstat(&staged.file) {
             self.cache
-                .record(path, &Meta::from_stat(&st), spec.blob, recorded);
+                .record(path, &Meta::from_stat(&st), staged.blob, staged.recorded);
         }
-        Ok(())
+        Ok(staged.dir)
     }
 
     fn replace_symlink(
@@ -157,7 +242,8 @@ impl FilesTarget {
             return Err(e);
         }
         self.cache.forget(path);
-        Ok(())
+        ops.sync_dir(dir)
+            .map_err(|e| transient(path, "fsync directory", e))
     }
 }
 
@@ -186,8 +272,8 @@ fn create_temp_file(
 }
 
 /// Content, owner, then mode (chown would clear setuid bits set before it),
-/// the mtime if given, then durable. Any failure here means the temp file is
-/// thrown away.
+/// then the mtime if given. Any failure here means the temp file is thrown
+/// away.
 fn fill(
     file: &mut File,
     bytes: &[u8],
@@ -224,12 +310,12 @@ fn fill(
             },
         )?;
     }
-    rfs::fdatasync(&*file)?;
     Ok(())
 }
 
 /// Renames `temp` over `name`: a regular file there is backed up first, an
-/// empty directory removed; a non-empty one stops everything.
+/// empty directory removed; a non-empty one stops everything. The caller
+/// syncs the directory.
 fn swap_in(
     dir: BorrowedFd,
     temp: &str,
@@ -259,8 +345,7 @@ fn swap_in(
         Err(e) => return Err(transient(path, "stat", e)),
     }
     ops.writes += 1;
-    rfs::renameat(dir, temp, dir, name).map_err(|e| transient(path, "rename", e))?;
-    rfs::fsync(dir).map_err(|e| transient(path, "fsync directory", e))
+    rfs::renameat(dir, temp, dir, name).map_err(|e| transient(path, "rename", e))
 }
 
 fn discard(dir: BorrowedFd, temp: &str) {

@@ -1,0 +1,42 @@
+//! `tend plugin check`: the conformance checker's command line; prints each
+//! check and exits 1 when any failed.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use crate::cli::{GlobalArgs, Output};
+use crate::target::exec::check;
+
+pub fn check(g: &GlobalArgs, command: &[String], timeout: Duration) -> ExitCode {
+    let mut results = Vec::new();
+    let json = g.output == Output::Json;
+    let failed = check::run(command, timeout, &mut |o: &check::Outcome| {
+        if !json {
+            let mark = match (o.passed, o.skipped) {
+                (true, _) => "ok  ",
+                (false, true) => "skip",
+                (false, false) => "FAIL",
+            };
+            println!("{mark} {}: {}", o.check, o.detail);
+        }
+        results.push(o.clone());
+    });
+    if json {
+        let v = serde_json::json!({
+            "passed": failed == 0,
+            "checks": results.iter().map(|o| serde_json::json!({
+                "check": o.check, "passed": o.passed, "skipped": o.skipped, "detail": o.detail,
+            })).collect::<Vec<_>>(),
+        });
+        println!("{v}");
+    } else if failed == 0 {
+        println!("all {} checks passed", results.len());
+    } else {
+        println!("{failed} of {} checks failed", results.len());
+    }
+    if failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
+}

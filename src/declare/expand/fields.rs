@@ -1,0 +1,89 @@
+//! Field values of path declarations: `source:` paths joined inside the
+//! repository, octal modes, and owners and groups resolved on this host.
+
+use crate::declare::yaml::IdOrName;
+
+/// Joins `rel` onto the directory `base` inside the repository, refusing to
+/// climb above the repository root. A leading `/` means the repository root.
+pub(super) fn repo_join(base: &str, rel: &str) -> Result<String, String> {
+    let mut parts: Vec<&str> = if rel.starts_with('/') {
+        Vec::new()
+    } else {
+        base.split('/').filter(|p| !p.is_empty()).collect()
+    };
+    for part in rel.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => {
+                if parts.pop().is_none() {
+                    return Err(format!("source {rel:?} leaves the repository"));
+                }
+            }
+            p => parts.push(p),
+        }
+    }
+    Ok(parts.join("/"))
+}
+
+pub(super) fn parent_dir(path: &str) -> &str {
+    path.rfind('/').map(|i| &path[..i]).unwrap_or("")
+}
+
+pub(super) fn parse_mode(s: &str) -> Result<u32, String> {
+    let digits = s.strip_prefix("0o").unwrap_or(s);
+    match u32::from_str_radix(digits, 8) {
+        Ok(m) if m <= 0o7777 && !digits.is_empty() => Ok(m),
+        _ => Err(format!(
+            "mode {s:?} is not an octal permission like \"0644\""
+        )),
+    }
+}
+
+pub(super) fn resolve_principal(p: &IdOrName, group: bool) -> Result<u32, String> {
+    let name = match p {
+        IdOrName::Id(n) => return Ok(*n),
+        IdOrName::Name(s) => s,
+    };
+    if let Ok(n) = name.parse::<u32>() {
+        return Ok(n);
+    }
+    let found = if group {
+        nix::unistd::Group::from_name(name)
+            .ok()
+            .flatten()
+            .map(|g| g.gid.as_raw())
+    } else {
+        nix::unistd::User::from_name(name)
+            .ok()
+            .flatten()
+            .map(|u| u.uid.as_raw())
+    };
+    found.ok_or_else(|| {
+        format!(
+            "unknown {} {name:?} on this host",
+            if group { "group" } else { "user" }
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn repo_join_stays_inside() {
+        assert_eq!(repo_join("a/b", "../c/d").unwrap(), "a/c/d");
+        assert_eq!(repo_join("a/b", "/x").unwrap(), "x");
+        assert!(repo_join("a", "../../etc/passwd").is_err());
+        assert!(repo_join("", "..").is_err());
+    }
+
+    #[test]
+    fn modes() {
+        assert_eq!(parse_mode("0644").unwrap(), 0o644);
+        assert_eq!(parse_mode("4755").unwrap(), 0o4755);
+        assert!(parse_mode("0999").is_err());
+        assert!(parse_mode("").is_err());
+        assert!(parse_mode("17777").is_err());
+    }
+}

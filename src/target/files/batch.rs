@@ -1,0 +1,270 @@
+//! Many changes at once: file replacements staged together, made durable
+//! together by a small pool of threads, renamed in input order, and each
+//! directory renamed into synced once for the whole batch.
+
+use std::collections::hash_map::{Entry, HashMap};
+use std::collections::HashSet;
+use std::io;
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use rustix::fs as rfs;
+
+use super::observe::Meta;
+use super::write::{Clock, Staged};
+use super::{counted_fsync, transient, FilesTarget, Ops};
+use crate::model::{Action, Backup, Change, ContentSource, Field, Spec};
+use crate::target::{Applied, Target, TargetError};
+
+/// Threads making temp files durable at once: concurrent fdatasyncs share
+/// journal commits. Measured on ext4 (3000 small files, a loaded 2-core
+/// machine, so noisy): 8 threads 0.8-4.3 s, 4 threads 2.9-5.4 s, one after
+/// another 13 s; starting writeback of all first (sync_file_range) gained
+/// nothing.
+const POOL: usize = 8;
+/// Staged files held at once; each holds two descriptors (file, directory).
+const RUN: usize = 256;
+/// Directories held open awaiting their sync; beyond this many, the held
+/// ones are synced early rather than run out of descriptors.
+const HELD_DIRS: usize = 256;
+
+/// A change whose writes are done, waiting for the sync of its directory.
+struct Waiting<'a> {
+    index: usize,
+    change: &'a Change,
+    ops: Ops<'a>,
+}
+
+/// Staged replacements that are not durable yet.
+#[derive(Default)]
+struct Run<'a> {
+    staged: Vec<(Waiting<'a>, Staged)>,
+    /// The staged paths, and every directory above them: a change that
+    /// touches one of these waits for the run to land, so the batch ends
+    /// as applying the changes one by one would.
+    files: HashSet<&'a str>,
+    dirs: HashSet<&'a str>,
+    clock: Clock,
+}
+
+impl<'a> Run<'a> {
+    fn conflicts(&self, path: &str) -> bool {
+        self.files.contains(path)
+            || self.dirs.contains(path)
+            || ancestors(path).any(|dir| self.files.contains(dir))
+    }
+
+    fn add(&mut self, waiting: Waiting<'a>, staged: Staged) {
+        let path = waiting.change.path.as_str();
+        self.files.insert(path);
+        self.dirs.extend(ancestors(path));
+        self.staged.push((waiting, staged));
+    }
+}
+
+/// `a/b/c` -> `a`, `a/b`.
+fn ancestors(path: &str) -> impl Iterator<Item = &str> {
+    path.match_indices('/').map(move |(end, _)| &path[..end])
+}
+
+/// The state of one `apply_batch` call.
+struct Batch<'a> {
+    target: &'a FilesTarget,
+    results: Vec<Option<Result<Applied, TargetError>>>,
+    run: Run<'a>,
+    /// Changes whose writes are done, each with its outcome so far; they
+    /// are finished once every directory they wait for is synced.
+    waiting: Vec<(Waiting<'a>, Result<(), TargetError>)>,
+    /// Directories to sync, by (dev, ino), with the changes waiting on each
+    /// (positions in `waiting`).
+    dirs: HashMap<(u64, u64), (OwnedFd, Vec<usize>)>,
+}
+
+impl FilesTarget {
+    pub(super) fn apply_many(
+        &self,
+        changes: &[&Change],
+        content: &dyn ContentSource,
+        backup: &dyn Backup,
+    ) -> Vec<Result<Applied, TargetError>> {
+        let mut batch = Batch {
+            target: self,
+            results: (0..changes.len()).map(|_| None).collect(),
+            run: Run::default(),
+            waiting: Vec::new(),
+            dirs: HashMap::new(),
+        };
+        for (index, &change) in changes.iter().enumerate() {
+            if batch.run.conflicts(change.path.as_str()) || batch.run.staged.len() >= RUN {
+                batch.land_run();
+            }
+            if !writes_content(change) {
+                batch.results[index] = Some(self.apply(change, content, backup));
+                continue;
+            }
+            let mut ops = self.ops(change, backup);
+            ops.deferred = Some(Vec::new());
+            let staged = self.stage_change(change, content, &mut ops, &mut batch.run.clock);
+            let waiting = Waiting { index, change, ops };
+            match staged {
+                Ok(Some(staged)) => batch.run.add(waiting, staged),
+                // Decided on the spot: nothing to do, a chmod, a refusal.
+                other => batch.settle(waiting, other.map(|_| ()), None),
+            }
+        }
+        batch.land_run();
+        batch.sync_dirs();
+        for (waiting, result) in std::mem::take(&mut batch.waiting) {
+            batch.results[waiting.index] = Some(self.finish(waiting.ops, result));
+        }
+        batch
+            .results
+            .into_iter()
+            .map(|result| {
+                result.unwrap_or_else(|| Err(TargetError::Transient("left unapplied".into())))
+            })
+            .collect()
+    }
+}
+
+impl<'a> Batch<'a> {
+    /// Makes the run's temp files durable, then renames each into place.
+    fn land_run(&mut self) {
+        let run = std::mem::take(&mut self.run);
+        let staged: Vec<&Staged> = run.staged.iter().map(|(_, staged)| staged).collect();
+        let synced = sync_all(&staged);
+        for ((mut waiting, staged), synced) in run.staged.into_iter().zip(synced) {
+            let path = waiting.change.path.as_str();
+            if let Err(e) = synced {
+                staged.abandon();
+                self.settle(waiting, Err(transient(path, "sync temp file", e)), None);
+                continue;
+            }
+            match self.target.commit(waiting.change, staged, &mut waiting.ops) {
+                Ok(dir) => self.settle(waiting, Ok(()), Some(dir)),
+                Err(e) => self.settle(waiting, Err(e), None),
+            }
+        }
+    }
+
+    /// Finishes a change at once, or, when directories it changed are
+    /// still to be synced (`renamed_into` and any it made), sets it waiting
+    /// for them.
+    fn settle(
+        &mut self,
+        mut waiting: Waiting<'a>,
+        result: Result<(), TargetError>,
+        renamed_into: Option<OwnedFd>,
+    ) {
+        let mut dirs = waiting.ops.deferred.take().unwrap_or_default();
+        dirs.extend(renamed_into);
+        if dirs.is_empty() {
+            self.results[waiting.index] = Some(self.target.finish(waiting.ops, result));
+            return;
+        }
+        let position = self.waiting.len();
+        self.waiting.push((waiting, result));
+        for dir in dirs {
+            self.hold(dir, position);
+        }
+    }
+
+    fn hold(&mut self, dir: OwnedFd, position: usize) {
+        let key = match rfs::fstat(&dir) {
+            Ok(st) => {
+                let meta = Meta::from_stat(&st);
+                (meta.dev, meta.ino)
+            }
+            Err(_) => {
+                // Unknown identity: synced alone rather than not at all.
+                let synced = counted_fsync(&self.target.dir_syncs, dir.as_fd());
+                return self.fail_on(synced, position);
+            }
+        };
+        if !self.dirs.contains_key(&key) && self.dirs.len() >= HELD_DIRS {
+            self.sync_dirs();
+        }
+        match self.dirs.entry(key) {
+            Entry::Occupied(held) => held.into_mut().1.push(position),
+            Entry::Vacant(free) => {
+                free.insert((dir, vec![position]));
+            }
+        }
+    }
+
+    /// Syncs each held directory once; a failure fails every change
+    /// waiting on it, since what it wrote there may not survive a crash.
+    fn sync_dirs(&mut self) {
+        for (_, (dir, positions)) in std::mem::take(&mut self.dirs) {
+            let synced = counted_fsync(&self.target.dir_syncs, dir.as_fd());
+            for position in positions {
+                self.fail_on(synced, position);
+            }
+        }
+    }
+
+    fn fail_on(&mut self, synced: rustix::io::Result<()>, position: usize) {
+        let (waiting, result) = &mut self.waiting[position];
+        if let (Err(e), Ok(())) = (synced, &result) {
+            *result = Err(transient(
+                waiting.change.path.as_str(),
+                "fsync directory",
+                e,
+            ));
+        }
+    }
+}
+
+/// Whether a change replaces a file's content: the kind a batch stages.
+/// Everything else takes the one-by-one path.
+fn writes_content(change: &Change) -> bool {
+    let file = matches!(
+        change.desired.as_ref().map(|d| &d.spec),
+        Some(Spec::File(_))
+    );
+    file && match change.action {
+        Action::Create => true,
+        Action::Update => change
+            .fields
+            .iter()
+            .any(|f| matches!(f, Field::Content | Field::Type { .. })),
+        Action::Delete => false,
+    }
+}
+
+/// fdatasync of every staged file, by up to [`POOL`] threads at once, so the
+/// filesystem commits them in a few journal transactions instead of one
+/// each. One result per file, in order.
+fn sync_all(staged: &[&Staged]) -> Vec<io::Result<()>> {
+    if staged.len() < 2 {
+        return staged.iter().map(|s| s.sync()).collect();
+    }
+    let next = AtomicUsize::new(0);
+    let work = || {
+        let mut done = Vec::new();
+        loop {
+            let i = next.fetch_add(1, Ordering::Relaxed);
+            let Some(s) = staged.get(i) else {
+                return done;
+            };
+            done.push((i, s.sync()));
+        }
+    };
+    let mut results: Vec<Option<io::Result<()>>> = (0..staged.len()).map(|_| None).collect();
+    std::thread::scope(|scope| {
+        // This thread works too, so a thread that cannot be started only
+        // costs speed.
+        let helpers: Vec<_> = (1..POOL.min(staged.len()))
+            .filter_map(|_| std::thread::Builder::new().spawn_scoped(scope, work).ok())
+            .collect();
+        let mut all = vec![work()];
+        all.extend(helpers.into_iter().filter_map(|h| h.join().ok()));
+        for (i, result) in all.into_iter().flatten() {
+            results[i] = Some(result);
+        }
+    });
+    results
+        .into_iter()
+        .map(|r| r.unwrap_or_else(|| Err(io::Error::other("sync thread failed"))))
+        .collect()
+}

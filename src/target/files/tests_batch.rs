@@ -1,0 +1,311 @@
+//! apply_batch on real directories: many files land with their modes,
+//! results stay in input order, a failing member fails alone, each
+//! directory is synced once, and the end state is the one-by-one one.
+
+use std::fs;
+use std::os::unix::fs::{symlink, PermissionsExt};
+use std::time::Instant;
+
+use super::testkit::*;
+use crate::model::{blob_id, Action, Change, Field, Live, Observed, Spec};
+use crate::target::{Applied, Target, TargetError};
+
+fn mode_of(path: &std::path::Path) -> u32 {
+    fs::symlink_metadata(path).unwrap().permissions().mode() & 0o7777
+}
+
+fn create(path: &str, bytes: &[u8], mode: u32) -> Change {
+    change(
+        path,
+        Action::Create,
+        Some(Spec::File(file_spec(bytes, mode))),
+        vec![],
+    )
+}
+
+fn batch(t: &super::FilesTarget, changes: &[Change], content: &MapContent) -> Vec<Applied> {
+    let refs: Vec<&Change> = changes.iter().collect();
+    t.apply_batch(&refs, content, &RecordingBackup::default())
+        .into_iter()
+        .map(|r| r.unwrap())
+        .collect()
+}
+
+/// `n` files spread over `dirs` directories (the root among them), each
+/// with its own content and one of a few modes.
+fn spread(n: usize, dirs: usize) -> (Vec<Change>, MapContent) {
+    let modes = [0o644, 0o600, 0o755, 0o4750];
+    let mut content = MapContent::default();
+    let changes = (0..n)
+        .map(|i| {
+            let bytes = format!("file {i}\n").into_bytes();
+            content.0.insert(blob_id(&bytes), bytes.clone());
+            let path = match i % dirs {
+                0 => format!("f{i}"),
+                d => format!("d{d}/f{i}"),
+            };
+            create(&path, &bytes, modes[i % modes.len()])
+        })
+        .collect();
+    (changes, content)
+}
+
+fn no_temp_files_under(dir: &std::path::Path) {
+    for entry in fs::read_dir(dir).unwrap() {
+        let entry = entry.unwrap();
+        let name = entry.file_name().into_string().unwrap();
+        assert!(!name.starts_with(".tend-"), "temp file left: {name}");
+        if entry.file_type().unwrap().is_dir() {
+            no_temp_files_under(&entry.path());
+        }
+    }
+}
+
+#[test]
+fn a_batch_lands_files_across_directories_with_their_modes_and_a_second_writes_nothing() {
+    let sb = Sandbox::new();
+    let t = sb.target();
+    put(&t, "d1/f1", b"old", 0o644).unwrap();
+    let (changes, content) = spread(120, 6);
+    let refs: Vec<&Change> = changes.iter().collect();
+    let backup = RecordingBackup::default();
+    let writes_before = t.writes_total();
+
+    let results = t.apply_batch(&refs, &content, &backup);
+
+    assert_eq!(results.len(), 120);
+    let mut total = 0;
+    for (c, r) in changes.iter().zip(&results) {
+        let applied = r.as_ref().unwrap();
+        total += applied.writes;
+        let Some(Spec::File(spec)) = c.desired.as_ref().map(|d| &d.spec) else {
+            unreachable!()
+        };
+        let at = sb.at(c.path.as_str());
+        assert_eq!(blob_id(&fs::read(&at).unwrap()), spec.blob, "{at:?}");
+        assert_eq!(mode_of(&at), spec.mode, "{at:?}");
+    }
+    assert_eq!(backup.bytes(), vec![b"old".to_vec()]);
+    assert_eq!(results[1].as_ref().unwrap().backups, vec!["backup-1"]);
+    assert_eq!(t.writes_total() - writes_before, total);
+    no_temp_files_under(&sb.root);
+
+    // Own writes went into the stat cache: observing hashes nothing.
+    let hashed = t.hashes_total();
+    let paths: Vec<_> = changes.iter().map(|c| &c.path).collect();
+    for (o, c) in t.observe_paths(&paths).iter().zip(&changes) {
+        assert!(matches!(o, Observed::Present(Live::File { .. })), "{c:?}");
+    }
+    assert_eq!(t.hashes_total(), hashed);
+
+    let before: Vec<_> = changes
+        .iter()
+        .map(|c| identity(&sb.at(c.path.as_str())))
+        .collect();
+    let again = batch(&t, &changes, &content);
+    assert!(again.iter().all(|a| a.writes == 0), "{again:?}");
+    let after: Vec<_> = changes
+        .iter()
+        .map(|c| identity(&sb.at(c.path.as_str())))
+        .collect();
+    assert_eq!(before, after, "same inodes, mtimes and ctimes");
+}
+
+/// Content that, when read for one blob, puts a non-empty directory where
+/// another (already staged) change is about to land.
+struct Obstructing {
+    inner: MapContent,
+    trigger: git2::Oid,
+    obstruct: std::path::PathBuf,
+}
+
+impl crate::model::ContentSource for Obstructing {
+    fn read(&self, blob: git2::Oid) -> std::io::Result<Vec<u8>> {
+        if blob == self.trigger {
+            fs::create_dir_all(&self.obstruct)?;
+            fs::write(self.obstruct.join("precious"), b"human work")?;
+        }
+        self.inner.read(blob)
+    }
+}
+
+#[test]
+fn a_failing_member_fails_alone_and_results_keep_input_order() {
+    let sb = Sandbox::new();
+    let t = sb.target();
+    put(&t, "key", b"secret", 0o644).unwrap();
+    put(&t, "gone", b"bye", 0o644).unwrap();
+    fs::create_dir_all(sb.at("conf/d")).unwrap();
+    fs::write(sb.at("conf/d/keep"), b"mine").unwrap();
+    let chmod = change(
+        "key",
+        Action::Update,
+        Some(Spec::File(file_spec(b"secret", 0o600))),
+        vec![Field::Mode {
+            from: 0o644,
+            to: 0o600,
+        }],
+    );
+    let changes = [
+        create("a/one", b"1", 0o644),
+        create("conf", b"refused at once", 0o644),
+        create("late", b"refused at the rename", 0o644),
+        create("a/two", b"2", 0o640),
+        chmod,
+        change("gone", Action::Delete, None, vec![]),
+        create("b/three", b"3", 0o600),
+    ];
+    let content = Obstructing {
+        inner: MapContent::of(&[
+            b"1",
+            b"refused at once",
+            b"refused at the rename",
+            b"2",
+            b"3",
+        ]),
+        trigger: blob_id(b"2"),
+        obstruct: sb.at("late/d"),
+    };
+    let refs: Vec<&Change> = changes.iter().collect();
+    let backup = RecordingBackup::default();
+
+    let results = t.apply_batch(&refs, &content, &backup);
+
+    let unmanaged = |r: &Result<Applied, TargetError>| matches!(r, Err(TargetError::Transient(m)) if m.contains("unmanaged"));
+    assert!(unmanaged(&results[1]), "{:?}", results[1]);
+    assert!(unmanaged(&results[2]), "{:?}", results[2]);
+    let ok: Vec<&Applied> = [0, 3, 4, 5, 6]
+        .iter()
+        .map(|&i| results[i].as_ref().unwrap())
+        .collect();
+    assert_eq!(ok[2].writes, 1, "the chmod is the fifth result");
+    assert_eq!(
+        (ok[3].writes, ok[3].backups.clone()),
+        (1, vec!["backup-1".to_string()]),
+        "the delete is the sixth result"
+    );
+    assert_eq!(fs::read(sb.at("a/one")).unwrap(), b"1");
+    assert_eq!(fs::read(sb.at("a/two")).unwrap(), b"2");
+    assert_eq!(mode_of(&sb.at("a/two")), 0o640);
+    assert_eq!(fs::read(sb.at("b/three")).unwrap(), b"3");
+    assert_eq!(mode_of(&sb.at("key")), 0o600);
+    assert!(!sb.at("gone").exists());
+    assert_eq!(fs::read(sb.at("conf/d/keep")).unwrap(), b"mine");
+    assert_eq!(fs::read(sb.at("late/d/precious")).unwrap(), b"human work");
+    assert_eq!(backup.bytes(), vec![b"bye".to_vec()]);
+    no_temp_files_under(&sb.root);
+}
+
+#[test]
+fn each_directory_is_synced_once_per_batch() {
+    let sb = Sandbox::new();
+    let t = sb.target();
+    for d in 1..5 {
+        fs::create_dir(sb.at(&format!("d{d}"))).unwrap();
+    }
+    let (changes, content) = spread(50, 5);
+
+    let before = t.dir_syncs_total();
+    batch(&t, &changes, &content);
+    assert_eq!(t.dir_syncs_total() - before, 5, "the root and d1..d4");
+
+    let before = t.dir_syncs_total();
+    batch(&t, &changes, &content);
+    assert_eq!(
+        t.dir_syncs_total(),
+        before,
+        "nothing written, nothing synced"
+    );
+
+    // New directories: each parent synced once too, not once per mkdir.
+    let fresh = Sandbox::new();
+    let t2 = fresh.target();
+    let nested = ["n1/a/f", "n1/a/g", "n1/b/f", "n2/f", "top"].map(|p| create(p, b"x", 0o644));
+    batch(&t2, &nested, &MapContent::of(&[b"x"]));
+    assert_eq!(t2.dir_syncs_total(), 5, "the root, n1, n1/a, n1/b and n2");
+    assert_eq!(fs::read(fresh.at("n1/b/f")).unwrap(), b"x");
+
+    // One by one, each rename syncs its directory.
+    let before = t.dir_syncs_total();
+    for i in 0..10 {
+        put(&t, &format!("d1/g{i}"), b"single", 0o644).unwrap();
+    }
+    assert_eq!(t.dir_syncs_total() - before, 10);
+}
+
+#[test]
+fn changes_to_the_same_or_nested_paths_end_as_one_by_one() {
+    let changes = [
+        create("x", b"first", 0o644),
+        create("y", b"y", 0o644),
+        create("y", b"y", 0o644),
+        create("x", b"second", 0o600),
+        create("x/inner", b"nested", 0o644),
+    ];
+    let content = MapContent::of(&[b"first", b"second", b"nested", b"y"]);
+    let refs: Vec<&Change> = changes.iter().collect();
+    let (one, many) = (Sandbox::new(), Sandbox::new());
+    let (t1, tn) = (one.target(), many.target());
+    let (b1, bn) = (RecordingBackup::default(), RecordingBackup::default());
+
+    let singly: Vec<_> = refs.iter().map(|c| t1.apply(c, &content, &b1)).collect();
+    let batched = tn.apply_batch(&refs, &content, &bn);
+
+    assert_eq!(batched, singly);
+    assert_eq!(batched[2].as_ref().unwrap().writes, 0, "y was written");
+    assert_eq!(bn.bytes(), vec![b"first".to_vec(), b"second".to_vec()]);
+    assert_eq!(fs::read(many.at("x/inner")).unwrap(), b"nested");
+    assert_eq!(fs::read(many.at("y")).unwrap(), b"y");
+}
+
+#[test]
+fn a_batch_stays_inside_the_root() {
+    let sb = Sandbox::new();
+    let t = sb.target();
+    let before = sb.sentinel_state();
+    symlink(&sb.sentinel, sb.at("escape")).unwrap();
+    symlink(sb.sentinel.join("secret"), sb.at("last")).unwrap();
+    symlink("../../outside/sentinel", sb.at("up")).unwrap();
+    let changes = [
+        create("escape/secret", b"pwned", 0o644),
+        create("last", b"pwned", 0o644),
+        create("up/secret", b"pwned", 0o644),
+        create("escape/new", b"pwned", 0o644),
+    ];
+    let results = batch(&t, &changes, &MapContent::of(&[b"pwned"]));
+
+    assert_eq!(results.len(), 4);
+    assert_eq!(sb.sentinel_state(), before);
+    assert!(fs::symlink_metadata(sb.at("last")).unwrap().is_file());
+    assert_eq!(fs::read(sb.at("last")).unwrap(), b"pwned");
+}
+
+/// `cargo test --release --lib bench_apply_vs_apply_batch -- --ignored --nocapture`
+#[test]
+#[ignore = "a benchmark: slow, and only its printed timings matter"]
+fn bench_apply_vs_apply_batch() {
+    let (changes, content) = spread(3000, 30);
+    let refs: Vec<&Change> = changes.iter().collect();
+    let time = |batched: bool| {
+        let sb = Sandbox::new();
+        let t = sb.target();
+        let backup = RecordingBackup::default();
+        let start = Instant::now();
+        let ok = if batched {
+            t.apply_batch(&refs, &content, &backup)
+                .iter()
+                .all(|r| r.is_ok())
+        } else {
+            refs.iter().all(|c| t.apply(c, &content, &backup).is_ok())
+        };
+        let took = start.elapsed();
+        assert!(ok);
+        println!(
+            "{}: {took:.2?}, {} directory syncs",
+            if batched { "apply_batch" } else { "apply" },
+            t.dir_syncs_total()
+        );
+    };
+    time(false);
+    time(true);
+}

@@ -1,0 +1,268 @@
+//! `--repo https://...` against a real Git smart-HTTP server on loopback
+//! (nginx with TLS from a throwaway CA, basic auth, git-http-backend): the
+//! right token fetches and `sync` applies; a wrong token, an untrusted
+//! certificate, an error page, a malformed address and a redirect to another
+//! host all fail without the secret showing up anywhere.
+
+mod util;
+
+use std::path::{Path, PathBuf};
+
+use util::https::HttpsServer;
+use util::secrets::Canary;
+use util::servers::{remote_daemon, run_remote};
+use util::{wait_until, Env};
+
+const USER: &str = "tend";
+
+/// A repository declaring one file, served as `ops.git`; basic auth accepts
+/// `password`.
+fn serve(password: &str) -> Option<(Env, HttpsServer)> {
+    let server = HttpsServer::start(USER, password)?;
+    let env = Env::new();
+    env.repo
+        .write(
+            "motd.tend.yaml",
+            "kind: file\npath: etc/motd\nsource: motd\n",
+        )
+        .write("motd", "from https\n");
+    env.repo.commit("init");
+    server.publish("ops.git", env.repo.path());
+    Some((env, server))
+}
+
+fn config(env: &Env, token: Option<&Path>, ca: Option<&Path>) -> PathBuf {
+    let mut auth = String::new();
+    if let Some(token) = token {
+        auth += &format!("    token_file: {}\n", token.display());
+    }
+    if let Some(ca) = ca {
+        auth += &format!("    ca_file: {}\n", ca.display());
+    }
+    env.config(&format!("source:\n  auth:\n{auth}"))
+}
+
+#[test]
+fn right_token_fetches_and_sync_applies() {
+    let canary = Canary::new();
+    let Some((env, server)) = serve(canary.value()) else {
+        return;
+    };
+    let token = canary.secret_file("token");
+    let cfg = config(&env, Some(&token), Some(&server.ca_file()));
+    let url = server.url("ops.git");
+
+    let run = run_remote(&env, &url, Some(&cfg), &["sync"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(env.read("etc/motd"), "from https\n");
+    let log = server.access_log();
+    assert!(
+        log.contains(" 401 "),
+        "the server asked for credentials: {log}"
+    );
+    assert!(
+        log.contains(" 200 user=tend "),
+        "and accepted the token: {log}"
+    );
+    assert_eq!(env.status()["source"]["repo"], url.as_str());
+
+    // A second commit arrives through the same mirror.
+    env.repo.write("motd", "updated over https\n");
+    env.repo.commit("update");
+    let run = run_remote(&env, &url, Some(&cfg), &["sync"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(env.read("etc/motd"), "updated over https\n");
+    // Success stores no secret either.
+    canary.assert_not_in_run("sync", &run);
+    canary.assert_not_stored(&env);
+}
+
+#[test]
+fn wrong_token_fails_without_printing_it() {
+    let canary = Canary::new();
+    let Some((env, server)) = serve("the-right-password") else {
+        return;
+    };
+    let token = canary.secret_file("token");
+    let cfg = config(&env, Some(&token), Some(&server.ca_file()));
+    let url = server.url("ops.git");
+
+    for command in ["sync", "diff", "validate"] {
+        let run = run_remote(&env, &url, Some(&cfg), &[command]);
+        assert_eq!(run.code, 2, "{command}: {run:?}");
+        assert!(
+            run.stderr.contains("authentication")
+                && run.stderr.contains("rejected the token (auth.token_file)"),
+            "{command}: {run:?}"
+        );
+        assert!(run.stderr.contains(&url), "names the remote: {run:?}");
+        canary.assert_not_in_run(command, &run);
+    }
+    assert!(!env.at("etc").exists(), "nothing applied");
+    assert!(
+        server.access_log().contains(" 401 user=tend "),
+        "the token was tried: {}",
+        server.access_log()
+    );
+
+    // The daemon records and logs the failure; neither shows the token.
+    let mut daemon = remote_daemon(&env, &url, Some(&cfg), &["--interval", "1s"]);
+    let failed = wait_until(10, || {
+        env.status()["source"]["last_fetch_error"]
+            .as_str()
+            .is_some_and(|e| e.contains("rejected"))
+            && env.daemon_log().contains("fetch failed")
+    });
+    daemon.stop(5);
+    assert!(failed, "{}", env.daemon_log());
+    canary.assert_not_stored(&env);
+}
+
+#[test]
+fn credentials_in_the_address_are_redacted() {
+    let canary = Canary::new();
+    let Some((env, server)) = serve("the-right-password") else {
+        return;
+    };
+    let cfg = config(&env, None, Some(&server.ca_file()));
+    let url = format!(
+        "https://{USER}:{}@127.0.0.1:{}/ops.git",
+        canary.value(),
+        server.port
+    );
+    let run = run_remote(&env, &url, Some(&cfg), &["sync"]);
+    assert_eq!(run.code, 2, "{run:?}");
+    let shown = format!("https://***@127.0.0.1:{}/ops.git", server.port);
+    assert!(run.stderr.contains(&shown), "{run:?}");
+    assert!(
+        run.stderr
+            .contains("rejected the credentials in the repository address"),
+        "{run:?}"
+    );
+    canary.assert_not_in_run("sync", &run);
+    assert_eq!(env.status()["source"]["repo"], shown.as_str());
+    canary.assert_not_stored(&env);
+
+    // A malformed address is reported without its secret too.
+    for bad in [
+        format!("https://{USER}:{}@127.0.0.1:99999/ops.git", canary.value()),
+        format!("https://{USER}:{}@[127.0.0.1/ops.git", canary.value()),
+    ] {
+        let run = run_remote(&env, &bad, Some(&cfg), &["sync"]);
+        assert_eq!(run.code, 2, "{run:?}");
+        assert!(run.stderr.contains("https://***@"), "{run:?}");
+        canary.assert_not_in_run("sync with a malformed address", &run);
+    }
+    canary.assert_not_stored(&env);
+}
+
+#[test]
+fn redirect_to_another_host_does_not_forward_the_token() {
+    let canary = Canary::new();
+    // The other host would accept the token: a leak would succeed.
+    let Some((env, server)) = serve(canary.value()) else {
+        return;
+    };
+    let token = canary.secret_file("token");
+    let cfg = config(&env, Some(&token), Some(&server.ca_file()));
+    let url = server.redirect_url("ops.git");
+
+    let run = run_remote(&env, &url, Some(&cfg), &["sync"]);
+    assert_eq!(run.code, 2, "{run:?}");
+    let expected = format!(
+        "redirected to https://localhost:{}, which asks for credentials; \
+         they are only sent to https://127.0.0.1:{}",
+        server.other_port, server.redirect_port
+    );
+    assert!(run.stderr.contains(&expected), "{run:?}");
+    canary.assert_not_in_run("sync", &run);
+    assert!(server.redirect_log().contains(" 302 "), "redirected");
+    let other = server.other_log();
+    assert!(
+        other.contains(" 401 "),
+        "the redirect was followed: {other}"
+    );
+    assert!(
+        !other.contains("authorization=\"Basic"),
+        "credentials went to the other host: {other}"
+    );
+
+    // Credentials in the address do not follow the redirect either.
+    let with_userinfo = format!(
+        "https://{USER}:{}@127.0.0.1:{}/ops.git",
+        canary.value(),
+        server.redirect_port
+    );
+    let run = run_remote(&env, &with_userinfo, Some(&cfg), &["sync"]);
+    assert_eq!(run.code, 2, "{run:?}");
+    canary.assert_not_in_run("sync", &run);
+    let other = server.other_log();
+    assert!(
+        !other.contains("authorization=\"Basic"),
+        "credentials went to the other host: {other}"
+    );
+    assert!(!env.at("etc").exists(), "nothing applied");
+    canary.assert_not_stored(&env);
+}
+
+#[test]
+fn untrusted_certificate_is_refused_before_anything_is_sent() {
+    let canary = Canary::new();
+    let Some((env, server)) = serve(canary.value()) else {
+        return;
+    };
+    let token = canary.secret_file("token");
+    let url = server.url("ops.git");
+
+    // The throwaway CA is not in the system store.
+    let cfg = config(&env, Some(&token), None);
+    let run = run_remote(&env, &url, Some(&cfg), &["sync"]);
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(
+        run.stderr.contains("untrusted remote")
+            && run.stderr.contains("certificate")
+            && run.stderr.contains("auth.ca_file"),
+        "{run:?}"
+    );
+    canary.assert_not_in_run("sync", &run);
+    assert_eq!(server.access_log(), "", "no request passed the handshake");
+
+    let missing = env.sentinel.path().join("no-such-ca.pem");
+    let cfg = config(&env, Some(&token), Some(&missing));
+    let run = run_remote(&env, &url, Some(&cfg), &["sync"]);
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(
+        run.stderr
+            .contains(&format!("auth.ca_file {}", missing.display())),
+        "{run:?}"
+    );
+
+    let not_a_cert = canary.file("not-a-cert.pem", "hello\n");
+    let cfg = config(&env, Some(&token), Some(&not_a_cert));
+    let run = run_remote(&env, &url, Some(&cfg), &["sync"]);
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(run.stderr.contains("not a usable PEM"), "{run:?}");
+    assert!(!env.at("etc").exists(), "nothing applied");
+    assert_eq!(server.access_log(), "");
+    canary.assert_not_stored(&env);
+}
+
+#[test]
+fn an_error_page_after_authentication_leaks_nothing() {
+    let canary = Canary::new();
+    let Some((env, server)) = serve(canary.value()) else {
+        return;
+    };
+    let token = canary.secret_file("token");
+    let cfg = config(&env, Some(&token), Some(&server.ca_file()));
+    let run = run_remote(&env, &server.url("broken.git"), Some(&cfg), &["sync"]);
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(run.stderr.contains("502"), "{run:?}");
+    assert!(
+        server.access_log().contains(" 502 user=tend "),
+        "{}",
+        server.access_log()
+    );
+    canary.assert_not_in_run("sync", &run);
+    canary.assert_not_stored(&env);
+}
