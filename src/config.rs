@@ -169,15 +169,6 @@ pub struct Policy {
     pub watch: bool,
 }
 
-#[derive(Debug, Clone, Default)]
-pub struct Auth {
-    pub ssh_key: Option<PathBuf>,
-    pub ssh_key_passphrase_file: Option<PathBuf>,
-    pub known_hosts: Option<PathBuf>,
-    pub token_file: Option<PathBuf>,
-    pub ca_file: Option<PathBuf>,
-}
-
 #[derive(Debug, Clone)]
 pub struct SourceSettings {
     pub repo: String,
@@ -186,7 +177,7 @@ pub struct SourceSettings {
     pub mirror: bool,
     pub interval: Duration,
     pub timeout: Duration,
-    pub auth: Auth,
+    pub auth: crate::source::Auth,
 }
 
 #[derive(Debug, Clone)]
@@ -349,7 +340,7 @@ pub fn resolve(args: &GlobalArgs) -> Result<Settings, ConfigError> {
             .map(|d| d.0)
             .or(src.timeout.map(|d| d.0))
             .unwrap_or(Duration::from_secs(120)),
-        auth: Auth {
+        auth: crate::source::Auth {
             ssh_key: a.ssh_key,
             ssh_key_passphrase_file: a.ssh_key_passphrase_file,
             known_hosts: a.known_hosts,

@@ -66,13 +66,7 @@ impl Context {
             repo: s.repo.clone(),
             reference: s.reference.clone(),
             timeout: s.timeout,
-            auth: crate::source::Auth {
-                ssh_key: s.auth.ssh_key.clone(),
-                ssh_key_passphrase_file: s.auth.ssh_key_passphrase_file.clone(),
-                known_hosts: s.auth.known_hosts.clone(),
-                token_file: s.auth.token_file.clone(),
-                ca_file: s.auth.ca_file.clone(),
-            },
+            auth: s.auth.clone(),
         };
         let mirror = Mirror::open(&settings.state_dir, spec)?;
         Ok(Context {

@@ -7,10 +7,10 @@ use std::time::SystemTime;
 use super::backoff;
 use super::context::Context;
 use crate::ledger::{
-    next_drift_since, AuditEntry, AuditLog, BackupStore, HashKey, Intent, IntentKind,
-    InventoryEntry, Ledger, LedgerError, ResourceRecord, State,
+    next_drift_since, AuditEntry, AuditLog, BackupStore, HashKey, Intent, IntentKind, Ledger,
+    LedgerError, ResourceRecord, State,
 };
-use crate::model::{Backup, Change, Desired, Live, Observed, ResourceId, Spec};
+use crate::model::{Backup, Desired, Live, Observed, ResourceId, Spec};
 
 /// Which resources are paused right now.
 pub struct Paused {
@@ -111,11 +111,6 @@ impl Recorder {
         self.ledger.meta(&digest_key(id))
     }
 
-    pub fn set_applied_digest(&self, id: &ResourceId, digest: &str) -> Result<(), LedgerError> {
-        self.ledger.set_meta(&blocked_key(id), "")?;
-        self.ledger.set_meta(&digest_key(id), digest)
-    }
-
     /// The declaration a terminal error blocked; it stays blocked until the
     /// declaration changes.
     pub fn blocked_digest(&self, id: &ResourceId) -> Result<Option<String>, LedgerError> {
@@ -132,15 +127,6 @@ impl Recorder {
     pub fn set_managed(&self, id: &ResourceId, fields: &[String]) -> Result<(), LedgerError> {
         let text = serde_json::to_string(fields).expect("strings serialize");
         self.ledger.set_meta(&managed_key(id), &text)
-    }
-
-    /// Records the identity in the inventory before it is created.
-    pub fn adopt(&self, change: &Change) -> Result<(), LedgerError> {
-        self.ledger.inventory_add(&InventoryEntry {
-            id: change.id.to_string(),
-            target: change.target.clone(),
-            path: change.path.to_string(),
-        })
     }
 
     /// Drops everything tend knew of identities it no longer manages.
@@ -182,14 +168,6 @@ impl Recorder {
             return Ok(());
         }
         self.audit.append_all(entries)
-    }
-
-    /// Records, before the write that triggers it, that `hook` must run
-    /// for `id`.
-    pub fn intend_hook(&self, hook: &str, id: &ResourceId) -> Result<(), LedgerError> {
-        self.ledger
-            .add_intent(IntentKind::Hook, hook, id.as_str())
-            .map(|_| ())
     }
 
     /// Runs every pending hook once (at-least-once: a hook whose intent was
@@ -244,14 +222,6 @@ impl Recorder {
 
     pub fn backup_store(&self) -> &BackupStore {
         &self.backups
-    }
-
-    pub fn audit(&self, e: &AuditEntry) -> Result<(), LedgerError> {
-        self.audit.append(e)
-    }
-
-    pub fn keyed_hash(&self, bytes: &[u8]) -> String {
-        self.key.hash(bytes)
     }
 
     /// The hash shown for live content: a keyed hash of its blob id when
