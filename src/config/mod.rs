@@ -2,13 +2,18 @@
 //! [`Settings`]: flag, then env, then config file, then default.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
-
-use serde::Deserialize;
 
 use crate::cli::GlobalArgs;
 use crate::duration::Dur;
+
+mod file;
+
+pub use file::{
+    load_file, AuthConfig, ContestedConfig, FileConfig, HookConfig, LogConfig, PolicyConfig,
+    ServerConfig, SourceConfig, TargetConfig, WebhookConfig,
+};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -16,108 +21,6 @@ pub enum ConfigError {
     Invalid { file: String, message: String },
     #[error("{0}")]
     Setting(String),
-}
-
-/// The config file as written (SPEC §3). Unknown keys are errors.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct FileConfig {
-    pub source: Option<SourceConfig>,
-    pub targets: Option<BTreeMap<String, TargetConfig>>,
-    pub hooks: Option<BTreeMap<String, HookConfig>>,
-    pub policy: Option<PolicyConfig>,
-    pub state_dir: Option<PathBuf>,
-    pub server: Option<ServerConfig>,
-    pub log: Option<LogConfig>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SourceConfig {
-    pub repo: Option<String>,
-    #[serde(rename = "ref")]
-    pub reference: Option<String>,
-    pub path: Option<String>,
-    pub mirror: Option<bool>,
-    pub interval: Option<Dur>,
-    pub timeout: Option<Dur>,
-    pub auth: Option<AuthConfig>,
-}
-
-#[derive(Debug, Default, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct AuthConfig {
-    pub ssh_key: Option<PathBuf>,
-    pub ssh_key_passphrase_file: Option<PathBuf>,
-    pub known_hosts: Option<PathBuf>,
-    pub token_file: Option<PathBuf>,
-    pub ca_file: Option<PathBuf>,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TargetConfig {
-    #[serde(rename = "type")]
-    pub kind: String,
-    pub root: Option<PathBuf>,
-    pub command: Option<Vec<String>>,
-    /// exec: bound on one call to the plugin.
-    pub timeout: Option<Dur>,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct HookConfig {
-    pub run: Vec<String>,
-    pub timeout: Option<Dur>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PolicyConfig {
-    pub prune: Option<bool>,
-    pub max_prune: Option<String>,
-    pub self_heal: Option<bool>,
-    pub adopt: Option<bool>,
-    pub allow_empty: Option<bool>,
-    pub resync: Option<Dur>,
-    pub contested: Option<ContestedConfig>,
-    pub backup_retention: Option<Dur>,
-    pub backup_max: Option<String>,
-    pub dry_run: Option<bool>,
-    /// Watch managed directories for changes (default true); off, drift is
-    /// found at the resync timer.
-    pub watch: Option<bool>,
-}
-
-#[derive(Debug, Clone, Copy, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ContestedConfig {
-    pub corrections: u32,
-    pub window: Dur,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ServerConfig {
-    pub listen: Option<String>,
-    pub refresh_token_file: Option<PathBuf>,
-    pub webhooks: Option<BTreeMap<String, WebhookConfig>>,
-    /// `/healthz` fails when the loop shows no sign of life for this long.
-    pub stuck_after: Option<Dur>,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct WebhookConfig {
-    pub secret_file: PathBuf,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct LogConfig {
-    pub format: Option<String>,
-    pub level: Option<String>,
 }
 
 /// A share of the inventory (`50%`) or a count (`20`).
@@ -222,32 +125,6 @@ pub struct Settings {
     pub server: ServerSettings,
     pub log_format: String,
     pub log_level: String,
-}
-
-/// Reads and parses a config file; errors name the file and line.
-pub fn load_file(path: &Path) -> Result<FileConfig, ConfigError> {
-    let file = path.display().to_string();
-    let text = std::fs::read(path).map_err(|e| ConfigError::Invalid {
-        file: file.clone(),
-        message: format!("cannot read: {e}"),
-    })?;
-    if text.len() > 1 << 20 {
-        return Err(ConfigError::Invalid {
-            file,
-            message: "larger than 1 MiB".into(),
-        });
-    }
-    let text = String::from_utf8(text).map_err(|e| ConfigError::Invalid {
-        file: file.clone(),
-        message: format!("not valid UTF-8 (at byte {})", e.utf8_error().valid_up_to()),
-    })?;
-    if text.trim().is_empty() {
-        return Ok(FileConfig::default());
-    }
-    serde_yaml::from_str(&text).map_err(|e| ConfigError::Invalid {
-        file,
-        message: crate::declare::yaml_message(&e),
-    })
 }
 
 fn default_state_dir() -> PathBuf {
