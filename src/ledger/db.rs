@@ -127,6 +127,22 @@ impl Ledger {
     pub fn inventory(&self) -> Res<Vec<InventoryEntry>> {
         self.q().inventory()
     }
+    /// The members among `ids`, in the order of `ids`; one indexed lookup
+    /// each, so a keyed pass costs what its keys cost.
+    pub fn inventory_of<'a>(
+        &self,
+        ids: impl IntoIterator<Item = &'a str>,
+    ) -> Res<Vec<InventoryEntry>> {
+        let q = self.q();
+        let mut out = Vec::new();
+        for id in ids {
+            out.extend(q.inventory_entry(id)?);
+        }
+        Ok(out)
+    }
+    pub fn inventory_count(&self) -> Res<usize> {
+        self.q().inventory_count()
+    }
     /// Idempotent.
     pub fn inventory_add(&self, e: &InventoryEntry) -> Res<()> {
         self.q().inventory_add(e)
@@ -139,6 +155,18 @@ impl Ledger {
     }
     pub fn resource(&self, id: &str) -> Res<Option<ResourceRecord>> {
         self.q().resource(id)
+    }
+    /// The records among `ids` (one indexed lookup each).
+    pub fn resources_of<'a>(
+        &self,
+        ids: impl IntoIterator<Item = &'a str>,
+    ) -> Res<Vec<ResourceRecord>> {
+        let q = self.q();
+        let mut out = Vec::new();
+        for id in ids {
+            out.extend(q.resource(id)?);
+        }
+        Ok(out)
     }
     pub fn put_resource(&self, r: &ResourceRecord) -> Res<()> {
         self.q().put_resource(r)

@@ -58,6 +58,32 @@ impl Tx<'_> {
         rows.collect::<Result<_, _>>().map_err(|e| self.err(e))
     }
 
+    /// The member with this identity, if tend manages it.
+    pub fn inventory_entry(&self, id: &str) -> Res<Option<InventoryEntry>> {
+        self.conn
+            .prepare_cached("SELECT id, target, path FROM inventory WHERE id = ?1")
+            .and_then(|mut s| {
+                s.query_row(params![id], |r| {
+                    Ok(InventoryEntry {
+                        id: r.get(0)?,
+                        target: r.get(1)?,
+                        path: r.get(2)?,
+                    })
+                })
+                .optional()
+            })
+            .map_err(|e| self.err(e))
+    }
+
+    /// How many identities tend manages.
+    pub fn inventory_count(&self) -> Res<usize> {
+        self.conn
+            .prepare_cached("SELECT COUNT(*) FROM inventory")
+            .and_then(|mut s| s.query_row([], |r| r.get::<_, i64>(0)))
+            .map(|n| n.max(0) as usize)
+            .map_err(|e| self.err(e))
+    }
+
     /// Adds or refreshes a member; adding one twice is harmless.
     pub fn inventory_add(&self, e: &InventoryEntry) -> Res<()> {
         self.conn

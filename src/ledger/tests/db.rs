@@ -381,3 +381,34 @@ fn an_unknown_state_in_the_database_is_an_error_not_a_panic() {
     assert!(matches!(err, LedgerError::Corrupt { .. }), "{err}");
     assert!(err.to_string().contains("Sideways"));
 }
+
+#[test]
+fn keyed_reads_return_only_the_named_rows() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ledger = Ledger::open(tmp.path()).unwrap();
+    for p in ["a", "b", "c"] {
+        ledger
+            .inventory_add(&InventoryEntry {
+                id: format!("files/file/{p}"),
+                target: "files".into(),
+                path: p.into(),
+            })
+            .unwrap();
+        ledger
+            .put_resource(&record(&format!("files/file/{p}"), State::InSync))
+            .unwrap();
+    }
+    assert_eq!(ledger.inventory_count().unwrap(), 3);
+    let inv = ledger
+        .inventory_of(["files/file/c", "files/file/x", "files/file/a"])
+        .unwrap();
+    let paths: Vec<&str> = inv.iter().map(|e| e.path.as_str()).collect();
+    assert_eq!(paths, ["c", "a"]);
+    let recs = ledger
+        .resources_of(["files/file/b", "files/file/nope"])
+        .unwrap();
+    assert_eq!(recs.len(), 1);
+    assert_eq!(recs[0].id, "files/file/b");
+    ledger.inventory_remove("files/file/b").unwrap();
+    assert_eq!(ledger.inventory_count().unwrap(), 2);
+}
