@@ -412,6 +412,7 @@ impl<'a> Builder<'a> {
             blocked: self.blocked,
             problems: self.problems,
             inline: self.inline,
+            ..Declared::default()
         }
     }
 }

@@ -3,16 +3,18 @@
 //! with its file and line instead of stopping at the first.
 
 mod expand;
+mod update;
 mod yaml;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 
 use git2::Oid;
 
 use crate::model::{Desired, ResourceId};
-use crate::source::{Snapshot, SourceError};
+use crate::source::{EntryMode, Snapshot, SourceError};
 
+pub use update::{update, Update};
 pub use yaml::message as yaml_message;
 
 /// Largest content file applied (Git LFS and build artefacts are not config).
@@ -51,7 +53,7 @@ pub struct Options<'a> {
 }
 
 /// The desired state of one revision.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Declared {
     pub resources: BTreeMap<ResourceId, Desired>,
     /// Identities that are declared but cannot be applied (conflicts, bad
@@ -60,6 +62,9 @@ pub struct Declared {
     pub problems: Vec<Problem>,
     /// Bytes of inline `content:`, by blob id.
     pub inline: HashMap<Oid, Vec<u8>>,
+    /// Mirror mode: the repository symlinks mirrored, whose content
+    /// follows whatever they point to.
+    pub links: BTreeSet<String>,
 }
 
 impl Declared {
@@ -95,10 +100,20 @@ pub fn declare(snapshot: &Snapshot, opts: &Options) -> Result<Declared, SourceEr
             out.declaration_file(entry);
         }
     }
-    Ok(out.finish())
+    let mut declared = out.finish();
+    if opts.mirror {
+        declared.links = entries
+            .iter()
+            .filter(|e| e.mode == EntryMode::Symlink)
+            .map(|e| e.path.clone())
+            .collect();
+    }
+    Ok(declared)
 }
 
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod tests_structured;
+#[cfg(test)]
+mod tests_update;

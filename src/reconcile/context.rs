@@ -94,14 +94,50 @@ impl Context {
     pub fn declare(&self, snapshot: &Snapshot) -> Result<Declared, crate::source::SourceError> {
         let infos = self.target_infos();
         let hooks: Vec<String> = self.settings.hooks.keys().cloned().collect();
-        let opts = declare::Options {
+        let opts = self.declare_options(&infos, &hooks);
+        declare::declare(snapshot, &opts)
+    }
+
+    fn declare_options<'a>(
+        &'a self,
+        infos: &'a [TargetInfo],
+        hooks: &'a [String],
+    ) -> declare::Options<'a> {
+        declare::Options {
             source_path: &self.settings.source.path,
             mirror: self.settings.source.mirror,
-            targets: &infos,
-            hooks: &hooks,
+            targets: infos,
+            hooks,
             max_file_size: declare::DEFAULT_MAX_FILE_SIZE,
-        };
-        declare::declare(snapshot, &opts)
+        }
+    }
+
+    /// What a declaration depends on besides the revision: two revisions
+    /// declared on the same basis can be compared path by path.
+    pub fn declare_basis(&self) -> String {
+        let hooks: Vec<&String> = self.settings.hooks.keys().collect();
+        format!(
+            "{:?} {} {:?} {:?}",
+            self.settings.source.path,
+            self.settings.source.mirror,
+            self.target_infos(),
+            hooks
+        )
+    }
+
+    /// `prev` (the desired state of an earlier revision) changed into that
+    /// of `snapshot`, given the paths that differ; `None` when it must be
+    /// read whole.
+    pub fn declare_update(
+        &self,
+        prev: &Declared,
+        snapshot: &Snapshot,
+        changed: &[String],
+    ) -> Result<Option<declare::Update>, crate::source::SourceError> {
+        let infos = self.target_infos();
+        let hooks: Vec<String> = self.settings.hooks.keys().cloned().collect();
+        let opts = self.declare_options(&infos, &hooks);
+        declare::update(prev, snapshot, &opts, changed)
     }
 
     /// Observes every (identity, target, path, declaration), batched per
