@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::time::SystemTime;
 
 use super::control::Control;
-use super::pass::{PassError, PassOptions, PassReport, Revision, Scope};
+use super::pass::{PassError, PassOptions, PassReport, Revision};
 use super::prepare::{claim_fields, prune_guard, spec_digest, Prepared};
 use super::record::{Outcome, Recorder};
 use crate::diff::{self, Comparison};
@@ -52,13 +52,6 @@ impl Run<'_> {
     }
 }
 
-fn scope_has(scope: &Scope, id: &ResourceId) -> bool {
-    match scope {
-        Scope::All => true,
-        Scope::Keys(k) => k.contains(id),
-    }
-}
-
 /// A correction that passed every policy check.
 struct Todo<'a> {
     change: &'a Change,
@@ -75,12 +68,11 @@ pub fn apply(
     opts: PassOptions,
     ctl: &Control,
 ) -> Result<PassReport, PassError> {
-    let previous = rec
-        .ledger
-        .resources()?
-        .into_iter()
-        .map(|r| (r.id.clone(), r))
-        .collect();
+    let records = match p.scope.keys() {
+        None => rec.ledger.resources()?,
+        Some(keys) => rec.ledger.resources_of(keys.iter().map(|k| k.as_str()))?,
+    };
+    let previous = records.into_iter().map(|r| (r.id.clone(), r)).collect();
     let mut run = Run {
         ctx,
         rev,
@@ -93,7 +85,9 @@ pub fn apply(
         problems: rev.declared.problems.clone(),
         ..Default::default()
     };
-    let full = matches!(p.scope, Scope::All);
+    // A pass that prunes also drops the records of identities in its scope
+    // it no longer covers.
+    let full = p.scope.prunes();
     for id in &p.plan.in_sync {
         run.set(id, State::InSync, None);
         if let Some(d) = rev.declared.resources.get(id) {
@@ -107,7 +101,7 @@ pub fn apply(
         .declared
         .blocked
         .iter()
-        .filter(|(id, _)| scope_has(&p.scope, id))
+        .filter(|(id, _)| p.scope.contains(id))
     {
         run.set(id, State::Blocked, Some(reason.clone()));
     }
@@ -154,7 +148,7 @@ pub fn apply(
     for (hook, ids, result) in rec.run_pending_hooks(ctx, ctl.cancelled())? {
         report.hooks.push((hook, result.is_ok()));
         if let Err(reason) = result {
-            for id in ids.iter().filter(|id| scope_has(&p.scope, id)) {
+            for id in ids.iter().filter(|id| p.scope.contains(id)) {
                 run.set(id, State::Failed, Some(reason.clone()));
             }
         }
@@ -169,7 +163,10 @@ pub fn apply(
     report.converged =
         run.outcomes.values().all(|o| o.state == State::InSync) && report.problems.is_empty();
     report.outcomes = run.outcomes;
-    for t in ctx.targets.values() {
+    // Saving the stat cache costs what the whole cache costs: keyed passes
+    // leave it to the next full pass (a lost entry only means a re-read).
+    let targets = ctx.targets.values().filter(|_| p.scope.keys().is_none());
+    for t in targets {
         if let Err(e) = t.flush() {
             tracing::warn!(target = t.name(), error = %e, "cannot save the stat cache");
         }
@@ -451,7 +448,7 @@ fn prune(
         rec.forget_all(&gone)?;
     }
     report.prune_blocked = guard;
-    if matches!(p.scope, Scope::All) && report.prune_blocked.is_none() {
+    if p.scope.prunes() && report.prune_blocked.is_none() {
         rec.forget_all(&p.plan.forgotten)?;
     }
     Ok(())

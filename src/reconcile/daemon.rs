@@ -14,8 +14,8 @@ use tokio::time::{sleep_until, Instant};
 use super::notify::Notifier;
 use super::watch::Watch;
 use super::{
-    backoff, load, publish, Context, Control, PassOptions, PassReport, Queue, Recorder, Revision,
-    Scope,
+    backoff, load_next, publish, Context, Control, Next, PassOptions, PassReport, Queue, Recorder,
+    Revision, Scope,
 };
 use crate::config::{Settings, TargetKind};
 use crate::ledger::State;
@@ -91,6 +91,11 @@ struct Loop {
     fetch_failures: u32,
     pauses_seen: String,
     watch: Option<Watch>,
+    /// The revision the watch index was built for.
+    watched: Option<git2::Oid>,
+    /// The current revision, when its last pruning pass applied it whole:
+    /// the next revision is then reconciled from it by its changes.
+    settled: Option<git2::Oid>,
     notifier: Arc<Notifier>,
     last_published: Option<Instant>,
     /// A throttled publish was skipped; the next tick makes it.
@@ -141,26 +146,48 @@ impl Loop {
         }
     }
 
+    /// Reads revision `id` and reconciles it: from the current revision,
+    /// when that one is settled, only what changed; otherwise all of it.
     async fn switch_to(&mut self, id: git2::Oid) {
-        let loaded = self.blocking(move |ctx, _| load(ctx, id)).await;
-        match loaded {
-            Ok(rev) => {
-                tracing::info!(revision = %id, resources = rev.declared.resources.len(), "new revision");
-                let rev = Arc::new(rev);
-                *self.shared.current.lock().expect("current revision") = Some(rev.clone());
-                self.current = Some(rev);
-                self.pass(Scope::All).await;
+        let settled = self
+            .current
+            .as_ref()
+            .is_some_and(|r| Some(r.id) == self.settled);
+        // The previous revision's desired state is reused, not copied, when
+        // nothing else holds it.
+        let prev = if settled {
+            self.shared.current.lock().expect("current revision").take();
+            self.current.take()
+        } else {
+            None
+        };
+        let loaded = self.blocking(move |ctx, _| load_next(ctx, prev, id)).await;
+        let (rev, scope) = match loaded {
+            Ok(Next::Whole(rev)) => (rev, Scope::All),
+            Ok(Next::Changes { rev, keys }) => (rev, Scope::Changes(keys)),
+            Err((e, prev)) => {
+                if let Some(prev) = prev {
+                    *self.shared.current.lock().expect("current revision") = Some(prev.clone());
+                    self.current = Some(prev);
+                }
+                tracing::warn!(revision = %id, error = %e, "cannot read revision; the last good state stays");
+                return;
             }
-            Err(e) => {
-                tracing::warn!(revision = %id, error = %e, "cannot read revision; the last good state stays")
-            }
-        }
+        };
+        let changed = scope.keys().map(|k| k.len());
+        tracing::info!(revision = %id, resources = rev.declared.resources.len(), changed, "new revision");
+        let rev = Arc::new(rev);
+        *self.shared.current.lock().expect("current revision") = Some(rev.clone());
+        self.current = Some(rev);
+        self.settled = None;
+        self.pass(scope).await;
     }
 
     async fn pass(&mut self, scope: Scope) {
+        // Keys from the queue are marked running until the pass ends.
         let keys: Vec<ResourceId> = match &scope {
             Scope::Keys(k) => k.iter().cloned().collect(),
-            Scope::All => Vec::new(),
+            Scope::All | Scope::Changes(_) => Vec::new(),
         };
         let Some(rev) = self.current.clone() else {
             // Nothing loaded yet (an event came before the first revision):
@@ -173,15 +200,23 @@ impl Loop {
         };
         let (opts, ctl) = (self.opts, self.shared.ctl.clone());
         let full = matches!(scope, Scope::All);
+        let prunes = scope.prunes();
+        // After the pass, the watch index follows the revision's managed set.
+        let watch_changes = match &scope {
+            Scope::Changes(k) => Some(k.clone()),
+            _ => None,
+        };
         let started = Instant::now();
         let rev2 = rev.clone();
         let result = self
             .blocking(move |ctx, rec| -> Result<PassReport, super::PassError> {
-                if full {
-                    super::full_pass(ctx, rec, &rev2, opts, &ctl)
-                } else {
-                    let prepared = super::prepare(ctx, &rev2, &rec.ledger, scope)?;
-                    super::apply(ctx, rec, &rev2, &prepared, opts, &ctl)
+                match scope {
+                    Scope::All => super::full_pass(ctx, rec, &rev2, opts, &ctl),
+                    Scope::Changes(_) => super::pruning_pass(ctx, rec, &rev2, scope, opts, &ctl),
+                    Scope::Keys(_) => {
+                        let prepared = super::prepare(ctx, &rev2, &rec.ledger, scope)?;
+                        super::apply(ctx, rec, &rev2, &prepared, opts, &ctl)
+                    }
                 }
             })
             .await;
@@ -190,8 +225,22 @@ impl Loop {
         }
         let report = match result {
             Ok(r) => r,
-            Err(e) => return tracing::warn!(error = %e, "pass failed"),
+            Err(e) => {
+                if prunes {
+                    self.settled = None;
+                }
+                return tracing::warn!(error = %e, "pass failed");
+            }
         };
+        if prunes {
+            // The next revision can be reconciled from this one only when
+            // this one was applied whole: nothing held back or cut short.
+            let whole = report.prune_blocked.is_none()
+                && !report.cancelled
+                && !opts.dry_run
+                && rev.declared.is_complete();
+            self.settled = whole.then_some(rev.id);
+        }
         tracing::debug!(full, resources = report.outcomes.len(), "pass done");
         if full || report.applied > 0 || report.failed > 0 || report.deleted > 0 {
             tracing::info!(
@@ -206,12 +255,23 @@ impl Loop {
         let each = started.elapsed().as_secs_f64() / report.outcomes.len().max(1) as f64;
         publish::pass(&self.shared.metrics, &report, each);
         if let Some(w) = self.watch.as_mut() {
-            let managed = rev
-                .declared
-                .resources
-                .values()
-                .map(|d| (&d.id, d.target.as_str(), &d.path));
-            w.update(managed);
+            let resources = &rev.declared.resources;
+            let now = |id| resources.get(id).map(|d| (d.target.as_str(), &d.path));
+            if let Some(keys) = watch_changes {
+                w.patch(keys.iter().map(|id| (id, now(id))));
+                self.watched = Some(rev.id);
+            } else if full || self.watched != Some(rev.id) {
+                w.update(
+                    resources
+                        .values()
+                        .map(|d| (&d.id, d.target.as_str(), &d.path)),
+                );
+                self.watched = Some(rev.id);
+            } else {
+                // A keyed pass may have made directories: watch them.
+                let applied = report.outcomes.iter().filter(|(_, o)| o.applied);
+                w.patch(applied.map(|(id, _)| (id, now(id))));
+            }
         }
         self.requeue(&report).await;
         self.publish(full).await;
@@ -406,6 +466,8 @@ async fn run_loop(ctx: Context, rec: Recorder) -> ExitCode {
         fetch_failures: 0,
         pauses_seen: String::new(),
         watch,
+        watched: None,
+        settled: None,
         notifier: notifier.clone(),
         last_published: None,
         publish_pending: false,

@@ -10,6 +10,7 @@ mod hooks;
 mod http;
 mod notify;
 mod pass;
+mod pass_next;
 mod prepare;
 mod publish;
 mod queue;
@@ -25,6 +26,7 @@ pub use apply::apply;
 pub use context::{BuildError, Context, PassContent};
 pub use control::Control;
 pub use pass::{load, PassError, PassOptions, PassReport, Revision, Scope};
+pub use pass_next::{load_next, Next};
 pub use prepare::{prepare, prune_guard, spec_digest, Prepared};
 pub use queue::{Action, Queue};
 pub use record::{Outcome, Recorder};
@@ -129,17 +131,32 @@ pub fn full_pass(
     opts: PassOptions,
     ctl: &Control,
 ) -> Result<PassReport, PassError> {
-    let prepared = prepare(ctx, rev, &rec.ledger, Scope::All)?;
-    let report = apply(ctx, rec, rev, &prepared, opts, ctl)?;
-    if !opts.dry_run && !report.cancelled {
-        record_applied(rec, rev.id)?;
-    }
+    let report = pruning_pass(ctx, rec, rev, Scope::All, opts, ctl)?;
     let policy = &ctx.settings.policy;
     if let Err(e) = rec
         .backup_store()
         .prune(policy.backup_retention, policy.backup_max)
     {
         tracing::warn!(error = %e, "cannot trim the backup store");
+    }
+    Ok(report)
+}
+
+/// A pass that may prune (a full pass, or the changes of a new revision):
+/// the revision is recorded applied when it ran to its end.
+pub fn pruning_pass(
+    ctx: &Context,
+    rec: &mut Recorder,
+    rev: &Revision,
+    scope: Scope,
+    opts: PassOptions,
+    ctl: &Control,
+) -> Result<PassReport, PassError> {
+    debug_assert!(scope.prunes());
+    let prepared = prepare(ctx, rev, &rec.ledger, scope)?;
+    let report = apply(ctx, rec, rev, &prepared, opts, ctl)?;
+    if !opts.dry_run && !report.cancelled {
+        record_applied(rec, rev.id)?;
     }
     Ok(report)
 }

@@ -25,6 +25,29 @@ pub enum Scope {
     All,
     /// The named identities (events, retries).
     Keys(BTreeSet<ResourceId>),
+    /// The identities a new revision changed since the fully applied one
+    /// before it: only they are looked at, and they prune, within the same
+    /// guards, as a full pass would.
+    Changes(BTreeSet<ResourceId>),
+}
+
+impl Scope {
+    /// The identities named, or `None` for everything.
+    pub fn keys(&self) -> Option<&BTreeSet<ResourceId>> {
+        match self {
+            Scope::All => None,
+            Scope::Keys(k) | Scope::Changes(k) => Some(k),
+        }
+    }
+
+    pub fn contains(&self, id: &ResourceId) -> bool {
+        self.keys().is_none_or(|k| k.contains(id))
+    }
+
+    /// Whether identities no longer declared are pruned in this pass.
+    pub fn prunes(&self) -> bool {
+        !matches!(self, Scope::Keys(_))
+    }
 }
 
 /// What a pass did, for exit codes, logs, metrics and requeueing.
@@ -60,10 +83,13 @@ pub struct Revision {
     pub id: Oid,
     pub declared: Declared,
     pub content: PassContent,
+    /// [`Context::declare_basis`] when it was read.
+    pub basis: String,
 }
 
 pub fn load(ctx: &Context, id: Oid) -> Result<Revision, PassError> {
     let snapshot = ctx.mirror.snapshot(id)?;
+    let basis = ctx.declare_basis();
     let declared = ctx.declare(&snapshot)?;
     let content = PassContent {
         inline: declared.inline.clone(),
@@ -73,5 +99,6 @@ pub fn load(ctx: &Context, id: Oid) -> Result<Revision, PassError> {
         id,
         declared,
         content,
+        basis,
     })
 }

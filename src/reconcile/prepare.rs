@@ -45,7 +45,10 @@ pub fn spec_digest(d: &Desired) -> String {
 /// Observations and the plan for one pass.
 pub struct Prepared {
     pub scope: Scope,
+    /// The inventory members in scope.
     pub inventory: Vec<Owned>,
+    /// How many identities tend manages in all, for the prune limits.
+    pub managed_count: usize,
     pub observed: HashMap<ResourceId, Observed>,
     /// The fields tend set before on the structured resources in scope.
     pub managed: HashMap<ResourceId, Vec<String>>,
@@ -53,30 +56,30 @@ pub struct Prepared {
 }
 
 /// Observes what the scope names and plans the corrections, with the
-/// inventory and the managed fields read from the ledger.
+/// inventory and the managed fields read from the ledger. A keyed scope
+/// reads and looks up only its keys.
 pub fn prepare(
     ctx: &Context,
     rev: &Revision,
     ledger: &Ledger,
     scope: Scope,
 ) -> Result<Prepared, LedgerError> {
-    let in_scope = |id: &ResourceId| match &scope {
-        Scope::All => true,
-        Scope::Keys(keys) => keys.contains(id),
+    let (desired, inventory, managed_count) = match scope.keys() {
+        None => {
+            let inventory = owned(&ledger.inventory()?);
+            let count = inventory.len();
+            (rev.declared.resources.clone(), inventory, count)
+        }
+        Some(keys) => {
+            let desired: BTreeMap<ResourceId, Desired> = keys
+                .iter()
+                .filter_map(|id| rev.declared.resources.get(id))
+                .map(|d| (d.id.clone(), d.clone()))
+                .collect();
+            let inventory = owned(&ledger.inventory_of(keys.iter().map(|k| k.as_str()))?);
+            (desired, inventory, ledger.inventory_count()?)
+        }
     };
-    let inventory = owned(&ledger.inventory()?);
-    let desired: BTreeMap<ResourceId, Desired> = rev
-        .declared
-        .resources
-        .iter()
-        .filter(|(id, _)| in_scope(id))
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
-    let scoped_inventory: Vec<Owned> = inventory
-        .iter()
-        .filter(|o| in_scope(&o.id))
-        .cloned()
-        .collect();
     let mut managed = HashMap::new();
     for d in desired.values() {
         if matches!(d.spec, Spec::Structured(_)) {
@@ -87,16 +90,17 @@ pub fn prepare(
         .values()
         .map(|d| (&d.id, d.target.as_str(), &d.path, Some(&d.spec)))
         .chain(
-            scoped_inventory
+            inventory
                 .iter()
                 .map(|o| (&o.id, o.target.as_str(), &o.path, None)),
         );
     let observed = ctx.observe(items);
     let keep = |id: &ResourceId| rev.declared.blocked.contains_key(id);
-    let plan = diff::plan(&desired, &keep, &scoped_inventory, &observed, &managed);
+    let plan = diff::plan(&desired, &keep, &inventory, &observed, &managed);
     Ok(Prepared {
         scope,
         inventory,
+        managed_count,
         observed,
         managed,
         plan,
@@ -114,7 +118,7 @@ pub fn prune_guard(
     if p.plan.deletes.is_empty() {
         return None;
     }
-    if !matches!(p.scope, Scope::All) {
+    if !p.scope.prunes() {
         return Some("only full passes prune".into());
     }
     if !policy.prune {
@@ -128,15 +132,15 @@ pub fn prune_guard(
     if rev.declared.resources.is_empty() && rev.declared.blocked.is_empty() && !policy.allow_empty {
         return Some(format!(
             "the revision declares nothing; pruning all {} managed resources needs policy.allow_empty",
-            p.inventory.len()
+            p.managed_count
         ));
     }
-    let allowed = policy.max_prune.allowed(p.inventory.len());
+    let allowed = policy.max_prune.allowed(p.managed_count);
     if p.plan.deletes.len() > allowed && !opts.allow_mass_prune {
         return Some(format!(
             "the pass would prune {} of {} managed resources, over policy.max_prune ({allowed}); raise the limit or run `tend sync --allow-mass-prune`",
             p.plan.deletes.len(),
-            p.inventory.len()
+            p.managed_count
         ));
     }
     None

@@ -163,6 +163,52 @@ impl Watch {
             let _ = watcher.unwatch(&gone);
             self.watched.remove(&gone);
         }
+        self.watch_dirs(dirs);
+    }
+
+    /// Updates the index for a few identities only: each with its (target,
+    /// path) now, or `None` when it is no longer managed. Directories they
+    /// need are watched; watches no longer needed stay until the next
+    /// [`Watch::update`] (an event there names no identity).
+    pub fn patch<'a>(
+        &mut self,
+        changes: impl IntoIterator<Item = (&'a ResourceId, Option<(&'a str, &'a RelPath)>)>,
+    ) {
+        let mut dirs = Vec::new();
+        {
+            let mut index = self.index.lock().expect("watch index");
+            for (id, now) in changes {
+                if let Some(old) = index.by_id.remove(id) {
+                    index.files.remove(&old);
+                }
+                let Some((root, path)) = now.and_then(|(t, p)| Some((self.roots.get(t)?, p)))
+                else {
+                    continue;
+                };
+                let full = root.join(path.as_str());
+                let mut dir = full.parent();
+                while let Some(d) = dir {
+                    if self.watched.contains(d) {
+                        break;
+                    }
+                    dirs.push(d.to_path_buf());
+                    if d == root.as_path() {
+                        break;
+                    }
+                    dir = d.parent();
+                }
+                index.by_id.insert(id.clone(), full.clone());
+                index.files.insert(full, id.clone());
+            }
+        }
+        self.watch_dirs(dirs);
+    }
+
+    /// Watches each existing directory not watched yet.
+    fn watch_dirs(&mut self, dirs: impl IntoIterator<Item = PathBuf>) {
+        let Some(watcher) = self.watcher.as_mut() else {
+            return;
+        };
         for dir in dirs {
             if self.watched.contains(&dir) || !dir.is_dir() {
                 continue;
