@@ -355,3 +355,61 @@ fn kill_9_mid_sync_then_restart_converges_exactly() {
     }
     assert!(created.len() > n / 2, "{}", created.len());
 }
+
+#[test]
+fn a_commit_among_many_files_is_reconciled_by_its_changes_alone() {
+    let env = Env::new();
+    for i in 0..300 {
+        env.repo
+            .write(&format!("site/d{}/f{i}.txt", i % 10), format!("{i}\n"));
+    }
+    let first = env.repo.commit("init");
+    let mut d = env.daemon(&["--interval", "1s", "--mirror", "--path", "site"]);
+    assert!(
+        wait_until(30, || env.status()["source"]["applied_revision"]
+            == first.as_str()),
+        "{}",
+        env.daemon_log()
+    );
+    let untouched = stamps(&env.at("d3"));
+    env.repo
+        .write("site/d1/f1.txt", "one changed\n")
+        .remove("site/d2/f2.txt")
+        .write("site/new/added.txt", "added\n");
+    let second = env.repo.commit("one changed, one removed, one added");
+    assert!(
+        wait_until(20, || env.status()["source"]["applied_revision"]
+            == second.as_str()),
+        "{}",
+        env.daemon_log()
+    );
+    assert_eq!(env.read("d1/f1.txt"), "one changed\n");
+    assert_eq!(env.read("new/added.txt"), "added\n");
+    assert!(!env.at("d2/f2.txt").exists(), "the removed file is pruned");
+    assert_eq!(stamps(&env.at("d3")), untouched, "nothing else is written");
+    let log = env.daemon_log();
+    assert!(
+        log.lines()
+            .any(|l| l.contains("new revision") && l.contains("changed=3")),
+        "the new revision is reconciled by its three changes:\n{log}"
+    );
+    let s = env.status();
+    assert_eq!(s["counts"]["InSync"], 300, "{s}");
+    assert_eq!(
+        env.resource("files/file/d1/f1.txt").unwrap()["state"],
+        "InSync"
+    );
+    assert!(
+        env.resource("files/file/d2/f2.txt").is_none(),
+        "the pruned file has no record"
+    );
+    // The watcher follows the new managed set: an edit of the added file is
+    // undone.
+    std::fs::write(env.at("new/added.txt"), "edited\n").unwrap();
+    assert!(
+        wait_until(10, || env.read("new/added.txt") == "added\n"),
+        "{}",
+        env.daemon_log()
+    );
+    assert_eq!(d.stop(10), Some(0));
+}
