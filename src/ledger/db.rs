@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime};
 use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 
 use super::records::{
-    Intent, IntentKind, InventoryEntry, PauseRecord, ResourceRecord, SourceRecord,
+    Intent, IntentKind, InventoryEntry, PauseRecord, ResourceRecord, SourceRecord, State,
 };
 use super::tx::Tx;
 use super::{create_state_dir, schema, LedgerError, DATABASE_FILE};
@@ -155,6 +155,12 @@ impl Ledger {
     }
     pub fn resource(&self, id: &str) -> Res<Option<ResourceRecord>> {
         self.q().resource(id)
+    }
+    pub fn state_counts(&self) -> Res<Vec<(State, usize)>> {
+        self.q().state_counts()
+    }
+    pub fn resources_not_in_sync(&self) -> Res<Vec<ResourceRecord>> {
+        self.q().resources_not_in_sync()
     }
     /// The records among `ids` (one indexed lookup each).
     pub fn resources_of<'a>(

@@ -139,6 +139,40 @@ impl Tx<'_> {
         Ok(out)
     }
 
+    /// How many records are in each state.
+    pub fn state_counts(&self) -> Res<Vec<(State, usize)>> {
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT state, COUNT(*) FROM resources GROUP BY state")
+            .map_err(|e| self.err(e))?;
+        let mut rows = stmt.query([]).map_err(|e| self.err(e))?;
+        let mut out = Vec::new();
+        while let Some(row) = rows.next().map_err(|e| self.err(e))? {
+            let state: String = row.get(0).map_err(|e| self.err(e))?;
+            let n: i64 = row.get(1).map_err(|e| self.err(e))?;
+            let state = state
+                .parse()
+                .map_err(|e| self.corrupt(format!("resource state: {e}")))?;
+            out.push((state, n.max(0) as usize));
+        }
+        Ok(out)
+    }
+
+    /// The records of resources not in sync, by identity.
+    pub fn resources_not_in_sync(&self) -> Res<Vec<ResourceRecord>> {
+        let sql = format!(
+            "SELECT {} FROM resources WHERE state != 'InSync' ORDER BY id",
+            Self::RESOURCE_COLUMNS
+        );
+        let mut stmt = self.conn.prepare_cached(&sql).map_err(|e| self.err(e))?;
+        let mut rows = stmt.query([]).map_err(|e| self.err(e))?;
+        let mut out = Vec::new();
+        while let Some(row) = rows.next().map_err(|e| self.err(e))? {
+            out.push(self.resource_from_row(row)?);
+        }
+        Ok(out)
+    }
+
     pub fn resource(&self, id: &str) -> Res<Option<ResourceRecord>> {
         let sql = format!(
             "SELECT {} FROM resources WHERE id = ?1",

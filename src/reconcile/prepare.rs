@@ -77,7 +77,13 @@ pub fn prepare(
                 .map(|d| (d.id.clone(), d.clone()))
                 .collect();
             let inventory = owned(&ledger.inventory_of(keys.iter().map(|k| k.as_str()))?);
-            (desired, inventory, ledger.inventory_count()?)
+            // Only the prune limits need the count, and only pruning scopes prune.
+            let count = if scope.prunes() {
+                ledger.inventory_count()?
+            } else {
+                inventory.len()
+            };
+            (desired, inventory, count)
         }
     };
     let mut managed = HashMap::new();

@@ -1,11 +1,13 @@
 //! Turns the ledger and a pass's report into metrics, so `/metrics`, the
 //! status API and `tend status` tell one story.
 
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::collections::BTreeMap;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::pass::PassReport;
 use crate::ledger::{Ledger, State};
 use crate::metrics::Metrics;
+use crate::status::state_name;
 
 fn unix_secs(t: SystemTime) -> f64 {
     t.duration_since(UNIX_EPOCH)
@@ -36,31 +38,46 @@ pub fn pass(metrics: &Metrics, report: &PassReport, seconds_each: f64) {
     }
 }
 
-/// Gauges that come from the ledger: counts per state, drift ages.
+/// Gauges that come from the ledger: counts per state, drift ages. Only
+/// the records not in sync are read, so this costs what drifts, not what is
+/// managed; the figures are those of `tend status`.
 pub fn ledger(metrics: &Metrics, ledger: &Ledger) {
-    let Ok(doc) = crate::status::build(ledger, SystemTime::now()) else {
+    let now = SystemTime::now();
+    let (Ok(counts), Ok(mut off), Ok(source)) = (
+        ledger.state_counts(),
+        ledger.resources_not_in_sync(),
+        ledger.source(),
+    ) else {
         return;
     };
-    metrics.set_resources(&doc.counts);
-    let drifted: Vec<(String, String, f64)> = doc
-        .resources
-        .iter()
-        .filter(|r| r.state != State::InSync)
+    let mut by_name: BTreeMap<String, usize> =
+        State::ALL.iter().map(|s| (state_name(*s), 0)).collect();
+    for (state, n) in counts {
+        *by_name.entry(state_name(state)).or_default() += n;
+    }
+    metrics.set_resources(&by_name);
+    // Oldest drift first, as status lists them.
+    off.sort_by(|a, b| match (a.drift_since, b.drift_since) {
+        (Some(x), Some(y)) => x.cmp(&y).then_with(|| a.id.cmp(&b.id)),
+        (Some(_), None) => std::cmp::Ordering::Less,
+        (None, Some(_)) => std::cmp::Ordering::Greater,
+        (None, None) => a.id.cmp(&b.id),
+    });
+    let drifted: Vec<(String, String, f64)> = off
+        .into_iter()
         .map(|r| {
-            (
-                r.id.clone(),
-                crate::status::state_name(r.state),
-                r.drift_age_seconds.unwrap_or(0) as f64,
-            )
+            let age = r
+                .drift_since
+                .map(|t| now.duration_since(t).unwrap_or(Duration::ZERO).as_secs())
+                .unwrap_or(0);
+            (r.id, state_name(r.state), age as f64)
         })
         .collect();
     metrics.set_drifted(drifted.len());
     metrics.set_drift_oldest_age(drifted.iter().map(|d| d.2).fold(0.0, f64::max));
     metrics.set_not_in_sync(&drifted);
-    if let Some(s) = &doc.source {
-        if let Some(rev) = &s.fetched_revision {
-            metrics.set_revision(rev);
-        }
+    if let Some(rev) = source.and_then(|s| s.fetched_revision) {
+        metrics.set_revision(&rev);
     }
 }
 

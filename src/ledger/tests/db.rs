@@ -412,3 +412,31 @@ fn keyed_reads_return_only_the_named_rows() {
     ledger.inventory_remove("files/file/b").unwrap();
     assert_eq!(ledger.inventory_count().unwrap(), 2);
 }
+
+#[test]
+fn counts_per_state_and_the_records_not_in_sync() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ledger = Ledger::open(tmp.path()).unwrap();
+    for (id, state) in [
+        ("a", State::InSync),
+        ("b", State::Failed),
+        ("c", State::InSync),
+        ("d", State::Drifted),
+        ("e", State::Failed),
+    ] {
+        ledger.put_resource(&record(id, state)).unwrap();
+    }
+    let mut counts = ledger.state_counts().unwrap();
+    counts.sort_by_key(|(s, _)| s.as_str());
+    assert_eq!(
+        counts,
+        [(State::Drifted, 1), (State::Failed, 2), (State::InSync, 2)]
+    );
+    let off: Vec<String> = ledger
+        .resources_not_in_sync()
+        .unwrap()
+        .into_iter()
+        .map(|r| r.id)
+        .collect();
+    assert_eq!(off, ["b", "d", "e"]);
+}
