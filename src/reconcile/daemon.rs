@@ -100,6 +100,10 @@ struct Loop {
     last_published: Option<Instant>,
     /// A throttled publish was skipped; the next tick makes it.
     publish_pending: bool,
+    /// The last publish found resources not in sync, whose ages grow.
+    ages_grow: bool,
+    /// The watcher line last written to the ledger.
+    watch_line: Option<String>,
 }
 
 impl Loop {
@@ -314,14 +318,17 @@ impl Loop {
         self.publish_pending = false;
         self.last_published = Some(Instant::now());
         let metrics = self.shared.metrics.clone();
-        let watch_line = self.watch.as_ref().map(|w| w.describe());
-        self.blocking(move |_, rec| {
-            publish::ledger(&metrics, &rec.ledger);
-            if let Some(line) = watch_line {
-                let _ = rec.ledger.set_meta("watcher", &line);
-            }
-        })
-        .await;
+        let line = self.watch.as_ref().map(|w| w.describe());
+        let write_line = line.clone().filter(|l| Some(l) != self.watch_line.as_ref());
+        self.watch_line = line;
+        self.ages_grow = self
+            .blocking(move |_, rec| {
+                if let Some(line) = write_line {
+                    let _ = rec.ledger.set_meta("watcher", &line);
+                }
+                publish::ledger(&metrics, &rec.ledger)
+            })
+            .await;
         self.shared.metrics.set_queue_depth(self.queue.depth());
     }
 
@@ -471,6 +478,8 @@ async fn run_loop(ctx: Context, rec: Recorder) -> ExitCode {
         notifier: notifier.clone(),
         last_published: None,
         publish_pending: false,
+        ages_grow: false,
+        watch_line: None,
     };
     lp.pauses_changed().await;
     let mut next_fetch = Instant::now();
@@ -508,7 +517,9 @@ async fn run_loop(ctx: Context, rec: Recorder) -> ExitCode {
                 if lp.pauses_changed().await {
                     lp.pass(Scope::All).await;
                 }
-                let stale = lp.last_published.is_some_and(|t| t.elapsed() >= AGES_EVERY);
+                // Without drift nothing changes between passes: idle stays idle.
+                let stale = lp.ages_grow
+                    && lp.last_published.is_some_and(|t| t.elapsed() >= AGES_EVERY);
                 if lp.publish_pending || stale {
                     lp.publish(false).await;
                 }

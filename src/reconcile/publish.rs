@@ -40,15 +40,16 @@ pub fn pass(metrics: &Metrics, report: &PassReport, seconds_each: f64) {
 
 /// Gauges that come from the ledger: counts per state, drift ages. Only
 /// the records not in sync are read, so this costs what drifts, not what is
-/// managed; the figures are those of `tend status`.
-pub fn ledger(metrics: &Metrics, ledger: &Ledger) {
+/// managed; the figures are those of `tend status`. Returns whether any
+/// resource is not in sync (then its age grows between passes).
+pub fn ledger(metrics: &Metrics, ledger: &Ledger) -> bool {
     let now = SystemTime::now();
     let (Ok(counts), Ok(mut off), Ok(source)) = (
         ledger.state_counts(),
         ledger.resources_not_in_sync(),
         ledger.source(),
     ) else {
-        return;
+        return false;
     };
     let mut by_name: BTreeMap<String, usize> =
         State::ALL.iter().map(|s| (state_name(*s), 0)).collect();
@@ -79,6 +80,7 @@ pub fn ledger(metrics: &Metrics, ledger: &Ledger) {
     if let Some(rev) = source.and_then(|s| s.fetched_revision) {
         metrics.set_revision(&rev);
     }
+    !drifted.is_empty()
 }
 
 /// A fetch's outcome.
