@@ -413,3 +413,53 @@ fn a_commit_among_many_files_is_reconciled_by_its_changes_alone() {
     );
     assert_eq!(d.stop(10), Some(0));
 }
+
+#[test]
+fn a_commit_removing_most_files_is_held_by_max_prune_on_the_incremental_path() {
+    let env = Env::new();
+    for i in 0..10 {
+        env.repo.write(&format!("site/f{i}"), format!("{i}\n"));
+    }
+    let first = env.repo.commit("init");
+    let mut d = env.daemon(&["--interval", "1s", "--mirror", "--path", "site"]);
+    assert!(
+        wait_until(30, || env.status()["source"]["applied_revision"]
+            == first.as_str()),
+        "{}",
+        env.daemon_log()
+    );
+    for i in 0..8 {
+        env.repo.remove(&format!("site/f{i}"));
+    }
+    env.repo.commit("delete most");
+    assert!(
+        wait_until(20, || env.status()["counts"]["Blocked"] == 8),
+        "{}",
+        env.daemon_log()
+    );
+    assert!((0..10).all(|i| env.at(&format!("f{i}")).exists()));
+    let r = env.resource("files/file/f0").unwrap();
+    assert!(r["reason"].as_str().unwrap().contains("max_prune"), "{r}");
+    let log = env.daemon_log();
+    assert!(
+        log.lines()
+            .any(|l| l.contains("new revision") && l.contains("changed=8")),
+        "{log}"
+    );
+    // A revision applied with prunes held back is not a base for the next:
+    // that one is read whole, and its full pass still holds the prunes.
+    env.repo.write("site/g", "g\n");
+    let third = env.repo.commit("add g");
+    assert!(
+        wait_until(20, || env.status()["source"]["applied_revision"]
+            == third.as_str()),
+        "{}",
+        env.daemon_log()
+    );
+    assert_eq!(env.read("g"), "g\n");
+    let log = env.daemon_log();
+    let last = log.lines().rfind(|l| l.contains("new revision")).unwrap();
+    assert!(!last.contains("changed="), "{last}");
+    assert_eq!(env.status()["counts"]["Blocked"], 8);
+    assert_eq!(d.stop(10), Some(0));
+}

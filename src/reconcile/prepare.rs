@@ -47,7 +47,8 @@ pub struct Prepared {
     pub scope: Scope,
     /// The inventory members in scope.
     pub inventory: Vec<Owned>,
-    /// How many identities tend manages in all, for the prune limits.
+    /// How many identities tend manages in all, for the prune limits; read
+    /// only when they apply (0 for a keyed scope that does not prune).
     pub managed_count: usize,
     pub observed: HashMap<ResourceId, Observed>,
     /// The fields tend set before on the structured resources in scope.
@@ -77,13 +78,8 @@ pub fn prepare(
                 .map(|d| (d.id.clone(), d.clone()))
                 .collect();
             let inventory = owned(&ledger.inventory_of(keys.iter().map(|k| k.as_str()))?);
-            // Only the prune limits need the count, and only pruning scopes prune.
-            let count = if scope.prunes() {
-                ledger.inventory_count()?
-            } else {
-                inventory.len()
-            };
-            (desired, inventory, count)
+            // The count is read below, only when it can matter.
+            (desired, inventory, 0)
         }
     };
     let mut managed = HashMap::new();
@@ -103,6 +99,13 @@ pub fn prepare(
     let observed = ctx.observe(items);
     let keep = |id: &ResourceId| rev.declared.blocked.contains_key(id);
     let plan = diff::plan(&desired, &keep, &inventory, &observed, &managed);
+    // Only the prune limits need the whole count: a keyed scope that would
+    // prune reads it.
+    let managed_count = if scope.keys().is_some() && scope.prunes() && !plan.deletes.is_empty() {
+        ledger.inventory_count()?
+    } else {
+        managed_count
+    };
     Ok(Prepared {
         scope,
         inventory,
