@@ -225,32 +225,65 @@ impl Snapshot {
     }
 
     /// Paths whose blob or mode differ between `old` and this revision,
-    /// including added and deleted ones, sorted. Unchanged subtrees are
-    /// skipped by id, so the cost follows the size of the change.
+    /// including added and deleted ones (every file of an added or deleted
+    /// directory), sorted. Subtrees with the same id on both sides are not
+    /// entered, so the cost follows the size of the change, not of the tree.
     pub fn changed_paths(&self, old: Oid) -> Result<Vec<String>, SourceError> {
         let old_tree = self
             .repo
             .find_commit(old)
-            .and_then(|c| c.tree())
-            .map_err(|e| SourceError::git(format!("reading commit {old}"), e))?;
-        let new_tree = self.root()?;
-        let mut options = git2::DiffOptions::new();
-        options.include_typechange(true);
-        let diff = self
-            .repo
-            .diff_tree_to_tree(Some(&old_tree), Some(&new_tree), Some(&mut options))
-            .map_err(|e| SourceError::git(format!("comparing {old} with {}", self.commit), e))?;
+            .map_err(|e| SourceError::git(format!("reading commit {old}"), e))?
+            .tree_id();
         let mut paths = BTreeSet::new();
-        for delta in diff.deltas() {
-            for file in [delta.old_file(), delta.new_file()] {
-                if let Some(path) = file.path_bytes() {
-                    let path = String::from_utf8(path.to_vec())
-                        .map_err(|_| invalid(&String::from_utf8_lossy(path), "not valid UTF-8"))?;
+        // An explicit stack: a hostile repository may nest trees very deeply.
+        let mut stack = vec![(Some(old_tree), Some(self.tree), String::new())];
+        while let Some((a, b, prefix)) = stack.pop() {
+            if a == b {
+                continue;
+            }
+            let (a, b) = (self.entries_of(a, &prefix)?, self.entries_of(b, &prefix)?);
+            let names: BTreeSet<&String> = a.keys().chain(b.keys()).collect();
+            for name in names {
+                let path = if prefix.is_empty() {
+                    name.clone()
+                } else {
+                    format!("{prefix}/{name}")
+                };
+                let (ea, eb) = (a.get(name).copied(), b.get(name).copied());
+                let tree = |e: Option<(i32, Oid)>| e.filter(|(m, _)| *m == MODE_TREE).map(|e| e.1);
+                let (ta, tb) = (tree(ea), tree(eb));
+                if ta.is_some() || tb.is_some() {
+                    stack.push((ta, tb, path.clone()));
+                }
+                let file = |e: Option<(i32, Oid)>| e.filter(|(m, _)| *m != MODE_TREE);
+                let (fa, fb) = (file(ea), file(eb));
+                if (fa.is_some() || fb.is_some()) && fa != fb {
                     paths.insert(path);
                 }
             }
         }
         Ok(paths.into_iter().collect())
+    }
+
+    /// A tree's entries by name (mode, id); none for `None`.
+    fn entries_of(
+        &self,
+        tree: Option<Oid>,
+        prefix: &str,
+    ) -> Result<std::collections::BTreeMap<String, (i32, Oid)>, SourceError> {
+        let mut out = std::collections::BTreeMap::new();
+        let Some(id) = tree else {
+            return Ok(out);
+        };
+        let tree = self
+            .repo
+            .find_tree(id)
+            .map_err(|e| SourceError::git(format!("reading tree {id} at {prefix:?}"), e))?;
+        for item in tree.iter() {
+            let name = entry_name(item.name_bytes(), prefix)?;
+            out.insert(name, (item.filemode(), item.id()));
+        }
+        Ok(out)
     }
 }
 

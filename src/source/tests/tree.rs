@@ -238,3 +238,30 @@ fn crafted_tree_entries_that_would_climb_out_are_refused() {
         "{err:?}"
     );
 }
+
+#[test]
+fn changed_paths_list_every_file_of_added_removed_and_retyped_directories() {
+    let repo = layout();
+    let state = tempfile::tempdir().unwrap();
+    let (mirror, old) = fetched(state.path(), &repo, None);
+    // etc/nginx goes whole; a.txt becomes a directory; a new tree appears.
+    std::fs::remove_dir_all(repo.path().join("etc/nginx")).unwrap();
+    std::fs::remove_file(repo.path().join("a.txt")).unwrap();
+    repo.write("a.txt/inner", "now a directory\n");
+    repo.write("new/deep/x", "x\n");
+    repo.git(&["add", "-A", "--", "a.txt", "etc", "new"]);
+    repo.git(&["commit", "-q", "-m", "retype"]);
+    let new = repo.head();
+    assert_eq!(mirror.fetch().unwrap(), new);
+    let changed = mirror.snapshot(new).unwrap().changed_paths(old).unwrap();
+    assert_eq!(
+        changed,
+        [
+            "a.txt",
+            "a.txt/inner",
+            "etc/nginx/nginx.conf",
+            "etc/nginx/sites/default.conf",
+            "new/deep/x"
+        ]
+    );
+}
