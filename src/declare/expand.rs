@@ -27,10 +27,12 @@ pub(super) struct Builder<'a> {
     blocked: BTreeMap<ResourceId, String>,
     problems: Vec<Problem>,
     inline: HashMap<Oid, Vec<u8>>,
+    /// Directories whose `.gitattributes` route paths through Git LFS.
+    lfs_dirs: Vec<String>,
 }
 
 impl<'a> Builder<'a> {
-    pub(super) fn new(snap: &'a Snapshot, opts: &'a Options<'a>) -> Self {
+    pub(super) fn new(snap: &'a Snapshot, opts: &'a Options<'a>, lfs_dirs: Vec<String>) -> Self {
         Builder {
             snap,
             opts,
@@ -40,7 +42,19 @@ impl<'a> Builder<'a> {
             blocked: BTreeMap::new(),
             problems: Vec::new(),
             inline: HashMap::new(),
+            lfs_dirs,
         }
+    }
+
+    /// Whether Git LFS may have replaced the content at `path`: some
+    /// `.gitattributes` at or above it mentions `filter=lfs`.
+    fn lfs_may_apply(&self, path: &str) -> bool {
+        self.lfs_dirs.iter().any(|dir| {
+            dir.is_empty()
+                || path
+                    .strip_prefix(dir.as_str())
+                    .is_some_and(|rest| rest.starts_with('/'))
+        })
     }
 
     fn problem(&mut self, file: &str, line: usize, message: impl Into<String>) {
@@ -76,7 +90,7 @@ impl<'a> Builder<'a> {
                 resolved.path, self.opts.max_file_size
             ));
         }
-        if size < 1024 {
+        if size < 1024 && (self.lfs_may_apply(&entry.path) || self.lfs_may_apply(&resolved.path)) {
             let bytes = self.snap.read(resolved.oid).map_err(|e| e.to_string())?;
             if bytes.starts_with(LFS_POINTER) {
                 return Err(format!(

@@ -84,7 +84,8 @@ fn is_declaration(path: &str) -> bool {
 
 /// Reads the desired state of `snapshot`.
 pub fn declare(snapshot: &Snapshot, opts: &Options) -> Result<Declared, SourceError> {
-    let mut out = expand::Builder::new(snapshot, opts);
+    let lfs_dirs = snapshot.lfs_attribute_dirs()?;
+    let mut out = expand::Builder::new(snapshot, opts, lfs_dirs);
     let entries = snapshot.walk(opts.source_path)?;
     if opts.mirror {
         for entry in &entries {

@@ -149,6 +149,45 @@ impl Snapshot {
         Ok(out)
     }
 
+    /// The directories (`""` is the root) holding a `.gitattributes` that
+    /// mentions `filter=lfs`: only paths at or below them can be Git LFS
+    /// pointers. Reads every tree but allocates only for directories.
+    pub fn lfs_attribute_dirs(&self) -> Result<Vec<String>, SourceError> {
+        let mut out = Vec::new();
+        let mut stack = vec![(self.root()?, String::new())];
+        while let Some((tree, prefix)) = stack.pop() {
+            for item in tree.iter() {
+                let name = item.name_bytes();
+                match item.filemode() {
+                    MODE_TREE => {
+                        let name = entry_name(name, &prefix)?;
+                        let path = if prefix.is_empty() {
+                            name
+                        } else {
+                            format!("{prefix}/{name}")
+                        };
+                        let sub = self
+                            .repo
+                            .find_tree(item.id())
+                            .map_err(|e| SourceError::git(format!("reading {path}"), e))?;
+                        stack.push((sub, path));
+                    }
+                    MODE_FILE | MODE_FILE_GROUP_WRITABLE | MODE_EXECUTABLE
+                        if name == b".gitattributes" =>
+                    {
+                        let text = read_blob(&self.repo, item.id())?;
+                        if text.windows(10).any(|w| w == b"filter=lfs") {
+                            out.push(prefix.clone());
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
+
     fn subtree(&self, dir: &str) -> Result<Tree<'_>, SourceError> {
         let root = self.root()?;
         let item = root
