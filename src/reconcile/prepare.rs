@@ -65,18 +65,27 @@ pub fn prepare(
         Scope::Keys(keys) => keys.contains(id),
     };
     let inventory = owned(&ledger.inventory()?);
-    let desired: BTreeMap<ResourceId, Desired> = rev
-        .declared
-        .resources
-        .iter()
-        .filter(|(id, _)| in_scope(id))
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
-    let scoped_inventory: Vec<Owned> = inventory
-        .iter()
-        .filter(|o| in_scope(&o.id))
-        .cloned()
-        .collect();
+    // A full pass borrows the whole declaration and inventory.
+    let (filtered, scoped): (BTreeMap<ResourceId, Desired>, Vec<Owned>) = match &scope {
+        Scope::All => Default::default(),
+        Scope::Keys(_) => (
+            rev.declared
+                .resources
+                .iter()
+                .filter(|(id, _)| in_scope(id))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+            inventory
+                .iter()
+                .filter(|o| in_scope(&o.id))
+                .cloned()
+                .collect(),
+        ),
+    };
+    let (desired, scoped_inventory) = match &scope {
+        Scope::All => (&rev.declared.resources, inventory.as_slice()),
+        Scope::Keys(_) => (&filtered, scoped.as_slice()),
+    };
     let mut managed = HashMap::new();
     for d in desired.values() {
         if matches!(d.spec, Spec::Structured(_)) {
@@ -93,7 +102,7 @@ pub fn prepare(
         );
     let observed = ctx.observe(items);
     let keep = |id: &ResourceId| rev.declared.blocked.contains_key(id);
-    let plan = diff::plan(&desired, &keep, &scoped_inventory, &observed, &managed);
+    let plan = diff::plan(desired, &keep, scoped_inventory, &observed, &managed);
     Ok(Prepared {
         scope,
         inventory,

@@ -133,12 +133,20 @@ impl FilesTarget {
     pub(super) fn observe_paths(&self, paths: &[&RelPath]) -> Vec<Observed> {
         let mut out = vec![Observed::Absent; paths.len()];
         // Grouped by parent, each parent directory is resolved once per batch
-        // and only one is held open at a time.
-        let mut order: Vec<usize> = (0..paths.len()).collect();
-        order.sort_by(|&a, &b| paths[a].split_last().0.cmp(paths[b].split_last().0));
+        // and only one is held open at a time. Paths come mostly in order, so
+        // runs of one parent are sorted, not every path.
+        let mut runs: Vec<(&str, std::ops::Range<usize>)> = Vec::new();
+        for (i, path) in paths.iter().enumerate() {
+            let parent = path.split_last().0;
+            match runs.last_mut() {
+                Some((p, run)) if *p == parent => run.end = i + 1,
+                _ => runs.push((parent, i..i + 1)),
+            }
+        }
+        runs.sort_by(|a, b| a.0.cmp(b.0));
         let mut batch = Batch::default();
         let mut current: Option<(&str, Result<OwnedFd, Errno>)> = None;
-        for i in order {
+        for i in runs.into_iter().flat_map(|(_, run)| run) {
             let path = paths[i];
             let (parent, name) = path.split_last();
             let dir = match &current {
