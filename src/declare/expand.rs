@@ -371,39 +371,27 @@ impl<'a> Builder<'a> {
     /// Blocks both sides wherever one declared path lies inside another
     /// (a file cannot also be a directory).
     fn nested_conflicts(&mut self) {
-        let mut by_target: BTreeMap<&str, Vec<(&RelPath, &ResourceId)>> = BTreeMap::new();
+        let mut paths: HashMap<(&str, &str), &ResourceId> = HashMap::new();
         let on_paths = self
             .resources
             .values()
             .filter(|d| !matches!(d.spec, Spec::Structured(_)));
-        for d in on_paths {
-            by_target
-                .entry(d.target.as_str())
-                .or_default()
-                .push((&d.path, &d.id));
+        for d in on_paths.clone() {
+            paths.insert((d.target.as_str(), d.path.as_str()), &d.id);
         }
         let mut clash = Vec::new();
-        for list in by_target.values_mut() {
-            list.sort();
-            // The sort puts `a/b` right before `a/b/...`; a stack of open
-            // ancestors catches every nesting.
-            let mut open: Vec<(&RelPath, &ResourceId)> = Vec::new();
-            for (path, id) in list.iter() {
-                while let Some((p, _)) = open.last() {
-                    if path.as_str().starts_with(&format!("{}/", p.as_str())) {
-                        break;
-                    }
-                    open.pop();
-                }
-                if let Some((p, outer)) = open.last() {
+        for d in on_paths {
+            let path = d.path.as_str();
+            // Every proper ancestor of the path, by the `/` that ends it.
+            for (i, _) in path.match_indices('/') {
+                if let Some(outer) = paths.get(&(d.target.as_str(), &path[..i])) {
                     clash.push((
                         (*outer).clone(),
-                        (*id).clone(),
-                        p.to_string(),
+                        d.id.clone(),
+                        path[..i].to_string(),
                         path.to_string(),
                     ));
                 }
-                open.push((path, id));
             }
         }
         for (outer, inner, op, ip) in clash {

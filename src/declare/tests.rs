@@ -122,6 +122,24 @@ fn every_problem_is_reported_with_file_and_line() {
 }
 
 #[test]
+fn a_file_inside_a_declared_file_is_caught_past_sibling_names() {
+    let repo = TestRepo::new();
+    // `a/b.txt` and `a/b-x` sort between `a/b` and `a/b/c`.
+    repo.write(
+        "x.tend.yaml",
+        "kind: file\npath: a/b\ncontent: one\n---\nkind: file\npath: a/b.txt\ncontent: two\n---\nkind: file\npath: a/b-x\ncontent: three\n---\nkind: file\npath: a/b/c\ncontent: four\n",
+    );
+    repo.commit("nested");
+    let d = run(&repo, "", false);
+    assert_eq!(ids(&d), vec!["files/file/a/b-x", "files/file/a/b.txt"]);
+    let blocked = &d.blocked[&ResourceId::new("files", "file", "a/b/c")];
+    assert!(blocked.contains("lies inside a/b"), "{blocked}");
+    assert!(d
+        .blocked
+        .contains_key(&ResourceId::new("files", "file", "a/b")));
+}
+
+#[test]
 fn conflicts_block_both_sides() {
     let repo = TestRepo::new();
     repo.write("one.tend.yaml", "kind: file\npath: etc/x\ncontent: one\n---\nkind: file\npath: etc/y\ncontent: fine\n")
