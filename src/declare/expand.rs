@@ -29,6 +29,11 @@ pub(super) struct Builder<'a> {
     inline: HashMap<Oid, Vec<u8>>,
     /// Directories whose `.gitattributes` route paths through Git LFS.
     lfs_dirs: Vec<String>,
+    /// Mirrored files, in walk order: their paths are unique, so they skip
+    /// the conflict index and are indexed all at once in `finish`.
+    mirrored: Vec<Desired>,
+    /// The target of every mirrored file, picked once.
+    mirror_target: Option<Result<String, String>>,
 }
 
 impl<'a> Builder<'a> {
@@ -43,6 +48,8 @@ impl<'a> Builder<'a> {
             problems: Vec::new(),
             inline: HashMap::new(),
             lfs_dirs,
+            mirrored: Vec::new(),
+            mirror_target: None,
         }
     }
 
@@ -152,13 +159,20 @@ impl<'a> Builder<'a> {
             Ok(p) => p,
             Err(e) => return self.problem(&entry.path, 1, e),
         };
-        let target = match self.pick_target(None, "file") {
+        let picked = match &self.mirror_target {
+            Some(picked) => picked.clone(),
+            None => self
+                .mirror_target
+                .insert(self.pick_target(None, "file"))
+                .clone(),
+        };
+        let target = match picked {
             Ok(t) => t,
             Err(e) => return self.problem(&entry.path, 1, e),
         };
         let id = ResourceId::new(&target, "file", path.as_str());
         match self.content_spec(entry) {
-            Ok(spec) => self.add(Desired {
+            Ok(spec) => self.mirrored.push(Desired {
                 id,
                 target,
                 path,
@@ -408,6 +422,15 @@ impl<'a> Builder<'a> {
     }
 
     pub(super) fn finish(mut self) -> Declared {
+        let mirrored = std::mem::take(&mut self.mirrored);
+        let unique = mirrored.windows(2).all(|w| w[0].id < w[1].id);
+        if unique && self.resources.is_empty() {
+            self.resources = mirrored.into_iter().map(|d| (d.id.clone(), d)).collect();
+        } else {
+            for d in mirrored {
+                self.add(d);
+            }
+        }
         self.nested_conflicts();
         Declared {
             resources: self.resources,

@@ -11,7 +11,7 @@ use std::fmt;
 use git2::Oid;
 
 use crate::model::{Desired, ResourceId};
-use crate::source::{Snapshot, SourceError};
+use crate::source::{Entry, EntryMode, Snapshot, SourceError};
 
 pub use yaml::message as yaml_message;
 
@@ -82,11 +82,43 @@ fn is_declaration(path: &str) -> bool {
     path.ends_with(".tend.yaml") || path.ends_with(".tend.yml")
 }
 
+/// [`Snapshot::lfs_attribute_dirs`] from a walk of the whole tree.
+fn lfs_dirs_among(snapshot: &Snapshot, entries: &[Entry]) -> Result<Vec<String>, SourceError> {
+    let mut out = Vec::new();
+    for e in entries {
+        let dir = match e.path.rsplit_once('/') {
+            Some((dir, ".gitattributes")) => dir,
+            None if e.path == ".gitattributes" => "",
+            _ => continue,
+        };
+        if !matches!(e.mode, EntryMode::File | EntryMode::Executable) {
+            continue;
+        }
+        if snapshot
+            .read(e.oid)?
+            .windows(10)
+            .any(|w| w == b"filter=lfs")
+        {
+            out.push(dir.to_string());
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
 /// Reads the desired state of `snapshot`.
 pub fn declare(snapshot: &Snapshot, opts: &Options) -> Result<Declared, SourceError> {
-    let lfs_dirs = snapshot.lfs_attribute_dirs()?;
-    let mut out = expand::Builder::new(snapshot, opts, lfs_dirs);
     let entries = snapshot.walk(opts.source_path)?;
+    let whole_tree = opts
+        .source_path
+        .split('/')
+        .all(|p| p.is_empty() || p == ".");
+    let lfs_dirs = if whole_tree {
+        lfs_dirs_among(snapshot, &entries)?
+    } else {
+        snapshot.lfs_attribute_dirs()?
+    };
+    let mut out = expand::Builder::new(snapshot, opts, lfs_dirs);
     if opts.mirror {
         for entry in &entries {
             out.mirror_entry(entry);
