@@ -66,6 +66,17 @@ impl RelPath {
         }
         Ok(RelPath(parts.join("/")))
     }
+    /// [`RelPath::parse`], keeping `raw`'s allocation when it is already
+    /// in canonical form.
+    pub fn parse_owned(raw: String) -> Result<Self, String> {
+        let canonical =
+            !raw.contains('\0') && raw.split('/').all(|part| !matches!(part, "" | "." | ".."));
+        if canonical {
+            Ok(RelPath(raw))
+        } else {
+            RelPath::parse(&raw)
+        }
+    }
     pub fn as_str(&self) -> &str {
         &self.0
     }
@@ -309,4 +320,26 @@ pub trait Backup: Send + Sync {
 /// The Git blob id of some bytes: how live content is compared with desired.
 pub fn blob_id(bytes: &[u8]) -> Oid {
     Oid::hash_object(git2::ObjectType::Blob, bytes).expect("hashing bytes in memory cannot fail")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::RelPath;
+
+    #[test]
+    fn parse_owned_agrees_with_parse() {
+        for raw in [
+            "a", "a/b.txt", "a//b", "./a", "a/./b", "a/", "/a", "a/../b", "..", "", ".", "a\0b",
+        ] {
+            assert_eq!(
+                RelPath::parse_owned(raw.to_string()),
+                RelPath::parse(raw),
+                "{raw:?}"
+            );
+        }
+        assert_eq!(
+            RelPath::parse_owned("a//b/".into()).unwrap().as_str(),
+            "a/b"
+        );
+    }
 }

@@ -155,7 +155,7 @@ impl<'a> Builder<'a> {
             file: entry.path.clone(),
             line: 1,
         };
-        let path = match RelPath::parse(rel) {
+        let path = match RelPath::parse_owned(rel.to_string()) {
             Ok(p) => p,
             Err(e) => return self.problem(&entry.path, 1, e),
         };

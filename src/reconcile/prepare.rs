@@ -9,17 +9,16 @@ use super::pass::{PassOptions, Revision, Scope};
 use super::record::{managed_fields, Recorder};
 use crate::diff::{self, Owned, Plan};
 use crate::ledger::{InventoryEntry, Ledger, LedgerError};
-use crate::model::{Desired, Observed, RelPath, ResourceId, Spec};
+use crate::model::{Desired, RelPath, ResourceId, Spec};
 
-fn owned(inventory: &[InventoryEntry]) -> Vec<Owned> {
+fn owned(inventory: Vec<InventoryEntry>) -> Vec<Owned> {
     inventory
-        .iter()
+        .into_iter()
         .filter_map(|e| {
-            let path = RelPath::parse(&e.path).ok()?;
             Some(Owned {
-                id: ResourceId::from_string(e.id.clone()),
-                target: e.target.clone(),
-                path,
+                path: RelPath::parse_owned(e.path).ok()?,
+                id: ResourceId::from_string(e.id),
+                target: e.target,
             })
         })
         .collect()
@@ -46,7 +45,6 @@ pub fn spec_digest(d: &Desired) -> String {
 pub struct Prepared {
     pub scope: Scope,
     pub inventory: Vec<Owned>,
-    pub observed: HashMap<ResourceId, Observed>,
     /// The fields tend set before on the structured resources in scope.
     pub managed: HashMap<ResourceId, Vec<String>>,
     pub plan: Plan,
@@ -64,7 +62,7 @@ pub fn prepare(
         Scope::All => true,
         Scope::Keys(keys) => keys.contains(id),
     };
-    let inventory = owned(&ledger.inventory()?);
+    let inventory = owned(ledger.inventory()?);
     // A full pass borrows the whole declaration and inventory.
     let (filtered, scoped): (BTreeMap<ResourceId, Desired>, Vec<Owned>) = match &scope {
         Scope::All => Default::default(),
@@ -106,7 +104,6 @@ pub fn prepare(
     Ok(Prepared {
         scope,
         inventory,
-        observed,
         managed,
         plan,
     })
