@@ -29,6 +29,14 @@ impl ResourceId {
     }
 }
 
+// Ordering, equality and hashing are those of the inner string, so maps
+// keyed by identity can be searched with a `&str`.
+impl std::borrow::Borrow<str> for ResourceId {
+    fn borrow(&self) -> &str {
+        &self.0
+    }
+}
+
 impl fmt::Display for ResourceId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)

@@ -279,15 +279,15 @@ impl Recorder {
         let mut writes = Vec::new();
         for (id, o) in outcomes {
             let prev = previous.get(id.as_str());
-            let record = next_record(prev, id, o, now);
-            if prev != Some(&record) {
-                writes.push(record);
+            if prev.is_some_and(|p| unchanged(p, o, now)) {
+                continue;
             }
+            writes.push(next_record(prev, id, o, now));
         }
         let stale: Vec<&String> = if drop_stale {
             previous
                 .keys()
-                .filter(|id| !outcomes.contains_key(&ResourceId::from_string((*id).clone())))
+                .filter(|id| !outcomes.contains_key(id.as_str()))
                 .collect()
         } else {
             Vec::new()
@@ -305,6 +305,21 @@ impl Recorder {
             Ok(())
         })
     }
+}
+
+/// Whether [`next_record`] would give back `prev` unchanged, without
+/// building it: a no-op pass compares every resource this way.
+pub fn unchanged(prev: &ResourceRecord, o: &Outcome, now: SystemTime) -> bool {
+    o.state != State::Failed
+        && prev.state == o.state
+        && prev.attempts == 0
+        && prev.next_retry.is_none()
+        && prev.reason == o.reason
+        && !o.applied
+        && next_drift_since(Some(prev), o.state, now) == prev.drift_since
+        && o.corrections
+            .as_ref()
+            .is_none_or(|c| *c == prev.corrections)
 }
 
 /// The next record of a resource after a pass observed `o`.
@@ -338,5 +353,59 @@ pub fn next_record(
             .corrections
             .clone()
             .unwrap_or_else(|| prev.map(|p| p.corrections.clone()).unwrap_or_default()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn unchanged_agrees_with_next_record() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        let earlier = now - Duration::from_secs(60);
+        let id = ResourceId::from_string("files/file/a".into());
+        let mut prevs = Vec::new();
+        for state in State::ALL {
+            for (drift, attempts, reason, retry, corrections) in [
+                (None, 0, None, None, vec![]),
+                (Some(earlier), 0, None, None, vec![]),
+                (Some(earlier), 2, Some("EIO"), Some(now), vec![earlier]),
+                (None, 0, Some("dry run"), None, vec![earlier]),
+            ] {
+                let mut r = ResourceRecord::new(id.as_str(), state);
+                r.drift_since = drift;
+                r.attempts = attempts;
+                r.reason = reason.map(String::from);
+                r.next_retry = retry;
+                r.last_applied = Some(earlier);
+                r.corrections = corrections;
+                prevs.push(r);
+            }
+        }
+        let mut outcomes = Vec::new();
+        for state in State::ALL {
+            for reason in [None, Some("dry run"), Some("EIO")] {
+                for applied in [false, true] {
+                    for corrections in [None, Some(vec![]), Some(vec![earlier])] {
+                        let mut o = Outcome::new(state, reason.map(String::from));
+                        o.applied = applied;
+                        o.corrections = corrections;
+                        outcomes.push(o);
+                    }
+                }
+            }
+        }
+        let mut same = 0;
+        for prev in &prevs {
+            for o in &outcomes {
+                let expected = next_record(Some(prev), &id, o, now) == *prev;
+                assert_eq!(unchanged(prev, o, now), expected, "{prev:?} {o:?}");
+                same += usize::from(expected);
+            }
+        }
+        assert!(same > 0, "some outcomes leave the record as it was");
     }
 }
