@@ -96,8 +96,12 @@ pub fn apply(
     let full = matches!(p.scope, Scope::All);
     for id in &p.plan.in_sync {
         run.set(id, State::InSync, None);
+        // Only structured resources have managed fields to claim.
+        let Some(before) = p.managed.get(id) else {
+            continue;
+        };
         if let Some(d) = rev.declared.resources.get(id) {
-            claim_fields(rec, d, p.managed.get(id))?;
+            claim_fields(rec, d, Some(before))?;
         }
     }
     for (id, reason) in &p.plan.unknown {

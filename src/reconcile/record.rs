@@ -277,21 +277,25 @@ impl Recorder {
         drop_stale: bool,
     ) -> Result<(), LedgerError> {
         let mut writes = Vec::new();
+        // Both maps are in identity order: one walk pairs each outcome with
+        // its previous record and finds the records no outcome covers.
+        let mut stale: Vec<&String> = Vec::new();
+        let mut older = previous.iter().peekable();
         for (id, o) in outcomes {
-            let prev = previous.get(id.as_str());
+            while let Some((old, _)) = older.next_if(|(old, _)| old.as_str() < id.as_str()) {
+                stale.push(old);
+            }
+            let prev = older.next_if(|(old, _)| old.as_str() == id.as_str());
+            let prev = prev.map(|(_, r)| r);
             if prev.is_some_and(|p| unchanged(p, o, now)) {
                 continue;
             }
             writes.push(next_record(prev, id, o, now));
         }
-        let stale: Vec<&String> = if drop_stale {
-            previous
-                .keys()
-                .filter(|id| !outcomes.contains_key(id.as_str()))
-                .collect()
-        } else {
-            Vec::new()
-        };
+        stale.extend(older.map(|(old, _)| old));
+        if !drop_stale {
+            stale.clear();
+        }
         if writes.is_empty() && stale.is_empty() {
             return Ok(());
         }
