@@ -94,8 +94,15 @@ pub fn apply(
         ..Default::default()
     };
     let full = matches!(p.scope, Scope::All);
+    // Built at once from the plan's identity order rather than one
+    // insertion at a time: on a no-op pass this is every resource.
+    run.outcomes = p
+        .plan
+        .in_sync
+        .iter()
+        .map(|id| (id.clone(), Outcome::new(State::InSync, None)))
+        .collect();
     for id in &p.plan.in_sync {
-        run.set(id, State::InSync, None);
         // Only structured resources have managed fields to claim.
         let Some(before) = p.managed.get(id) else {
             continue;
