@@ -2,23 +2,22 @@
 //! and observed state, and the changes a plan is made of.
 
 use std::fmt;
+use std::sync::Arc;
 
 use git2::Oid;
 
 /// A resource's stable identity: `<target>/<kind>/<key>`. Never depends on
 /// order, time or random values, so a retry finds what an earlier attempt made.
-#[derive(
-    Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
-)]
-#[serde(transparent)]
-pub struct ResourceId(String);
+/// Shared, not copied: a pass holds each identity in several maps.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ResourceId(Arc<str>);
 
 impl ResourceId {
     pub fn new(target: &str, kind: &str, key: &str) -> Self {
-        ResourceId(format!("{target}/{kind}/{key}"))
+        ResourceId(format!("{target}/{kind}/{key}").into())
     }
     pub fn from_string(s: String) -> Self {
-        ResourceId(s)
+        ResourceId(s.into())
     }
     pub fn as_str(&self) -> &str {
         &self.0
@@ -34,6 +33,18 @@ impl ResourceId {
 impl std::borrow::Borrow<str> for ResourceId {
     fn borrow(&self) -> &str {
         &self.0
+    }
+}
+
+impl serde::Serialize for ResourceId {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.0)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for ResourceId {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        String::deserialize(d).map(ResourceId::from_string)
     }
 }
 
