@@ -367,6 +367,50 @@ mod tests {
     use super::*;
 
     #[test]
+    fn record_all_writes_changes_and_drops_only_uncovered_records() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut rec = Recorder::open(Ledger::open(dir.path()).unwrap()).unwrap();
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        let id = |s: &str| ResourceId::from_string(format!("files/file/{s}"));
+        let previous_of = |rec: &Recorder| -> BTreeMap<String, ResourceRecord> {
+            let rows = rec.ledger.resources().unwrap();
+            rows.into_iter().map(|r| (r.id.clone(), r)).collect()
+        };
+        let outcomes = |items: &[(&str, State)]| -> BTreeMap<ResourceId, Outcome> {
+            items
+                .iter()
+                .map(|(p, st)| (id(p), Outcome::new(*st, None)))
+                .collect()
+        };
+        let first = outcomes(&[
+            ("a", State::InSync),
+            ("b", State::InSync),
+            ("c/d", State::InSync),
+            ("e", State::InSync),
+        ]);
+        rec.record_all(&first, &BTreeMap::new(), now, true).unwrap();
+        assert_eq!(previous_of(&rec).len(), 4);
+        // `a` and `e` are gone (first and last), `b` drifted, `bb` is new.
+        let second = outcomes(&[
+            ("b", State::Drifted),
+            ("bb", State::InSync),
+            ("c/d", State::InSync),
+        ]);
+        rec.record_all(&second, &previous_of(&rec), now, true)
+            .unwrap();
+        let after = previous_of(&rec);
+        let ids: Vec<&str> = after.keys().map(String::as_str).collect();
+        assert_eq!(ids, ["files/file/b", "files/file/bb", "files/file/c/d"]);
+        assert_eq!(after["files/file/b"].state, State::Drifted);
+        assert_eq!(after["files/file/b"].drift_since, Some(now));
+        // A keyed pass keeps the records it does not cover.
+        rec.record_all(&outcomes(&[("b", State::InSync)]), &after, now, false)
+            .unwrap();
+        assert_eq!(previous_of(&rec).len(), 3);
+        assert_eq!(previous_of(&rec)["files/file/b"].state, State::InSync);
+    }
+
+    #[test]
     fn unchanged_agrees_with_next_record() {
         let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
         let earlier = now - Duration::from_secs(60);
