@@ -156,8 +156,18 @@ pub fn plan(
             }),
         }
     }
+    // The ledger lists its inventory in identity order: then one walk along
+    // the declared identities tells which members are still declared.
+    let sorted = inventory.windows(2).all(|w| w[0].id < w[1].id);
+    let mut declared = desired.keys().peekable();
     for owned in inventory {
-        if desired.contains_key(&owned.id) || keep(&owned.id) {
+        let still_declared = if sorted {
+            while declared.next_if(|id| **id < owned.id).is_some() {}
+            declared.peek() == Some(&&owned.id)
+        } else {
+            desired.contains_key(&owned.id)
+        };
+        if still_declared || keep(&owned.id) {
             continue;
         }
         let obs = observed.get(&owned.id).cloned().unwrap_or_else(missing);
@@ -299,6 +309,21 @@ mod tests {
         );
         let deletes: Vec<_> = p.deletes.iter().map(|c| c.path.as_str()).collect();
         assert_eq!(deletes, vec!["a/b/c", "a"]);
+        // The same inventory in identity order, as the ledger gives it.
+        let mut in_order = inventory.clone();
+        in_order.sort_by(|a, b| a.id.cmp(&b.id));
+        let q = plan(
+            &desired,
+            &|id| *id == blocked,
+            &in_order,
+            &observed,
+            &HashMap::new(),
+        );
+        let paths = |cs: &[Change]| cs.iter().map(|c| c.path.to_string()).collect::<Vec<_>>();
+        assert_eq!(paths(&q.deletes), paths(&p.deletes));
+        assert_eq!(q.forgotten, p.forgotten);
+        assert_eq!(q.unknown, p.unknown);
+        assert_eq!(q.in_sync, p.in_sync);
         assert_eq!(p.forgotten, vec![ResourceId::new("files", "file", "gone")]);
         assert_eq!(p.unknown.len(), 1);
         assert_eq!(p.in_sync.len(), 1);

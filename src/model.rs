@@ -2,23 +2,22 @@
 //! and observed state, and the changes a plan is made of.
 
 use std::fmt;
+use std::sync::Arc;
 
 use git2::Oid;
 
 /// A resource's stable identity: `<target>/<kind>/<key>`. Never depends on
 /// order, time or random values, so a retry finds what an earlier attempt made.
-#[derive(
-    Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
-)]
-#[serde(transparent)]
-pub struct ResourceId(String);
+/// Shared, not copied: a pass holds each identity in several maps.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ResourceId(Arc<str>);
 
 impl ResourceId {
     pub fn new(target: &str, kind: &str, key: &str) -> Self {
-        ResourceId(format!("{target}/{kind}/{key}"))
+        ResourceId(format!("{target}/{kind}/{key}").into())
     }
     pub fn from_string(s: String) -> Self {
-        ResourceId(s)
+        ResourceId(s.into())
     }
     pub fn as_str(&self) -> &str {
         &self.0
@@ -26,6 +25,26 @@ impl ResourceId {
     /// The target name, the first segment of the identity.
     pub fn target(&self) -> &str {
         self.0.split('/').next().unwrap_or("")
+    }
+}
+
+// Ordering, equality and hashing are those of the inner string, so maps
+// keyed by identity can be searched with a `&str`.
+impl std::borrow::Borrow<str> for ResourceId {
+    fn borrow(&self) -> &str {
+        &self.0
+    }
+}
+
+impl serde::Serialize for ResourceId {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.0)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for ResourceId {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        String::deserialize(d).map(ResourceId::from_string)
     }
 }
 
@@ -65,6 +84,17 @@ impl RelPath {
             return Err(format!("path {raw:?} names the root itself"));
         }
         Ok(RelPath(parts.join("/")))
+    }
+    /// [`RelPath::parse`], keeping `raw`'s allocation when it is already
+    /// in canonical form.
+    pub fn parse_owned(raw: String) -> Result<Self, String> {
+        let canonical =
+            !raw.contains('\0') && raw.split('/').all(|part| !matches!(part, "" | "." | ".."));
+        if canonical {
+            Ok(RelPath(raw))
+        } else {
+            RelPath::parse(&raw)
+        }
     }
     pub fn as_str(&self) -> &str {
         &self.0
@@ -309,4 +339,26 @@ pub trait Backup: Send + Sync {
 /// The Git blob id of some bytes: how live content is compared with desired.
 pub fn blob_id(bytes: &[u8]) -> Oid {
     Oid::hash_object(git2::ObjectType::Blob, bytes).expect("hashing bytes in memory cannot fail")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::RelPath;
+
+    #[test]
+    fn parse_owned_agrees_with_parse() {
+        for raw in [
+            "a", "a/b.txt", "a//b", "./a", "a/./b", "a/", "/a", "a/../b", "..", "", ".", "a\0b",
+        ] {
+            assert_eq!(
+                RelPath::parse_owned(raw.to_string()),
+                RelPath::parse(raw),
+                "{raw:?}"
+            );
+        }
+        assert_eq!(
+            RelPath::parse_owned("a//b/".into()).unwrap().as_str(),
+            "a/b"
+        );
+    }
 }

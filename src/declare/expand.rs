@@ -27,10 +27,17 @@ pub(super) struct Builder<'a> {
     blocked: BTreeMap<ResourceId, String>,
     problems: Vec<Problem>,
     inline: HashMap<Oid, Vec<u8>>,
+    /// Directories whose `.gitattributes` route paths through Git LFS.
+    lfs_dirs: Vec<String>,
+    /// Mirrored files, in walk order: their paths are unique, so they skip
+    /// the conflict index and are indexed all at once in `finish`.
+    mirrored: Vec<Desired>,
+    /// The target of every mirrored file, picked once.
+    mirror_target: Option<Result<String, String>>,
 }
 
 impl<'a> Builder<'a> {
-    pub(super) fn new(snap: &'a Snapshot, opts: &'a Options<'a>) -> Self {
+    pub(super) fn new(snap: &'a Snapshot, opts: &'a Options<'a>, lfs_dirs: Vec<String>) -> Self {
         Builder {
             snap,
             opts,
@@ -40,7 +47,21 @@ impl<'a> Builder<'a> {
             blocked: BTreeMap::new(),
             problems: Vec::new(),
             inline: HashMap::new(),
+            lfs_dirs,
+            mirrored: Vec::new(),
+            mirror_target: None,
         }
+    }
+
+    /// Whether Git LFS may have replaced the content at `path`: some
+    /// `.gitattributes` at or above it mentions `filter=lfs`.
+    fn lfs_may_apply(&self, path: &str) -> bool {
+        self.lfs_dirs.iter().any(|dir| {
+            dir.is_empty()
+                || path
+                    .strip_prefix(dir.as_str())
+                    .is_some_and(|rest| rest.starts_with('/'))
+        })
     }
 
     fn problem(&mut self, file: &str, line: usize, message: impl Into<String>) {
@@ -76,7 +97,7 @@ impl<'a> Builder<'a> {
                 resolved.path, self.opts.max_file_size
             ));
         }
-        if size < 1024 {
+        if size < 1024 && (self.lfs_may_apply(&entry.path) || self.lfs_may_apply(&resolved.path)) {
             let bytes = self.snap.read(resolved.oid).map_err(|e| e.to_string())?;
             if bytes.starts_with(LFS_POINTER) {
                 return Err(format!(
@@ -134,17 +155,24 @@ impl<'a> Builder<'a> {
             file: entry.path.clone(),
             line: 1,
         };
-        let path = match RelPath::parse(rel) {
+        let path = match RelPath::parse_owned(rel.to_string()) {
             Ok(p) => p,
             Err(e) => return self.problem(&entry.path, 1, e),
         };
-        let target = match self.pick_target(None, "file") {
+        let picked = match &self.mirror_target {
+            Some(picked) => picked.clone(),
+            None => self
+                .mirror_target
+                .insert(self.pick_target(None, "file"))
+                .clone(),
+        };
+        let target = match picked {
             Ok(t) => t,
             Err(e) => return self.problem(&entry.path, 1, e),
         };
         let id = ResourceId::new(&target, "file", path.as_str());
         match self.content_spec(entry) {
-            Ok(spec) => self.add(Desired {
+            Ok(spec) => self.mirrored.push(Desired {
                 id,
                 target,
                 path,
@@ -357,39 +385,27 @@ impl<'a> Builder<'a> {
     /// Blocks both sides wherever one declared path lies inside another
     /// (a file cannot also be a directory).
     fn nested_conflicts(&mut self) {
-        let mut by_target: BTreeMap<&str, Vec<(&RelPath, &ResourceId)>> = BTreeMap::new();
+        let mut paths: HashMap<(&str, &str), &ResourceId> = HashMap::new();
         let on_paths = self
             .resources
             .values()
             .filter(|d| !matches!(d.spec, Spec::Structured(_)));
-        for d in on_paths {
-            by_target
-                .entry(d.target.as_str())
-                .or_default()
-                .push((&d.path, &d.id));
+        for d in on_paths.clone() {
+            paths.insert((d.target.as_str(), d.path.as_str()), &d.id);
         }
         let mut clash = Vec::new();
-        for list in by_target.values_mut() {
-            list.sort();
-            // The sort puts `a/b` right before `a/b/...`; a stack of open
-            // ancestors catches every nesting.
-            let mut open: Vec<(&RelPath, &ResourceId)> = Vec::new();
-            for (path, id) in list.iter() {
-                while let Some((p, _)) = open.last() {
-                    if path.as_str().starts_with(&format!("{}/", p.as_str())) {
-                        break;
-                    }
-                    open.pop();
-                }
-                if let Some((p, outer)) = open.last() {
+        for d in on_paths {
+            let path = d.path.as_str();
+            // Every proper ancestor of the path, by the `/` that ends it.
+            for (i, _) in path.match_indices('/') {
+                if let Some(outer) = paths.get(&(d.target.as_str(), &path[..i])) {
                     clash.push((
                         (*outer).clone(),
-                        (*id).clone(),
-                        p.to_string(),
+                        d.id.clone(),
+                        path[..i].to_string(),
                         path.to_string(),
                     ));
                 }
-                open.push((path, id));
             }
         }
         for (outer, inner, op, ip) in clash {
@@ -406,6 +422,15 @@ impl<'a> Builder<'a> {
     }
 
     pub(super) fn finish(mut self) -> Declared {
+        let mirrored = std::mem::take(&mut self.mirrored);
+        let unique = mirrored.windows(2).all(|w| w[0].id < w[1].id);
+        if unique && self.resources.is_empty() {
+            self.resources = mirrored.into_iter().map(|d| (d.id.clone(), d)).collect();
+        } else {
+            for d in mirrored {
+                self.add(d);
+            }
+        }
         self.nested_conflicts();
         Declared {
             resources: self.resources,

@@ -12,7 +12,7 @@ use std::fmt;
 use git2::Oid;
 
 use crate::model::{Desired, ResourceId};
-use crate::source::{EntryMode, Snapshot, SourceError};
+use crate::source::{Entry, EntryMode, Snapshot, SourceError};
 
 pub use update::{update, Update};
 pub use yaml::message as yaml_message;
@@ -65,6 +65,8 @@ pub struct Declared {
     /// Mirror mode: the repository symlinks mirrored, whose content
     /// follows whatever they point to.
     pub links: BTreeSet<String>,
+    /// Directories whose `.gitattributes` route paths through Git LFS.
+    pub lfs_dirs: Vec<String>,
 }
 
 impl Declared {
@@ -87,10 +89,43 @@ fn is_declaration(path: &str) -> bool {
     path.ends_with(".tend.yaml") || path.ends_with(".tend.yml")
 }
 
+/// [`Snapshot::lfs_attribute_dirs`] from a walk of the whole tree.
+fn lfs_dirs_among(snapshot: &Snapshot, entries: &[Entry]) -> Result<Vec<String>, SourceError> {
+    let mut out = Vec::new();
+    for e in entries {
+        let dir = match e.path.rsplit_once('/') {
+            Some((dir, ".gitattributes")) => dir,
+            None if e.path == ".gitattributes" => "",
+            _ => continue,
+        };
+        if !matches!(e.mode, EntryMode::File | EntryMode::Executable) {
+            continue;
+        }
+        if snapshot
+            .read(e.oid)?
+            .windows(10)
+            .any(|w| w == b"filter=lfs")
+        {
+            out.push(dir.to_string());
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
 /// Reads the desired state of `snapshot`.
 pub fn declare(snapshot: &Snapshot, opts: &Options) -> Result<Declared, SourceError> {
-    let mut out = expand::Builder::new(snapshot, opts);
     let entries = snapshot.walk(opts.source_path)?;
+    let whole_tree = opts
+        .source_path
+        .split('/')
+        .all(|p| p.is_empty() || p == ".");
+    let lfs_dirs = if whole_tree {
+        lfs_dirs_among(snapshot, &entries)?
+    } else {
+        snapshot.lfs_attribute_dirs()?
+    };
+    let mut out = expand::Builder::new(snapshot, opts, lfs_dirs.clone());
     if opts.mirror {
         for entry in &entries {
             out.mirror_entry(entry);
@@ -101,6 +136,7 @@ pub fn declare(snapshot: &Snapshot, opts: &Options) -> Result<Declared, SourceEr
         }
     }
     let mut declared = out.finish();
+    declared.lfs_dirs = lfs_dirs;
     if opts.mirror {
         declared.links = entries
             .iter()

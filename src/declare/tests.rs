@@ -122,6 +122,24 @@ fn every_problem_is_reported_with_file_and_line() {
 }
 
 #[test]
+fn a_file_inside_a_declared_file_is_caught_past_sibling_names() {
+    let repo = TestRepo::new();
+    // `a/b.txt` and `a/b-x` sort between `a/b` and `a/b/c`.
+    repo.write(
+        "x.tend.yaml",
+        "kind: file\npath: a/b\ncontent: one\n---\nkind: file\npath: a/b.txt\ncontent: two\n---\nkind: file\npath: a/b-x\ncontent: three\n---\nkind: file\npath: a/b/c\ncontent: four\n",
+    );
+    repo.commit("nested");
+    let d = run(&repo, "", false);
+    assert_eq!(ids(&d), vec!["files/file/a/b-x", "files/file/a/b.txt"]);
+    let blocked = &d.blocked[&ResourceId::new("files", "file", "a/b/c")];
+    assert!(blocked.contains("lies inside a/b"), "{blocked}");
+    assert!(d
+        .blocked
+        .contains_key(&ResourceId::new("files", "file", "a/b")));
+}
+
+#[test]
 fn conflicts_block_both_sides() {
     let repo = TestRepo::new();
     repo.write("one.tend.yaml", "kind: file\npath: etc/x\ncontent: one\n---\nkind: file\npath: etc/y\ncontent: fine\n")
@@ -164,9 +182,10 @@ fn lfs_pointers_and_oversized_files_are_refused() {
     let repo = TestRepo::new();
     repo.write("big.bin", vec![b'x'; 4096])
         .write(
-            "lfs.bin",
-            "version https://git-lfs.github.com/spec/v1\noid sha256:abc\nsize 12\n",
+            ".gitattributes",
+            "*.bin filter=lfs diff=lfs merge=lfs -text\n",
         )
+        .write("lfs.bin", LFS_TEXT)
         .write(
             "x.tend.yaml",
             "kind: file\npath: big\nsource: big.bin\n---\nkind: file\npath: lfs\nsource: lfs.bin\n",
@@ -176,6 +195,45 @@ fn lfs_pointers_and_oversized_files_are_refused() {
     assert!(d.resources.is_empty());
     assert!(d.blocked[&ResourceId::new("files", "file", "big")].contains("limit"));
     assert!(d.blocked[&ResourceId::new("files", "file", "lfs")].contains("LFS"));
+}
+
+const LFS_TEXT: &str = "version https://git-lfs.github.com/spec/v1\noid sha256:abc\nsize 12\n";
+
+#[test]
+fn pointer_text_without_lfs_attributes_is_plain_content() {
+    let repo = TestRepo::new();
+    repo.write(".gitattributes", "*.txt text eol=lf\n")
+        .write("docs/lfs-example.txt", LFS_TEXT)
+        .write(
+            "lfs/.gitattributes",
+            "*.bin filter=lfs diff=lfs merge=lfs -text\n",
+        )
+        .write("lfs/real.bin", LFS_TEXT)
+        .write("other/real.bin", LFS_TEXT);
+    repo.commit("pointer-looking text");
+    let d = run(&repo, "", true);
+    let file = |p: &str| ResourceId::new("files", "file", p);
+    let Spec::File(f) = &d.resources[&file("docs/lfs-example.txt")].spec else {
+        panic!("a file spec");
+    };
+    assert_eq!(f.blob, crate::model::blob_id(LFS_TEXT.as_bytes()));
+    assert_eq!(f.size, LFS_TEXT.len() as u64);
+    // Attributes apply only at and below their own directory.
+    assert!(d.resources.contains_key(&file("other/real.bin")));
+    assert!(d.blocked[&file("lfs/real.bin")].contains("LFS"));
+    assert_eq!(d.problems.len(), 1, "{:?}", d.problems);
+}
+
+#[test]
+fn lfs_attributes_in_a_parent_of_the_source_path_still_apply() {
+    let repo = TestRepo::new();
+    repo.write(".gitattributes", "*.bin filter=lfs\n")
+        .write("site/a.bin", LFS_TEXT)
+        .write("site/b.txt", "plain");
+    repo.commit("lfs above the source path");
+    let d = run(&repo, "site", true);
+    assert_eq!(ids(&d), vec!["files/file/b.txt"]);
+    assert!(d.blocked[&ResourceId::new("files", "file", "a.bin")].contains("LFS"));
 }
 
 #[test]

@@ -62,6 +62,11 @@ fn patched_mirror_equals_a_whole_read() {
         .write("conf/sub/c.txt", "c")
         .write("conf/big.bin", vec![b'x'; 2048])
         .write("outside.txt", "o")
+        // Outside the source path, yet it routes conf's .bin files via LFS.
+        .write(
+            ".gitattributes",
+            "*.bin filter=lfs diff=lfs merge=lfs -text\n",
+        )
         .symlink("conf/link", "sub/c.txt");
     repo.commit("init");
     let touched = steps(
@@ -106,6 +111,10 @@ fn patched_mirror_equals_a_whole_read() {
     );
     assert!(touched[2].contains(&"files/file/b.txt".to_string()));
     assert!(touched[2].contains(&"files/file/new/d.txt".to_string()));
+    assert!(
+        touched[4].contains(&"files/file/lfs.bin".to_string()),
+        "the pointer is read, and refused as the whole read refuses it"
+    );
 }
 
 #[test]
@@ -149,4 +158,18 @@ fn changes_it_cannot_patch_are_read_whole() {
     assert!(update(&before, &snap, &opts("conf", true), &changed)
         .unwrap()
         .is_none());
+    // Attributes anywhere decide where LFS pointers are refused.
+    for path in [".gitattributes", "conf/sub/.gitattributes"] {
+        let changed = vec![path.to_string()];
+        assert!(
+            update(&before, &snap, &opts("conf", true), &changed)
+                .unwrap()
+                .is_none(),
+            "{path}"
+        );
+    }
+    let changed = vec!["conf/.gitattributes.bak".to_string()];
+    assert!(update(&before, &snap, &opts("conf", true), &changed)
+        .unwrap()
+        .is_some());
 }

@@ -62,7 +62,8 @@ fn canonical(source_path: &str) -> Option<&str> {
 /// How `changed` (repository paths whose entry differs between `prev`'s
 /// revision and `snap`, as [`Snapshot::changed_paths`] lists them) changes
 /// `prev`. `None` when the change cannot be applied as a patch: not mirror
-/// mode, the source path itself changed, too many symlinks, nested paths.
+/// mode, the source path itself or a `.gitattributes` changed, too many
+/// symlinks, nested paths.
 pub fn update(
     prev: &Declared,
     snap: &Snapshot,
@@ -80,7 +81,9 @@ pub fn update(
             || p.strip_prefix(source)
                 .is_some_and(|rest| rest.starts_with('/'))
     };
-    if changed.iter().any(|p| p == source) {
+    // Attributes decide where LFS pointers are refused, in the whole tree.
+    let attributes = |p: &String| p == ".gitattributes" || p.ends_with("/.gitattributes");
+    if changed.iter().any(|p| p == source || attributes(p)) {
         return Ok(None);
     }
     let mut paths: BTreeSet<String> = changed.iter().filter(|p| under(p)).cloned().collect();
@@ -116,7 +119,7 @@ pub fn update(
         }
     }
     entries.sort_by(|a, b| a.path.cmp(&b.path));
-    let mut builder = Builder::new(snap, opts);
+    let mut builder = Builder::new(snap, opts, prev.lfs_dirs.clone());
     for entry in &entries {
         builder.mirror_entry(entry);
     }

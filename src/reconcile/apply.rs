@@ -88,10 +88,21 @@ pub fn apply(
     // A pass that prunes also drops the records of identities in its scope
     // it no longer covers.
     let full = p.scope.prunes();
+    // Built at once from the plan's identity order rather than one
+    // insertion at a time: on a no-op pass this is every resource.
+    run.outcomes = p
+        .plan
+        .in_sync
+        .iter()
+        .map(|id| (id.clone(), Outcome::new(State::InSync, None)))
+        .collect();
     for id in &p.plan.in_sync {
-        run.set(id, State::InSync, None);
+        // Only structured resources have managed fields to claim.
+        let Some(before) = p.managed.get(id) else {
+            continue;
+        };
         if let Some(d) = rev.declared.resources.get(id) {
-            claim_fields(rec, d, p.managed.get(id))?;
+            claim_fields(rec, d, Some(before))?;
         }
     }
     for (id, reason) in &p.plan.unknown {

@@ -9,17 +9,16 @@ use super::pass::{PassOptions, Revision, Scope};
 use super::record::{managed_fields, Recorder};
 use crate::diff::{self, Owned, Plan};
 use crate::ledger::{InventoryEntry, Ledger, LedgerError};
-use crate::model::{Desired, Observed, RelPath, ResourceId, Spec};
+use crate::model::{Desired, RelPath, ResourceId, Spec};
 
-fn owned(inventory: &[InventoryEntry]) -> Vec<Owned> {
+fn owned(inventory: Vec<InventoryEntry>) -> Vec<Owned> {
     inventory
-        .iter()
+        .into_iter()
         .filter_map(|e| {
-            let path = RelPath::parse(&e.path).ok()?;
             Some(Owned {
-                id: ResourceId::from_string(e.id.clone()),
-                target: e.target.clone(),
-                path,
+                path: RelPath::parse_owned(e.path).ok()?,
+                id: ResourceId::from_string(e.id),
+                target: e.target,
             })
         })
         .collect()
@@ -50,7 +49,6 @@ pub struct Prepared {
     /// How many identities tend manages in all, for the prune limits; read
     /// only when they apply (0 for a keyed scope that does not prune).
     pub managed_count: usize,
-    pub observed: HashMap<ResourceId, Observed>,
     /// The fields tend set before on the structured resources in scope.
     pub managed: HashMap<ResourceId, Vec<String>>,
     pub plan: Plan,
@@ -65,21 +63,24 @@ pub fn prepare(
     ledger: &Ledger,
     scope: Scope,
 ) -> Result<Prepared, LedgerError> {
+    // A full pass borrows the whole declaration; a keyed one looks up and
+    // reads only its keys.
+    let filtered: BTreeMap<ResourceId, Desired>;
     let (desired, inventory, managed_count) = match scope.keys() {
         None => {
-            let inventory = owned(&ledger.inventory()?);
+            let inventory = owned(ledger.inventory()?);
             let count = inventory.len();
-            (rev.declared.resources.clone(), inventory, count)
+            (&rev.declared.resources, inventory, count)
         }
         Some(keys) => {
-            let desired: BTreeMap<ResourceId, Desired> = keys
+            filtered = keys
                 .iter()
                 .filter_map(|id| rev.declared.resources.get(id))
                 .map(|d| (d.id.clone(), d.clone()))
                 .collect();
-            let inventory = owned(&ledger.inventory_of(keys.iter().map(|k| k.as_str()))?);
+            let inventory = owned(ledger.inventory_of(keys.iter().map(|k| k.as_str()))?);
             // The count is read below, only when it can matter.
-            (desired, inventory, 0)
+            (&filtered, inventory, 0)
         }
     };
     let mut managed = HashMap::new();
@@ -98,7 +99,7 @@ pub fn prepare(
         );
     let observed = ctx.observe(items);
     let keep = |id: &ResourceId| rev.declared.blocked.contains_key(id);
-    let plan = diff::plan(&desired, &keep, &inventory, &observed, &managed);
+    let plan = diff::plan(desired, &keep, &inventory, &observed, &managed);
     // Only the prune limits need the whole count: a keyed scope that would
     // prune reads it.
     let managed_count = if scope.keys().is_some() && scope.prunes() && !plan.deletes.is_empty() {
@@ -110,7 +111,6 @@ pub fn prepare(
         scope,
         inventory,
         managed_count,
-        observed,
         managed,
         plan,
     })

@@ -277,21 +277,25 @@ impl Recorder {
         drop_stale: bool,
     ) -> Result<(), LedgerError> {
         let mut writes = Vec::new();
+        // Both maps are in identity order: one walk pairs each outcome with
+        // its previous record and finds the records no outcome covers.
+        let mut stale: Vec<&String> = Vec::new();
+        let mut older = previous.iter().peekable();
         for (id, o) in outcomes {
-            let prev = previous.get(id.as_str());
-            let record = next_record(prev, id, o, now);
-            if prev != Some(&record) {
-                writes.push(record);
+            while let Some((old, _)) = older.next_if(|(old, _)| old.as_str() < id.as_str()) {
+                stale.push(old);
             }
+            let prev = older.next_if(|(old, _)| old.as_str() == id.as_str());
+            let prev = prev.map(|(_, r)| r);
+            if prev.is_some_and(|p| unchanged(p, o, now)) {
+                continue;
+            }
+            writes.push(next_record(prev, id, o, now));
         }
-        let stale: Vec<&String> = if drop_stale {
-            previous
-                .keys()
-                .filter(|id| !outcomes.contains_key(&ResourceId::from_string((*id).clone())))
-                .collect()
-        } else {
-            Vec::new()
-        };
+        stale.extend(older.map(|(old, _)| old));
+        if !drop_stale {
+            stale.clear();
+        }
         if writes.is_empty() && stale.is_empty() {
             return Ok(());
         }
@@ -305,6 +309,21 @@ impl Recorder {
             Ok(())
         })
     }
+}
+
+/// Whether [`next_record`] would give back `prev` unchanged, without
+/// building it: a no-op pass compares every resource this way.
+pub fn unchanged(prev: &ResourceRecord, o: &Outcome, now: SystemTime) -> bool {
+    o.state != State::Failed
+        && prev.state == o.state
+        && prev.attempts == 0
+        && prev.next_retry.is_none()
+        && prev.reason == o.reason
+        && !o.applied
+        && next_drift_since(Some(prev), o.state, now) == prev.drift_since
+        && o.corrections
+            .as_ref()
+            .is_none_or(|c| *c == prev.corrections)
 }
 
 /// The next record of a resource after a pass observed `o`.
@@ -338,5 +357,103 @@ pub fn next_record(
             .corrections
             .clone()
             .unwrap_or_else(|| prev.map(|p| p.corrections.clone()).unwrap_or_default()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn record_all_writes_changes_and_drops_only_uncovered_records() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut rec = Recorder::open(Ledger::open(dir.path()).unwrap()).unwrap();
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        let id = |s: &str| ResourceId::from_string(format!("files/file/{s}"));
+        let previous_of = |rec: &Recorder| -> BTreeMap<String, ResourceRecord> {
+            let rows = rec.ledger.resources().unwrap();
+            rows.into_iter().map(|r| (r.id.clone(), r)).collect()
+        };
+        let outcomes = |items: &[(&str, State)]| -> BTreeMap<ResourceId, Outcome> {
+            items
+                .iter()
+                .map(|(p, st)| (id(p), Outcome::new(*st, None)))
+                .collect()
+        };
+        let first = outcomes(&[
+            ("a", State::InSync),
+            ("b", State::InSync),
+            ("c/d", State::InSync),
+            ("e", State::InSync),
+        ]);
+        rec.record_all(&first, &BTreeMap::new(), now, true).unwrap();
+        assert_eq!(previous_of(&rec).len(), 4);
+        // `a` and `e` are gone (first and last), `b` drifted, `bb` is new.
+        let second = outcomes(&[
+            ("b", State::Drifted),
+            ("bb", State::InSync),
+            ("c/d", State::InSync),
+        ]);
+        rec.record_all(&second, &previous_of(&rec), now, true)
+            .unwrap();
+        let after = previous_of(&rec);
+        let ids: Vec<&str> = after.keys().map(String::as_str).collect();
+        assert_eq!(ids, ["files/file/b", "files/file/bb", "files/file/c/d"]);
+        assert_eq!(after["files/file/b"].state, State::Drifted);
+        assert_eq!(after["files/file/b"].drift_since, Some(now));
+        // A keyed pass keeps the records it does not cover.
+        rec.record_all(&outcomes(&[("b", State::InSync)]), &after, now, false)
+            .unwrap();
+        assert_eq!(previous_of(&rec).len(), 3);
+        assert_eq!(previous_of(&rec)["files/file/b"].state, State::InSync);
+    }
+
+    #[test]
+    fn unchanged_agrees_with_next_record() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        let earlier = now - Duration::from_secs(60);
+        let id = ResourceId::from_string("files/file/a".into());
+        let mut prevs = Vec::new();
+        for state in State::ALL {
+            for (drift, attempts, reason, retry, corrections) in [
+                (None, 0, None, None, vec![]),
+                (Some(earlier), 0, None, None, vec![]),
+                (Some(earlier), 2, Some("EIO"), Some(now), vec![earlier]),
+                (None, 0, Some("dry run"), None, vec![earlier]),
+            ] {
+                let mut r = ResourceRecord::new(id.as_str(), state);
+                r.drift_since = drift;
+                r.attempts = attempts;
+                r.reason = reason.map(String::from);
+                r.next_retry = retry;
+                r.last_applied = Some(earlier);
+                r.corrections = corrections;
+                prevs.push(r);
+            }
+        }
+        let mut outcomes = Vec::new();
+        for state in State::ALL {
+            for reason in [None, Some("dry run"), Some("EIO")] {
+                for applied in [false, true] {
+                    for corrections in [None, Some(vec![]), Some(vec![earlier])] {
+                        let mut o = Outcome::new(state, reason.map(String::from));
+                        o.applied = applied;
+                        o.corrections = corrections;
+                        outcomes.push(o);
+                    }
+                }
+            }
+        }
+        let mut same = 0;
+        for prev in &prevs {
+            for o in &outcomes {
+                let expected = next_record(Some(prev), &id, o, now) == *prev;
+                assert_eq!(unchanged(prev, o, now), expected, "{prev:?} {o:?}");
+                same += usize::from(expected);
+            }
+        }
+        assert!(same > 0, "some outcomes leave the record as it was");
     }
 }

@@ -120,32 +120,79 @@ impl Snapshot {
         };
         let mut out = Vec::new();
         // An explicit stack: a hostile repository may nest trees very deeply.
-        let mut stack = vec![(start, dir)];
+        // Each subtree is walked where its entry stands; Git orders a tree's
+        // entries as if directory names ended in `/`, so this yields paths
+        // already sorted, and the sort below only checks that.
+        let mut stack = vec![(start, 0, dir)];
+        while let Some((tree, next, prefix)) = stack.last_mut() {
+            let Some(item) = tree.get(*next) else {
+                stack.pop();
+                continue;
+            };
+            *next += 1;
+            let name = valid_name(item.name_bytes(), prefix)?;
+            let mut path = String::with_capacity(prefix.len() + 1 + name.len());
+            if !prefix.is_empty() {
+                path.push_str(prefix);
+                path.push('/');
+            }
+            path.push_str(name);
+            let (mode, oid) = (item.filemode(), item.id());
+            drop(item);
+            if mode == MODE_TREE {
+                let sub = self
+                    .repo
+                    .find_tree(oid)
+                    .map_err(|e| SourceError::git(format!("reading {path}"), e))?;
+                stack.push((sub, 0, path));
+            } else {
+                out.push(Entry {
+                    mode: entry_mode(mode, &path)?,
+                    oid,
+                    path,
+                });
+            }
+        }
+        out.sort_by(|a, b| a.path.cmp(&b.path));
+        Ok(out)
+    }
+
+    /// The directories (`""` is the root) holding a `.gitattributes` that
+    /// mentions `filter=lfs`: only paths at or below them can be Git LFS
+    /// pointers. Reads every tree but allocates only for directories.
+    pub fn lfs_attribute_dirs(&self) -> Result<Vec<String>, SourceError> {
+        let mut out = Vec::new();
+        let mut stack = vec![(self.root()?, String::new())];
         while let Some((tree, prefix)) = stack.pop() {
             for item in tree.iter() {
-                let name = entry_name(item.name_bytes(), &prefix)?;
-                let path = if prefix.is_empty() {
-                    name
-                } else {
-                    format!("{prefix}/{name}")
-                };
+                let name = item.name_bytes();
                 match item.filemode() {
                     MODE_TREE => {
+                        let name = entry_name(name, &prefix)?;
+                        let path = if prefix.is_empty() {
+                            name
+                        } else {
+                            format!("{prefix}/{name}")
+                        };
                         let sub = self
                             .repo
                             .find_tree(item.id())
                             .map_err(|e| SourceError::git(format!("reading {path}"), e))?;
                         stack.push((sub, path));
                     }
-                    mode => out.push(Entry {
-                        mode: entry_mode(mode, &path)?,
-                        oid: item.id(),
-                        path,
-                    }),
+                    MODE_FILE | MODE_FILE_GROUP_WRITABLE | MODE_EXECUTABLE
+                        if name == b".gitattributes" =>
+                    {
+                        let text = read_blob(&self.repo, item.id())?;
+                        if text.windows(10).any(|w| w == b"filter=lfs") {
+                            out.push(prefix.clone());
+                        }
+                    }
+                    _ => {}
                 }
             }
         }
-        out.sort_by(|a, b| a.path.cmp(&b.path));
+        out.sort();
         Ok(out)
     }
 
@@ -345,12 +392,17 @@ pub(super) fn normalize(path: &str) -> Result<String, SourceError> {
 /// A tree entry's name, refusing what a crafted tree may hold but no
 /// checkout could: names that would climb out or split into several paths.
 fn entry_name(name: &[u8], parent: &str) -> Result<String, SourceError> {
+    valid_name(name, parent).map(str::to_string)
+}
+
+/// [`entry_name`], borrowed.
+fn valid_name<'a>(name: &'a [u8], parent: &str) -> Result<&'a str, SourceError> {
     let shown = || format!("{parent}/{}", String::from_utf8_lossy(name));
     let name = std::str::from_utf8(name).map_err(|_| invalid(&shown(), "not valid UTF-8"))?;
     if name.is_empty() || name == "." || name == ".." || name.contains(['/', '\0']) {
         return Err(invalid(&shown(), "not a valid file name"));
     }
-    Ok(name.to_string())
+    Ok(name)
 }
 
 fn entry_mode(mode: i32, path: &str) -> Result<EntryMode, SourceError> {

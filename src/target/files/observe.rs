@@ -17,6 +17,8 @@ use crate::model::{Live, Observed, RelPath};
 
 /// Read size when hashing; also the largest buffer an observation holds.
 const CHUNK: usize = 64 * 1024;
+/// Batches of at least this many paths are observed on two threads.
+const PARALLEL_FROM: usize = 2048;
 
 /// The parts of a stat result tend uses, in fixed-width types.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -131,14 +133,56 @@ pub(super) struct Batch {
 
 impl FilesTarget {
     pub(super) fn observe_paths(&self, paths: &[&RelPath]) -> Vec<Observed> {
-        let mut out = vec![Observed::Absent; paths.len()];
         // Grouped by parent, each parent directory is resolved once per batch
-        // and only one is held open at a time.
-        let mut order: Vec<usize> = (0..paths.len()).collect();
-        order.sort_by(|&a, &b| paths[a].split_last().0.cmp(paths[b].split_last().0));
+        // and only one is held open at a time. Paths come mostly in order, so
+        // runs of one parent are sorted, not every path.
+        let mut runs: Vec<(&str, std::ops::Range<usize>)> = Vec::new();
+        for (i, path) in paths.iter().enumerate() {
+            let parent = path.split_last().0;
+            match runs.last_mut() {
+                Some((p, run)) if *p == parent => run.end = i + 1,
+                _ => runs.push((parent, i..i + 1)),
+            }
+        }
+        runs.sort_by(|a, b| a.0.cmp(b.0));
+        let order: Vec<usize> = runs.into_iter().flat_map(|(_, run)| run).collect();
+        // A large batch is observed on two threads, each half in its own
+        // directories (bar the one they may share at the split).
+        let (first, second) = if order.len() >= PARALLEL_FROM {
+            order.split_at(order.len() / 2)
+        } else {
+            (&order[..], &[][..])
+        };
+        let (a, b) = std::thread::scope(|s| {
+            let other = (!second.is_empty()).then(|| {
+                std::thread::Builder::new()
+                    .name("tend-observe".into())
+                    .spawn_scoped(s, || self.observe_in_order(paths, second))
+            });
+            let a = self.observe_in_order(paths, first);
+            let b = match other {
+                None => Vec::new(),
+                Some(Ok(handle)) => handle
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+                // No thread to be had: this one does the rest.
+                Some(Err(_)) => self.observe_in_order(paths, second),
+            };
+            (a, b)
+        });
+        let mut out = vec![Observed::Absent; paths.len()];
+        for (i, obs) in order.into_iter().zip(a.into_iter().chain(b)) {
+            out[i] = obs;
+        }
+        out
+    }
+
+    /// Observes `paths[i]` for each `i` of `order`, in that order.
+    fn observe_in_order(&self, paths: &[&RelPath], order: &[usize]) -> Vec<Observed> {
+        let mut out = Vec::with_capacity(order.len());
         let mut batch = Batch::default();
         let mut current: Option<(&str, Result<OwnedFd, Errno>)> = None;
-        for i in order {
+        for &i in order {
             let path = paths[i];
             let (parent, name) = path.split_last();
             let dir = match &current {
@@ -149,14 +193,14 @@ impl FilesTarget {
                         .1
                 }
             };
-            out[i] = match dir {
+            out.push(match dir {
                 Ok(dir) => self.observe_at(dir.as_fd(), path, name, &mut batch),
                 Err(e) if is_absent(*e) => {
                     self.cache.forget(path.as_str());
                     Observed::Absent
                 }
                 Err(e) => Observed::Unknown(format!("{}: {e}", super::shown(parent))),
-            };
+            });
         }
         out
     }
