@@ -117,6 +117,45 @@ fn its_own_writes_do_not_make_it_reconcile_itself_in_a_loop() {
 }
 
 #[test]
+fn reading_managed_files_and_listing_their_folders_is_not_drift() {
+    let env = Env::new();
+    site(&env);
+    let cfg = slow_timers(&env);
+    let _d = env.daemon(&["--interval", "1h", "-c", &cfg, "--log-level", "debug"]);
+    assert!(
+        wait_until(60, || env.status()["counts"]["InSync"] == 3),
+        "{}",
+        env.daemon_log()
+    );
+    // Past the window in which events on its own writes are ignored.
+    std::thread::sleep(Duration::from_secs(3));
+    let passes = || env.daemon_log().matches("pass done").count();
+    let before = passes();
+    for _ in 0..5 {
+        for f in ["etc/app/a.conf", "etc/app/b.conf", "etc/c.conf"] {
+            assert!(!std::fs::read(env.root().join(f)).unwrap().is_empty());
+        }
+        for d in ["etc", "etc/app"] {
+            assert!(std::fs::read_dir(env.root().join(d)).unwrap().count() > 0);
+        }
+    }
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(
+        passes(),
+        before,
+        "reads and listings start no pass:\n{}",
+        env.daemon_log()
+    );
+    std::fs::write(env.root().join("etc/c.conf"), "edited\n").unwrap();
+    assert!(
+        wait_until(10, || std::fs::read(env.root().join("etc/c.conf")).unwrap()
+            == b"c\n"),
+        "the watcher still sees a real edit:\n{}",
+        env.daemon_log()
+    );
+}
+
+#[test]
 fn a_hook_runs_once_per_pass_however_many_files_changed() {
     let env = Env::new();
     let log = env.state.path().join("hook.log");

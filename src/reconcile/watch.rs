@@ -50,6 +50,19 @@ impl Index {
     }
 }
 
+/// Whether an event can mean a managed path changed. Opens and read-only
+/// closes cannot: a web server reading the files it serves, or tend
+/// listing a directory, must not schedule passes.
+fn changes_something(kind: &notify::EventKind) -> bool {
+    use notify::event::{AccessKind, AccessMode};
+    use notify::EventKind;
+    match kind {
+        EventKind::Access(AccessKind::Close(AccessMode::Write)) => true,
+        EventKind::Access(_) => false,
+        _ => true,
+    }
+}
+
 fn is_own_temp(path: &Path) -> bool {
     path.file_name()
         .and_then(|n| n.to_str())
@@ -75,6 +88,9 @@ impl Watch {
             Ok(event) => {
                 if event.need_rescan() {
                     let _ = tx.send(Trigger::FullPass);
+                    return;
+                }
+                if !changes_something(&event.kind) {
                     return;
                 }
                 let mut ids = Vec::new();
@@ -274,5 +290,24 @@ mod tests {
         assert!(index.ids_for(Path::new("/r/etc/a")).is_empty());
         assert!(is_own_temp(Path::new("/r/etc/.tend-abc.tmp")));
         assert!(!is_own_temp(Path::new("/r/etc/tend.tmp")));
+    }
+
+    #[test]
+    fn reads_and_opens_are_not_changes() {
+        use notify::event::{AccessKind, AccessMode, CreateKind, DataChange, ModifyKind};
+        use notify::EventKind;
+        assert!(!changes_something(&EventKind::Access(AccessKind::Open(
+            AccessMode::Any
+        ))));
+        assert!(!changes_something(&EventKind::Access(AccessKind::Close(
+            AccessMode::Read
+        ))));
+        assert!(changes_something(&EventKind::Access(AccessKind::Close(
+            AccessMode::Write
+        ))));
+        assert!(changes_something(&EventKind::Modify(ModifyKind::Data(
+            DataChange::Any
+        ))));
+        assert!(changes_something(&EventKind::Create(CreateKind::File)));
     }
 }
