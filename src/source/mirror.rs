@@ -223,9 +223,16 @@ fn create(mirrors: &Path, name: &str, url: &RepoUrl) -> Result<(), SourceError> 
         rand::random::<u32>()
     ));
     let result = (|| {
-        let repo =
-            Repository::init_opts(&temp, RepositoryInitOptions::new().bare(true).mkpath(false))
-                .map_err(|e| SourceError::git(format!("creating {}", temp.display()), e))?;
+        let repo = Repository::init_opts(
+            &temp,
+            // No hook samples, description or info/exclude: a mirror
+            // runs no hooks and has no work tree.
+            RepositoryInitOptions::new()
+                .bare(true)
+                .mkpath(false)
+                .external_template(false),
+        )
+        .map_err(|e| SourceError::git(format!("creating {}", temp.display()), e))?;
         let mut config = repo
             .config()
             .map_err(|e| SourceError::git("mirror config", e))?;
