@@ -96,6 +96,10 @@ impl Mirror {
     /// fetch timeout.
     pub fn fetch(&self) -> Result<Oid, SourceError> {
         let _lock = FetchLock::acquire(&self.dir, self.spec.timeout)?;
+        let linked = super::seed::from_local(&self.url, &self.repo);
+        if linked > 0 {
+            tracing::debug!(files = linked, "mirror seeded from the local repository");
+        }
         let session = Session::new(&self.url, &self.spec.auth, self.spec.timeout)?;
         let mut remote = self
             .repo

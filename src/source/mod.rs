@@ -8,6 +8,7 @@ mod links;
 mod mirror;
 mod refs;
 mod remote;
+mod seed;
 mod snapshot;
 mod ssh_key;
 mod transport;
