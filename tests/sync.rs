@@ -33,6 +33,10 @@ fn validate_then_diff_then_sync_then_nothing() {
     );
     assert!(d.stdout.contains("+hello"), "{d:?}");
     assert!(!env.at("etc").exists(), "diff must change nothing");
+    assert!(
+        !env.state.path().join("ledger.db").exists(),
+        "diff on a fresh state dir creates no ledger"
+    );
 
     let s = env.tend(&["sync"]);
     assert_eq!(s.code, 0, "{s:?}");

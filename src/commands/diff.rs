@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use super::{fail, fetch_or_last};
 use crate::cli::{GlobalArgs, Output};
 use crate::config::Settings;
-use crate::ledger::{HashKey, Ledger};
+use crate::ledger::{HashKey, Ledger, DATABASE_FILE};
 use crate::reconcile::{self, Context, PassOptions, Scope};
 
 pub fn run(g: &GlobalArgs, settings: Settings) -> ExitCode {
@@ -20,10 +20,14 @@ pub fn run(g: &GlobalArgs, settings: Settings) -> ExitCode {
         Err(code) => return code,
     };
     let dir = &ctx.settings.state_dir;
-    let ledger = if fetched.lock.is_some() {
+    // With no ledger yet, a fresh one is what there is to compare with; an
+    // empty one in memory gives the same answer and writes nothing.
+    let ledger = if fetched.lock.is_none() {
+        Ledger::open_read_only(dir)
+    } else if dir.join(DATABASE_FILE).exists() {
         Ledger::open(dir)
     } else {
-        Ledger::open_read_only(dir)
+        Ledger::open_in_memory(dir)
     };
     let ledger = match ledger {
         Ok(l) => l,

@@ -23,10 +23,13 @@ fn fail(message: impl std::fmt::Display) -> ExitCode {
 fn settings(args: &GlobalArgs) -> Result<Settings, ExitCode> {
     let settings = config::resolve(args).map_err(fail)?;
     let source = &settings.source;
+    let tls = crate::source::may_use_tls(&source.repo);
     // SAFETY: `run` is called by main on the process's only thread: nothing
     // has used libgit2 yet, and the runtime and server threads start later.
-    unsafe { crate::source::configure_transport(source.timeout, source.auth.ca_file.as_deref()) }
-        .map_err(fail)?;
+    unsafe {
+        crate::source::configure_transport(source.timeout, source.auth.ca_file.as_deref(), tls)
+    }
+    .map_err(fail)?;
     Ok(settings)
 }
 

@@ -10,7 +10,7 @@ use super::records::{
     Intent, IntentKind, InventoryEntry, PauseRecord, ResourceRecord, SourceRecord, State,
 };
 use super::tx::Tx;
-use super::{create_state_dir, schema, LedgerError, DATABASE_FILE};
+use super::{create_state_dir, schema, sync_dir, LedgerError, DATABASE_FILE};
 
 /// Long enough to outwait another process's transaction (a pass commit, a
 /// `tend pause`), short enough that a wedged peer shows up as an error.
@@ -33,6 +33,9 @@ impl Ledger {
     pub fn open(state_dir: &Path) -> Res<Ledger> {
         create_state_dir(state_dir)?;
         let path = state_dir.join(DATABASE_FILE);
+        if !path.exists() {
+            create(state_dir, &path)?;
+        }
         let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
             | OpenFlags::SQLITE_OPEN_CREATE
             | OpenFlags::SQLITE_OPEN_NO_MUTEX;
@@ -52,6 +55,21 @@ impl Ledger {
         // FULL: an intent must be on disk before the effect it announces.
         conn.pragma_update(None, "synchronous", "FULL")
             .map_err(err)?;
+        schema::migrate(&mut conn, &path)?;
+        Ok(Ledger {
+            conn,
+            state_dir: state_dir.to_path_buf(),
+            path,
+            read_only: false,
+        })
+    }
+
+    /// An empty ledger in memory, for a command that must change nothing
+    /// durable (`diff` on a state dir that has no ledger yet): what it
+    /// reads is what a fresh ledger holds, and what it writes is dropped.
+    pub fn open_in_memory(state_dir: &Path) -> Res<Ledger> {
+        let path = state_dir.join(DATABASE_FILE);
+        let mut conn = Connection::open_in_memory().map_err(|e| LedgerError::db(&path, e))?;
         schema::migrate(&mut conn, &path)?;
         Ok(Ledger {
             conn,
@@ -217,4 +235,47 @@ impl Ledger {
     pub fn set_meta(&self, key: &str, value: &str) -> Res<()> {
         self.q().set_meta(key, value)
     }
+}
+
+/// Makes a new ledger (WAL, current schema) under a temp name with syncs off,
+/// then makes it durable at once and links it into place: two syncs where
+/// creating it in place costs about ten (a rollback journal to switch to WAL,
+/// each migration's commit, the checkpoint at close). Another process
+/// creating one at the same time wins or loses whole: its ledger is kept.
+fn create(state_dir: &Path, path: &Path) -> Res<()> {
+    let temp = state_dir.join(format!(".tend-ledger-{:016x}.tmp", rand::random::<u64>()));
+    let built = build(&temp).and_then(|()| {
+        std::fs::File::open(&temp)
+            .and_then(|f| f.sync_all())
+            .map_err(|e| LedgerError::io(&temp, e))?;
+        match std::fs::hard_link(&temp, path) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+            Err(e) => Err(LedgerError::io(path, e)),
+        }
+    });
+    for leftover in ["", "-wal", "-shm", "-journal"] {
+        let mut name = temp.clone().into_os_string();
+        name.push(leftover);
+        let _ = std::fs::remove_file(name);
+    }
+    built?;
+    sync_dir(state_dir)
+}
+
+fn build(temp: &Path) -> Res<()> {
+    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+        | OpenFlags::SQLITE_OPEN_CREATE
+        | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let err = |e| LedgerError::db(temp, e);
+    let mut conn = Connection::open_with_flags(temp, flags).map_err(err)?;
+    // Nothing is durable, or visible, until the whole file is synced and
+    // linked into place.
+    conn.pragma_update(None, "synchronous", "OFF")
+        .map_err(err)?;
+    conn.pragma_update(None, "journal_mode", "WAL")
+        .map_err(err)?;
+    schema::migrate(&mut conn, temp)?;
+    // Closing checkpoints the WAL into the file and removes it.
+    conn.close().map_err(|(_, e)| err(e))
 }

@@ -18,6 +18,25 @@ use crate::target::TargetError;
 /// Changes written together: one intent transaction, one audit append and
 /// (for the files target) one directory sync per directory.
 const BATCH: usize = 256;
+/// A long run of writes (a first sync) doubles its batches up to this many,
+/// so the fixed cost of each (a commit, an audit sync, a file system sync)
+/// is spread over more files while a short pass stays at [`BATCH`].
+const BATCH_MAX: usize = 4096;
+
+/// `todo` cut into batches of [`BATCH`], then twice as many each time, up to
+/// [`BATCH_MAX`].
+fn growing_chunks<T>(mut todo: &[T]) -> impl Iterator<Item = &[T]> {
+    let mut size = BATCH;
+    std::iter::from_fn(move || {
+        if todo.is_empty() {
+            return None;
+        }
+        let (chunk, rest) = todo.split_at(size.min(todo.len()));
+        todo = rest;
+        size = (size * 2).min(BATCH_MAX);
+        Some(chunk)
+    })
+}
 
 struct Run<'a> {
     ctx: &'a super::Context,
@@ -119,7 +138,7 @@ pub fn apply(
 
     let todo = decide(&mut run, rec, p, opts)?;
     let mut applied: Vec<(ResourceId, Vec<SystemTime>)> = Vec::new();
-    for chunk in todo.chunks(BATCH) {
+    for chunk in growing_chunks(&todo) {
         ctl.beat();
         if ctl.cancelled() {
             report.cancelled = true;
@@ -463,4 +482,24 @@ fn prune(
         rec.forget_all(&p.plan.forgotten)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{growing_chunks, BATCH, BATCH_MAX};
+
+    #[test]
+    fn batches_double_up_to_the_cap_and_cover_everything_in_order() {
+        let todo: Vec<usize> = (0..20_000).collect();
+        let sizes: Vec<usize> = growing_chunks(&todo).map(<[usize]>::len).collect();
+        assert_eq!(
+            &sizes[..5],
+            &[BATCH, 2 * BATCH, 4 * BATCH, 8 * BATCH, BATCH_MAX]
+        );
+        assert!(sizes.iter().all(|&n| n <= BATCH_MAX));
+        let joined: Vec<usize> = growing_chunks(&todo).flatten().copied().collect();
+        assert_eq!(joined, todo);
+        assert_eq!(growing_chunks(&todo[..10]).count(), 1);
+        assert_eq!(growing_chunks::<usize>(&[]).count(), 0);
+    }
 }

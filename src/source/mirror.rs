@@ -96,6 +96,10 @@ impl Mirror {
     /// fetch timeout.
     pub fn fetch(&self) -> Result<Oid, SourceError> {
         let _lock = FetchLock::acquire(&self.dir, self.spec.timeout)?;
+        let linked = super::seed::from_local(&self.url, &self.repo);
+        if linked > 0 {
+            tracing::debug!(files = linked, "mirror seeded from the local repository");
+        }
         let session = Session::new(&self.url, &self.spec.auth, self.spec.timeout)?;
         let mut remote = self
             .repo
@@ -223,9 +227,16 @@ fn create(mirrors: &Path, name: &str, url: &RepoUrl) -> Result<(), SourceError> 
         rand::random::<u32>()
     ));
     let result = (|| {
-        let repo =
-            Repository::init_opts(&temp, RepositoryInitOptions::new().bare(true).mkpath(false))
-                .map_err(|e| SourceError::git(format!("creating {}", temp.display()), e))?;
+        let repo = Repository::init_opts(
+            &temp,
+            // No hook samples, description or info/exclude: a mirror
+            // runs no hooks and has no work tree.
+            RepositoryInitOptions::new()
+                .bare(true)
+                .mkpath(false)
+                .external_template(false),
+        )
+        .map_err(|e| SourceError::git(format!("creating {}", temp.display()), e))?;
         let mut config = repo
             .config()
             .map_err(|e| SourceError::git("mirror config", e))?;

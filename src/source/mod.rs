@@ -8,6 +8,7 @@ mod links;
 mod mirror;
 mod refs;
 mod remote;
+mod seed;
 mod snapshot;
 mod ssh_key;
 mod transport;
@@ -22,7 +23,7 @@ use std::time::Duration;
 pub use error::SourceError;
 pub use mirror::Mirror;
 pub use snapshot::{BlobReader, Entry, EntryMode, Snapshot};
-pub use transport::configure_transport;
+pub use transport::{configure_transport, may_use_tls};
 pub use url::redact_url;
 
 /// Credentials and trust anchors for remote repositories. Every field is a

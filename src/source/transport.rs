@@ -1,12 +1,23 @@
 //! Process-wide libgit2 settings for remote transports: socket timeouts, so
-//! a remote that accepts a connection and never answers is abandoned, and an
-//! extra trusted CA file for https remotes on private hosts.
+//! a remote that accepts a connection and never answers is abandoned, an
+//! extra trusted CA file for https remotes on private hosts, and no loading
+//! of the system's certificates for a source that never uses TLS.
 
 use std::ffi::c_int;
 use std::path::Path;
 use std::time::Duration;
 
+use super::url::{RepoUrl, Transport};
 use super::SourceError;
+
+/// Where OpenSSL reads the trusted certificates it loads when libgit2 starts.
+const CERT_FILE_VAR: &str = "SSL_CERT_FILE";
+
+/// Whether fetching from `repo` may use TLS (http:// too: it may redirect to
+/// https). An address that does not parse is assumed to.
+pub fn may_use_tls(repo: &str) -> bool {
+    RepoUrl::parse(repo).map_or(true, |url| url.transport == Transport::Http)
+}
 
 /// Applies the connect and read timeouts and the extra CA file to every
 /// later connection libgit2 makes in this process.
@@ -25,7 +36,13 @@ use super::SourceError;
 pub unsafe fn configure_transport(
     timeout: Duration,
     ca_file: Option<&Path>,
+    tls: bool,
 ) -> Result<(), SourceError> {
+    if !tls {
+        // SAFETY: the caller guarantees a single thread: nothing reads the
+        // environment concurrently.
+        unsafe { start_without_certificates() };
+    }
     // 0 would mean "no timeout" to libgit2.
     let millis = c_int::try_from(timeout.as_millis())
         .unwrap_or(c_int::MAX)
@@ -56,4 +73,26 @@ pub unsafe fn configure_transport(
             e.message()
         ))
     })
+}
+
+/// Starts libgit2 (and with it OpenSSL) with no trusted certificates loaded,
+/// restoring the environment afterwards.
+///
+/// # Safety
+///
+/// Writes the environment: no other thread may run.
+unsafe fn start_without_certificates() {
+    let before = std::env::var_os(CERT_FILE_VAR);
+    // SAFETY: single-threaded, per the caller.
+    unsafe { std::env::set_var(CERT_FILE_VAR, "/dev/null") };
+    // Any libgit2 call starts it; this one only reads a setting.
+    // SAFETY: single-threaded, per the caller.
+    let _ = unsafe { git2::opts::get_mwindow_size() };
+    // SAFETY: as above.
+    unsafe {
+        match before {
+            Some(value) => std::env::set_var(CERT_FILE_VAR, value),
+            None => std::env::remove_var(CERT_FILE_VAR),
+        }
+    }
 }

@@ -31,6 +31,46 @@ fn open_creates_a_private_state_dir_and_reopens() {
 }
 
 #[test]
+fn writers_creating_one_ledger_at_once_share_it_and_leave_no_temp_files() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("state");
+    let opened: Vec<Ledger> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..4)
+            .map(|_| scope.spawn(|| Ledger::open(&dir).unwrap()))
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    opened[0].set_meta("first", "yes").unwrap();
+    for ledger in &opened {
+        assert_eq!(ledger.meta("first").unwrap().as_deref(), Some("yes"));
+    }
+    let version: i64 = rusqlite::Connection::open(dir.join(DATABASE_FILE))
+        .unwrap()
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
+    assert!(version > 0, "migrated before it was linked into place");
+    let names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.starts_with(".tend-"))
+        .collect();
+    assert!(names.is_empty(), "{names:?}");
+}
+
+#[test]
+fn an_in_memory_ledger_reads_as_a_fresh_one_and_creates_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("state");
+    let ledger = Ledger::open_in_memory(&dir).unwrap();
+    assert!(ledger.inventory().unwrap().is_empty());
+    assert!(ledger.resources().unwrap().is_empty());
+    ledger.set_meta("passes", "1").unwrap();
+    assert_eq!(ledger.meta("passes").unwrap().as_deref(), Some("1"));
+    drop(ledger);
+    assert!(!dir.exists(), "nothing written to disk");
+}
+
+#[test]
 fn inventory_add_is_idempotent_and_remove_removes() {
     let tmp = tempfile::tempdir().unwrap();
     let ledger = Ledger::open(tmp.path()).unwrap();

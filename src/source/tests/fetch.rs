@@ -195,18 +195,64 @@ fn unreadable_token_file_is_reported_without_a_connection() {
 #[test]
 fn a_transfer_outlasting_its_deadline_is_cut_off() {
     let repo = simple_repo();
+    let state = tempfile::tempdir().unwrap();
+    // A first fetch links the local repository's objects instead of
+    // transferring them; a later one transfers what is new.
+    let (_, first) = fetched(state.path(), &repo, None);
     // 8 MB that do not compress: packing and indexing take far longer than 50 ms.
     let data: Vec<u8> = (0..8_000_000u32)
         .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
         .collect();
     std::fs::write(repo.path().join("big.bin"), data).unwrap();
     repo.commit("big");
-    let state = tempfile::tempdir().unwrap();
     let mut s = spec(&repo.file_url(), None);
     s.timeout = Duration::from_millis(50);
     let mirror = Mirror::open(state.path(), s).unwrap();
     let err = mirror.fetch().unwrap_err();
     assert!(matches!(err, SourceError::Timeout { .. }), "{err:?}");
     assert!(err.to_string().contains("50ms"), "{err}");
-    assert_eq!(mirror.resolved().unwrap(), None);
+    assert_eq!(mirror.resolved().unwrap(), Some(first));
+}
+
+/// The inode numbers of the pack files under `objects/pack` of `git_dir`.
+fn pack_inodes(git_dir: &std::path::Path) -> std::collections::BTreeSet<u64> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::read_dir(git_dir.join("objects/pack"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "pack"))
+        .map(|p| std::fs::metadata(p).unwrap().ino())
+        .collect()
+}
+
+#[test]
+fn a_first_fetch_from_this_host_links_the_packs_and_later_fetches_add_to_them() {
+    let repo = simple_repo();
+    repo.write("more.txt", "more\n");
+    repo.commit("second");
+    repo.git(&["gc", "-q"]);
+    repo.write("loose.txt", "loose\n");
+    let loose = repo.commit("third: loose objects only");
+    let source_packs = pack_inodes(&repo.path().join(".git"));
+    assert!(!source_packs.is_empty());
+
+    let state = tempfile::tempdir().unwrap();
+    let (mirror, commit) = fetched(state.path(), &repo, None);
+    assert_eq!(commit, loose);
+    let linked = pack_inodes(mirror.dir());
+    assert!(
+        source_packs.is_subset(&linked),
+        "the source's packs are shared, not rebuilt: {source_packs:?} vs {linked:?}"
+    );
+    let snapshot = mirror.snapshot(commit).unwrap();
+    for (path, content) in [("more.txt", "more\n"), ("loose.txt", "loose\n")] {
+        let entry = snapshot.entry(path).unwrap().expect(path);
+        assert_eq!(snapshot.read(entry.oid).unwrap(), content.as_bytes());
+    }
+
+    // A later commit arrives by an ordinary fetch.
+    repo.write("hello.txt", "changed\n");
+    let next = repo.commit("fourth");
+    assert_eq!(mirror.fetch().unwrap(), next);
+    assert!(mirror.snapshot(next).is_ok());
 }

@@ -1,6 +1,7 @@
 //! Many changes at once: file replacements staged together, made durable
-//! together by a small pool of threads, renamed in input order, and each
-//! directory renamed into synced once for the whole batch.
+//! together (one syncfs on the root's file system, or else a small pool of
+//! threads fdatasyncing), renamed in input order, and each directory renamed
+//! into synced once for the whole batch.
 
 use std::collections::hash_map::{Entry, HashMap};
 use std::collections::HashSet;
@@ -10,6 +11,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use rustix::fs as rfs;
 
+use super::durable::WholeFs;
 use super::observe::Meta;
 use super::write::{Clock, Staged};
 use super::{counted_fsync, transient, FilesTarget, Ops};
@@ -24,6 +26,9 @@ use crate::target::{Applied, Target, TargetError};
 const POOL: usize = 8;
 /// Staged files held at once; each holds two descriptors (file, directory).
 const RUN: usize = 256;
+/// Staged files held at once when one syncfs makes them durable: the more,
+/// the fewer syncs; bounded by the descriptors the process may open.
+const WHOLE_FS_RUN: usize = 4096;
 /// Directories held open awaiting their sync; beyond this many, the held
 /// ones are synced early rather than run out of descriptors.
 const HELD_DIRS: usize = 256;
@@ -78,6 +83,12 @@ struct Batch<'a> {
     /// Directories to sync, by (dev, ino), with the changes waiting on each
     /// (positions in `waiting`).
     dirs: HashMap<(u64, u64), (OwnedFd, Vec<usize>)>,
+    /// When syncfs stands for per-file syncs: the root's file system.
+    whole: Option<WholeFs>,
+    /// Changes waiting on directories `whole` covers: one syncfs for all.
+    covered: Vec<usize>,
+    /// Staged files per run.
+    run_limit: usize,
 }
 
 impl FilesTarget {
@@ -87,15 +98,28 @@ impl FilesTarget {
         content: &dyn ContentSource,
         backup: &dyn Backup,
     ) -> Vec<Result<Applied, TargetError>> {
+        let whole = match self.whole_fs {
+            true => self.root.open_dir("", true).ok().and_then(WholeFs::open),
+            false => None,
+        };
+        let run_limit = match whole {
+            Some(_) => whole_fs_run(),
+            None => RUN,
+        };
         let mut batch = Batch {
             target: self,
             results: (0..changes.len()).map(|_| None).collect(),
             run: Run::default(),
             waiting: Vec::new(),
             dirs: HashMap::new(),
+            whole,
+            covered: Vec::new(),
+            run_limit,
         };
         for (index, &change) in changes.iter().enumerate() {
-            if batch.run.conflicts(change.path.as_str()) || batch.run.staged.len() >= RUN {
+            if batch.run.conflicts(change.path.as_str())
+                || batch.run.staged.len() >= batch.run_limit
+            {
                 batch.land_run();
             }
             if !writes_content(change) {
@@ -132,7 +156,7 @@ impl<'a> Batch<'a> {
     fn land_run(&mut self) {
         let run = std::mem::take(&mut self.run);
         let staged: Vec<&Staged> = run.staged.iter().map(|(_, staged)| staged).collect();
-        let synced = sync_all(&staged);
+        let synced = self.sync_staged(&staged);
         for ((mut waiting, staged), synced) in run.staged.into_iter().zip(synced) {
             let path = waiting.change.path.as_str();
             if let Err(e) = synced {
@@ -145,6 +169,27 @@ impl<'a> Batch<'a> {
                 Err(e) => self.settle(waiting, Err(e), None),
             }
         }
+    }
+
+    /// Makes staged files durable: one syncfs for those on the root's file
+    /// system, fdatasync for the rest, and for all of them when the syncfs
+    /// fails (their own results then say which failed). One result per
+    /// file, in order.
+    fn sync_staged(&self, staged: &[&Staged]) -> Vec<io::Result<()>> {
+        let Some(whole) = &self.whole else {
+            return sync_all(staged);
+        };
+        let synced = staged.iter().any(|s| whole.covers(s.dev()))
+            && whole.sync(&self.target.fs_syncs).is_ok();
+        let rest: Vec<usize> = (0..staged.len())
+            .filter(|&i| !(synced && whole.covers(staged[i].dev())))
+            .collect();
+        let mut results: Vec<io::Result<()>> = staged.iter().map(|_| Ok(())).collect();
+        let rest_staged: Vec<&Staged> = rest.iter().map(|&i| staged[i]).collect();
+        for (i, result) in rest.into_iter().zip(sync_all(&rest_staged)) {
+            results[i] = result;
+        }
+        results
     }
 
     /// Finishes a change at once, or, when directories it changed are
@@ -181,6 +226,10 @@ impl<'a> Batch<'a> {
                 return self.fail_on(synced, position);
             }
         };
+        if self.whole.as_ref().is_some_and(|w| w.covers(key.0)) {
+            self.covered.push(position);
+            return;
+        }
         if !self.dirs.contains_key(&key) && self.dirs.len() >= HELD_DIRS {
             self.sync_dirs();
         }
@@ -195,6 +244,13 @@ impl<'a> Batch<'a> {
     /// Syncs each held directory once; a failure fails every change
     /// waiting on it, since what it wrote there may not survive a crash.
     fn sync_dirs(&mut self) {
+        let covered = std::mem::take(&mut self.covered);
+        if let (Some(whole), false) = (&self.whole, covered.is_empty()) {
+            let synced = whole.sync(&self.target.fs_syncs);
+            for position in covered {
+                self.fail_on(synced, position);
+            }
+        }
         for (_, (dir, positions)) in std::mem::take(&mut self.dirs) {
             let synced = counted_fsync(&self.target.dir_syncs, dir.as_fd());
             for position in positions {
@@ -213,6 +269,17 @@ impl<'a> Batch<'a> {
             ));
         }
     }
+}
+
+/// Staged files per run under syncfs: up to [`WHOLE_FS_RUN`], leaving most
+/// of the descriptor limit's headroom to the rest of the process.
+fn whole_fs_run() -> usize {
+    use rustix::process::{getrlimit, Resource};
+    let open = getrlimit(Resource::Nofile).current.unwrap_or(u64::MAX);
+    let spare = open.saturating_sub(256) / 3;
+    usize::try_from(spare)
+        .unwrap_or(usize::MAX)
+        .clamp(RUN, WHOLE_FS_RUN)
 }
 
 /// Whether a change replaces a file's content: the kind a batch stages.

@@ -6,6 +6,7 @@ mod attrs;
 mod batch;
 mod cachefile;
 mod decide;
+mod durable;
 mod observe;
 mod remove;
 mod resolve;
@@ -42,6 +43,10 @@ pub struct FilesTarget {
     writes: AtomicU64,
     hashes: AtomicU64,
     dir_syncs: AtomicU64,
+    fs_syncs: AtomicU64,
+    /// Whether a batch may make its writes durable with syncfs on the
+    /// root's file system instead of one fsync per file and directory.
+    whole_fs: bool,
 }
 
 impl FilesTarget {
@@ -51,6 +56,7 @@ impl FilesTarget {
     pub fn new(name: &str, root: &Path, state_dir: &Path) -> std::io::Result<FilesTarget> {
         let root = Root::open(root)?;
         let cache = StatCache::open(state_dir, name, root.path());
+        let whole_fs = !root.is_slash() && durable::syncfs_reports_errors();
         Ok(FilesTarget {
             name: name.to_string(),
             root,
@@ -58,7 +64,22 @@ impl FilesTarget {
             writes: AtomicU64::new(0),
             hashes: AtomicU64::new(0),
             dir_syncs: AtomicU64::new(0),
+            fs_syncs: AtomicU64::new(0),
+            whole_fs,
         })
+    }
+
+    /// Makes batches sync each file and directory on its own, as on a root
+    /// of `/`, whatever the root.
+    #[cfg(test)]
+    pub(super) fn without_whole_fs_sync(mut self) -> Self {
+        self.whole_fs = false;
+        self
+    }
+
+    /// syncfs calls made by batches since start.
+    pub fn fs_syncs_total(&self) -> u64 {
+        self.fs_syncs.load(Ordering::Relaxed)
     }
 
     /// Write system calls made on the target since start (renames, chmods,

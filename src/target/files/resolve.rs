@@ -45,6 +45,16 @@ impl Root {
         &self.path
     }
 
+    /// Whether the root is the host's `/`, by identity rather than by name.
+    pub(super) fn is_slash(&self) -> bool {
+        let same = |a: &rfs::Stat, b: &rfs::Stat| a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+        match (rfs::fstat(&self.fd), rfs::stat("/")) {
+            (Ok(root), Ok(slash)) => same(&root, &slash),
+            // Unknown: treated as `/`, the cautious choice.
+            _ => true,
+        }
+    }
+
     /// Opens the directory at `rel` (`""` for the root itself). A `writable`
     /// handle can be listed and fsynced; the other kind only resolves names,
     /// which also works in directories that cannot be read.

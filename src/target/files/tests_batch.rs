@@ -199,7 +199,7 @@ fn a_failing_member_fails_alone_and_results_keep_input_order() {
 #[test]
 fn each_directory_is_synced_once_per_batch() {
     let sb = Sandbox::new();
-    let t = sb.target();
+    let t = sb.target().without_whole_fs_sync();
     for d in 1..5 {
         fs::create_dir(sb.at(&format!("d{d}"))).unwrap();
     }
@@ -219,7 +219,7 @@ fn each_directory_is_synced_once_per_batch() {
 
     // New directories: each parent synced once too, not once per mkdir.
     let fresh = Sandbox::new();
-    let t2 = fresh.target();
+    let t2 = fresh.target().without_whole_fs_sync();
     let nested = ["n1/a/f", "n1/a/g", "n1/b/f", "n2/f", "top"].map(|p| create(p, b"x", 0o644));
     batch(&t2, &nested, &MapContent::of(&[b"x"]));
     assert_eq!(t2.dir_syncs_total(), 5, "the root, n1, n1/a, n1/b and n2");
@@ -231,6 +231,31 @@ fn each_directory_is_synced_once_per_batch() {
         put(&t, &format!("d1/g{i}"), b"single", 0o644).unwrap();
     }
     assert_eq!(t.dir_syncs_total() - before, 10);
+}
+
+#[test]
+fn on_its_own_file_system_a_batch_syncs_it_whole_instead_of_each_file() {
+    let sb = Sandbox::new();
+    let t = sb.target();
+    for d in 1..5 {
+        fs::create_dir(sb.at(&format!("d{d}"))).unwrap();
+    }
+    let (changes, content) = spread(50, 5);
+
+    let results = batch(&t, &changes, &content);
+    assert_eq!(results.len(), 50);
+    assert_eq!(t.fs_syncs_total(), 2, "one before the renames, one after");
+    assert_eq!(t.dir_syncs_total(), 0, "the syncfs stands for them");
+    assert_eq!(fs::read(sb.at("d3/f3")).unwrap(), b"file 3\n");
+    assert_eq!(mode_of(&sb.at("d3/f3")), 0o4750);
+    no_temp_files_under(&sb.root);
+
+    batch(&t, &changes, &content);
+    assert_eq!(t.fs_syncs_total(), 2, "nothing written, nothing synced");
+
+    // A root of `/` never syncs the whole file system.
+    let slash = super::FilesTarget::new("slash", std::path::Path::new("/"), &sb.state).unwrap();
+    assert!(!slash.whole_fs);
 }
 
 #[test]

@@ -30,6 +30,9 @@ pub(super) struct Staged {
     file: File,
     blob: Oid,
     recorded: Option<i64>,
+    /// The device the temp file is on: a whole-file-system sync only
+    /// covers files on the root's own.
+    dev: u64,
 }
 
 impl Staged {
@@ -37,6 +40,10 @@ impl Staged {
     /// [`Staged::abandon`], never for a rename.
     pub(super) fn sync(&self) -> io::Result<()> {
         Ok(rfs::fdatasync(&self.file)?)
+    }
+
+    pub(super) fn dev(&self) -> u64 {
+        self.dev
     }
 
     /// Throws the temp file away: the next attempt starts from a fresh one.
@@ -179,16 +186,20 @@ impl FilesTarget {
         // newer mtime.
         let mtime = recorded.map(|t| t - 1);
         let (temp, mut file) = create_temp_file(dir.as_fd(), path, ops)?;
-        if let Err(e) = fill(&mut file, &bytes, uid, gid, spec.mode & 0o7777, mtime, ops) {
-            discard(dir.as_fd(), &temp);
-            return Err(transient(path, "write temp file", e));
-        }
+        let dev = match fill(&mut file, &bytes, uid, gid, spec.mode & 0o7777, mtime, ops) {
+            Ok(dev) => dev,
+            Err(e) => {
+                discard(dir.as_fd(), &temp);
+                return Err(transient(path, "write temp file", e));
+            }
+        };
         Ok(Staged {
             dir,
             temp,
             file,
             blob: spec.blob,
             recorded,
+            dev,
         })
     }
 
@@ -272,8 +283,8 @@ fn create_temp_file(
 }
 
 /// Content, owner, then mode (chown would clear setuid bits set before it),
-/// then the mtime if given. Any failure here means the temp file is thrown
-/// away.
+/// then the mtime if given; returns the file's device. Any failure here
+/// means the temp file is thrown away.
 fn fill(
     file: &mut File,
     bytes: &[u8],
@@ -282,7 +293,7 @@ fn fill(
     mode: u32,
     mtime: Option<i64>,
     ops: &mut Ops,
-) -> io::Result<()> {
+) -> io::Result<u64> {
     file.write_all(bytes)?;
     let made = Meta::from_stat(&rfs::fstat(&*file)?);
     let uid = uid.filter(|u| *u != made.uid && *u != u32::MAX);
@@ -310,7 +321,7 @@ fn fill(
             },
         )?;
     }
-    Ok(())
+    Ok(made.dev)
 }
 
 /// Renames `temp` over `name`: a regular file there is backed up first, an
