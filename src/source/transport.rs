@@ -1,7 +1,8 @@
 //! Process-wide libgit2 settings for remote transports: socket timeouts, so
 //! a remote that accepts a connection and never answers is abandoned, an
-//! extra trusted CA file for https remotes on private hosts, and no loading
-//! of the system's certificates for a source that never uses TLS.
+//! extra trusted CA file for https remotes on private hosts, no loading of
+//! the system's certificates for a source that never uses TLS, and a bound
+//! on mapped pack memory.
 
 use std::ffi::c_int;
 use std::path::Path;
@@ -9,6 +10,12 @@ use std::time::Duration;
 
 use super::url::{RepoUrl, Transport};
 use super::SourceError;
+
+/// Largest span of a pack file libgit2 maps at once, and the most it keeps
+/// mapped in all: pages of a mapped pack count in the resident set, and a
+/// pass over every blob header would otherwise keep the whole pack resident.
+const PACK_WINDOW: usize = 4 << 20;
+const PACK_MAPPED_LIMIT: usize = 32 << 20;
 
 /// Where OpenSSL reads the trusted certificates it loads when libgit2 starts.
 const CERT_FILE_VAR: &str = "SSL_CERT_FILE";
@@ -55,6 +62,10 @@ pub unsafe fn configure_transport(
             .map_err(|e| git("setting the connect timeout", e))?;
         git2::opts::set_server_timeout_in_milliseconds(millis)
             .map_err(|e| git("setting the read timeout", e))?;
+        git2::opts::set_mwindow_size(PACK_WINDOW)
+            .map_err(|e| git("limiting mapped pack memory", e))?;
+        git2::opts::set_mwindow_mapped_limit(PACK_MAPPED_LIMIT)
+            .map_err(|e| git("limiting mapped pack memory", e))?;
     }
     let Some(path) = ca_file else {
         return Ok(());
