@@ -698,16 +698,18 @@ fn a_sensitive_canary_appears_nowhere() {
         "{}",
         env.daemon_log()
     );
-    let log = env.daemon_log();
-    let json_lines: Vec<&str> = log[log_start..]
-        .lines()
-        .filter(|l| l.starts_with('{'))
-        .collect();
+    // The file is in place before the line about it is logged.
+    let logged = || {
+        env.daemon_log()[log_start..]
+            .lines()
+            .any(|l| l.starts_with('{') && l.contains("etc/secret"))
+    };
     assert!(
-        json_lines.iter().any(|l| l.contains("etc/secret")),
+        wait_until(10, logged),
         "the JSON log does not mention the applied change:\n{}",
-        &log[log_start..]
+        &env.daemon_log()[log_start..]
     );
+    let log = env.daemon_log();
     seen.push(("the daemon logs, text and JSON".into(), log.into_bytes()));
     let audit = std::fs::read_to_string(env.state.path().join("audit.jsonl")).unwrap();
     assert!(audit.contains("files/file/etc/secret"), "{audit}");
