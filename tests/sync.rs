@@ -98,6 +98,31 @@ fn second_sync_writes_nothing() {
 }
 
 #[test]
+fn a_temp_file_left_after_writes_is_swept_at_the_next_start() {
+    let env = Env::new();
+    basic(&env);
+    assert_eq!(env.tend(&["sync"]).code, 0);
+    // A run that writes nothing records that no temp file is left.
+    assert_eq!(env.tend(&["sync"]).code, 0);
+    let leftover = env.at("etc/app/.tend-00000000000000aa.tmp");
+    let unrelated = env.at("etc/app/.tend-notes.txt");
+    // A run that writes may leave temp files behind (a crash, a failed
+    // unlink): here one is planted as that run starts writing.
+    env.repo.write("motd", "hello again\n");
+    env.repo.commit("motd changed");
+    std::fs::write(&leftover, b"partial").unwrap();
+    std::fs::write(&unrelated, b"not tend's").unwrap();
+    let s = env.tend(&["sync"]);
+    assert_eq!(s.code, 0, "{s:?}");
+    assert_eq!(env.read("etc/motd"), "hello again\n");
+    // The next start sweeps again, as writes happened since the last sweep.
+    let s = env.tend(&["sync"]);
+    assert_eq!(s.code, 0, "{s:?}");
+    assert!(!leftover.exists(), "the leftover temp file is swept");
+    assert_eq!(std::fs::read(&unrelated).unwrap(), b"not tend's");
+}
+
+#[test]
 fn mode_only_drift_is_a_chmod_on_the_same_inode() {
     let env = Env::new();
     basic(&env);

@@ -360,6 +360,10 @@ impl Tx<'_> {
         )
     }
 
+    pub fn remove_meta(&self, key: &str) -> Res<()> {
+        self.exec("DELETE FROM meta WHERE key = ?1", params![key])
+    }
+
     fn exec(&self, sql: &str, params: impl rusqlite::Params) -> Res<()> {
         self.conn
             .prepare_cached(sql)

@@ -9,7 +9,7 @@ use std::time::SystemTime;
 use super::control::Control;
 use super::pass::{PassError, PassOptions, PassReport, Revision};
 use super::prepare::{claim_fields, prune_guard, spec_digest, Prepared};
-use super::record::{Outcome, Recorder};
+use super::record::{clear_temp_swept, Outcome, Recorder};
 use crate::diff::{self, Comparison};
 use crate::ledger::{AuditEntry, IntentKind, InventoryEntry, LedgerError, ResourceRecord, State};
 use crate::model::{Action, Change, Desired, Observed, ResourceId};
@@ -295,7 +295,11 @@ fn write_batch(
     changes: &[&Change],
     ctl: &Control,
 ) -> Result<Vec<Result<u64, TargetError>>, LedgerError> {
+    let swept = rec.temp_swept();
     rec.ledger.transaction(|tx| {
+        if swept {
+            clear_temp_swept(tx)?;
+        }
         for c in changes {
             if c.action == Action::Create {
                 tx.inventory_add(&InventoryEntry {
@@ -310,6 +314,7 @@ fn write_batch(
         }
         Ok(())
     })?;
+    rec.temp_swept_cleared();
     let mut results: Vec<Option<Result<u64, TargetError>>> =
         (0..changes.len()).map(|_| None).collect();
     let mut by_target: BTreeMap<&str, Vec<usize>> = BTreeMap::new();

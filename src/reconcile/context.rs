@@ -95,7 +95,9 @@ impl Context {
         let infos = self.target_infos();
         let hooks: Vec<String> = self.settings.hooks.keys().cloned().collect();
         let opts = self.declare_options(&infos, &hooks);
-        declare::declare(snapshot, &opts)
+        let declared = declare::declare(snapshot, &opts)?;
+        snapshot.keep_sizes();
+        Ok(declared)
     }
 
     fn declare_options<'a>(

@@ -50,9 +50,18 @@ pub fn open_writer(
 }
 
 /// After a restart: remove tend's leftover temp files beside managed paths
+/// (unless the ledger says no write happened since a sweep that left none)
 /// and run hooks that were pending when the last process stopped.
 pub fn recover(ctx: &Context, rec: &mut Recorder) -> Result<(), LedgerError> {
+    if !rec.temp_swept() {
+        sweep_temp(ctx, rec)?;
+    }
+    rec.run_pending_hooks(ctx, false).map(|_| ())
+}
+
+fn sweep_temp(ctx: &Context, rec: &mut Recorder) -> Result<(), LedgerError> {
     let inventory = rec.ledger.inventory()?;
+    let mut left = 0;
     for (name, target) in &ctx.targets {
         let paths: Vec<RelPath> = inventory
             .iter()
@@ -60,12 +69,19 @@ pub fn recover(ctx: &Context, rec: &mut Recorder) -> Result<(), LedgerError> {
             .filter_map(|e| RelPath::parse(&e.path).ok())
             .collect();
         let refs: Vec<&RelPath> = paths.iter().collect();
-        let removed = target.clean_temp(&refs);
-        if removed > 0 {
-            tracing::info!(target = %name, removed, "removed leftover temp files");
+        let swept = target.clean_temp(&refs);
+        if swept.removed > 0 {
+            tracing::info!(target = %name, removed = swept.removed, "removed leftover temp files");
         }
+        if swept.left > 0 {
+            tracing::warn!(target = %name, left = swept.left, "cannot remove every leftover temp file");
+        }
+        left += swept.left;
     }
-    rec.run_pending_hooks(ctx, false).map(|_| ())
+    if left == 0 {
+        rec.mark_temp_swept()?;
+    }
+    Ok(())
 }
 
 /// Fetches and records the outcome in the source ledger.

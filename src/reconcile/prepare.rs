@@ -89,12 +89,19 @@ pub fn prepare(
             managed.insert(d.id.clone(), managed_fields(ledger, &d.id)?);
         }
     }
+    // An inventory member still declared at the same place is observed
+    // once, as declared: on a no-op pass that is every member.
     let items = desired
         .values()
         .map(|d| (&d.id, d.target.as_str(), &d.path, Some(&d.spec)))
         .chain(
             inventory
                 .iter()
+                .filter(|o| {
+                    desired
+                        .get(&o.id)
+                        .is_none_or(|d| d.target != o.target || d.path != o.path)
+                })
                 .map(|o| (&o.id, o.target.as_str(), &o.path, None)),
         );
     let observed = ctx.observe(items);

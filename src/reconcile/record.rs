@@ -29,7 +29,16 @@ pub struct Recorder {
     backups: BackupStore,
     audit: AuditLog,
     key: HashKey,
+    /// The ledger holds [`TEMP_SWEPT`]: no temp file of tend's is left.
+    swept: bool,
 }
+
+/// Set in the ledger once a sweep left no temp files of tend's beside
+/// managed paths, removed in the intent transaction before the first write
+/// that may make one: present at a start, the last process ended without
+/// leaving any, and the sweep (a listing of every managed directory) is
+/// skipped.
+const TEMP_SWEPT: &str = "temp_files_swept";
 
 fn digest_key(id: &ResourceId) -> String {
     format!("applied:{id}")
@@ -55,6 +64,12 @@ pub fn managed_fields(ledger: &Ledger, id: &ResourceId) -> Result<Vec<String>, L
         path: ledger.path().to_path_buf(),
         detail: format!("managed fields of {id}: {e}"),
     })
+}
+
+/// In the intent transaction before a batch of writes: temp files may be
+/// left from here on, until the next sweep.
+pub fn clear_temp_swept(tx: &crate::ledger::Tx<'_>) -> Result<(), LedgerError> {
+    tx.remove_meta(TEMP_SWEPT)
 }
 
 /// How one resource came out of a pass.
@@ -87,8 +102,29 @@ impl Recorder {
             backups: BackupStore::new(&dir)?,
             audit: AuditLog::open(&dir)?,
             key: HashKey::load_or_create(&dir)?,
+            swept: ledger.meta(TEMP_SWEPT)?.is_some(),
             ledger,
         })
+    }
+
+    /// No temp file of tend's is left beside managed paths: none was made
+    /// since a sweep that left none.
+    pub fn temp_swept(&self) -> bool {
+        self.swept
+    }
+
+    /// Records a sweep that left no temp files.
+    pub fn mark_temp_swept(&mut self) -> Result<(), LedgerError> {
+        if !self.swept {
+            self.ledger.set_meta(TEMP_SWEPT, "")?;
+            self.swept = true;
+        }
+        Ok(())
+    }
+
+    /// After [`clear_temp_swept`] committed.
+    pub fn temp_swept_cleared(&mut self) {
+        self.swept = false;
     }
 
     pub fn paused(&self) -> Result<Paused, LedgerError> {

@@ -9,6 +9,7 @@ mod mirror;
 mod refs;
 mod remote;
 mod seed;
+mod sizes;
 mod snapshot;
 mod ssh_key;
 mod transport;

@@ -8,6 +8,7 @@ use std::sync::Mutex;
 
 use git2::{ObjectType, Oid, Repository, Tree};
 
+use super::sizes::Sizes;
 use super::SourceError;
 use crate::model::ContentSource;
 
@@ -63,6 +64,7 @@ pub struct Snapshot {
     dir: PathBuf,
     commit: Oid,
     tree: Oid,
+    sizes: Sizes,
 }
 
 impl std::fmt::Debug for Snapshot {
@@ -86,6 +88,7 @@ impl Snapshot {
             dir: dir.to_path_buf(),
             commit,
             tree,
+            sizes: Sizes::beside(dir),
         })
     }
 
@@ -244,8 +247,12 @@ impl Snapshot {
         read_blob(&self.repo, oid)
     }
 
-    /// A blob's size from the object header, without reading its content.
+    /// A blob's size from the object header, without reading its content
+    /// (or from the sizes kept beside the mirror).
     pub fn size(&self, oid: Oid) -> Result<u64, SourceError> {
+        if let Some(size) = self.sizes.get(oid) {
+            return Ok(size);
+        }
         let odb = self
             .repo
             .odb()
@@ -259,7 +266,14 @@ impl Snapshot {
                 kind: kind.str().to_string(),
             });
         }
+        self.sizes.found(oid, size as u64);
         Ok(size as u64)
+    }
+
+    /// Keeps the blob sizes looked up so far (those of a whole declaration)
+    /// for the next run, and lets go of them here.
+    pub fn keep_sizes(&self) {
+        self.sizes.save();
     }
 
     /// A thread-safe reader of this mirror's blobs, for target adapters.

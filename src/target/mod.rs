@@ -20,6 +20,15 @@ pub enum TargetError {
     Terminal(String),
 }
 
+/// What sweeping tend's leftover temp files did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Swept {
+    pub removed: usize,
+    /// Temp files found but not removed, or directories that could not be
+    /// listed to the end: the sweep is not known to have left none.
+    pub left: usize,
+}
+
 /// What an apply did, for the ledger and the audit log.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Applied {
@@ -81,8 +90,8 @@ pub trait Target: Send + Sync {
             .collect()
     }
     /// Remove tend's leftover temp files (`.tend-*.tmp`) in the directories of
-    /// the given paths; returns how many were removed.
-    fn clean_temp(&self, paths: &[&RelPath]) -> usize;
+    /// the given paths.
+    fn clean_temp(&self, paths: &[&RelPath]) -> Swept;
     /// Persist caches (the stat cache) after a pass.
     fn flush(&self) -> std::io::Result<()> {
         Ok(())

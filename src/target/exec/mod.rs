@@ -19,7 +19,7 @@ use serde_json::{json, Value};
 use crate::model::{
     Action, Backup, Change, ContentSource, Live, Observed, RelPath, ResourceId, Spec,
 };
-use crate::target::{Applied, ChangeSink, Probe, Target, TargetError};
+use crate::target::{Applied, ChangeSink, Probe, Swept, Target, TargetError};
 
 pub use process::{CallError, Plugin};
 use protocol::{ApplyResult, InitializeResult, ObjectRef, ObserveResult, ObservedItem};
@@ -367,8 +367,8 @@ impl Target for ExecTarget {
         }
     }
 
-    fn clean_temp(&self, _paths: &[&RelPath]) -> usize {
-        0
+    fn clean_temp(&self, _paths: &[&RelPath]) -> Swept {
+        Swept::default()
     }
 
     fn subscribe(&self, sink: ChangeSink) {

@@ -30,7 +30,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::model::{Backup, Change, ContentSource, Observed, RelPath, ResourceId};
-use crate::target::{Applied, Probe, Target, TargetError};
+use crate::target::{Applied, Probe, Swept, Target, TargetError};
 
 use resolve::Root;
 use statcache::StatCache;
@@ -167,7 +167,7 @@ impl Target for FilesTarget {
         self.apply_many(changes, content, backup)
     }
 
-    fn clean_temp(&self, paths: &[&RelPath]) -> usize {
+    fn clean_temp(&self, paths: &[&RelPath]) -> Swept {
         self.clean_temp_files(paths)
     }
 

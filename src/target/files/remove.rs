@@ -5,12 +5,13 @@ use std::collections::BTreeSet;
 use std::os::fd::AsFd;
 
 use rustix::fs::{self as rfs, AtFlags, FileType};
+use rustix::io::Errno;
 
 use super::observe::{read_regular, stat_at};
 use super::resolve::{is_absent, resolve_error, type_name};
 use super::{transient, FilesTarget, Ops};
 use crate::model::{Change, RelPath};
-use crate::target::TargetError;
+use crate::target::{Swept, TargetError};
 
 impl FilesTarget {
     pub(super) fn delete(&self, change: &Change, ops: &mut Ops) -> Result<(), TargetError> {
@@ -53,32 +54,46 @@ impl FilesTarget {
             .map_err(|e| transient(path, "fsync directory", e))
     }
 
-    pub(super) fn clean_temp_files(&self, paths: &[&RelPath]) -> usize {
+    pub(super) fn clean_temp_files(&self, paths: &[&RelPath]) -> Swept {
         let parents: BTreeSet<&str> = paths.iter().map(|p| p.split_last().0).collect();
-        let mut removed = 0;
+        let mut swept = Swept::default();
         for parent in parents {
-            let Ok(dir) = self.root.open_dir(parent, true) else {
-                continue;
+            // A directory that is absent, or cannot be resolved inside the
+            // root, holds nothing tend wrote: its writes fail the same way.
+            let dir = match self.root.open_dir(parent, true) {
+                Ok(dir) => dir,
+                Err(e) if is_absent(e) || e == Errno::LOOP || e == Errno::XDEV => continue,
+                Err(_) => {
+                    swept.left += 1;
+                    continue;
+                }
             };
             let Ok(mut entries) = rfs::Dir::read_from(&dir) else {
+                swept.left += 1;
                 continue;
             };
             let mut leftovers = Vec::new();
-            while let Some(Ok(entry)) = entries.read() {
+            while let Some(entry) = entries.read() {
+                let Ok(entry) = entry else {
+                    swept.left += 1;
+                    break;
+                };
                 let name = entry.file_name().to_bytes();
                 if is_temp_name(name) && entry.file_type() != FileType::Directory {
                     leftovers.push(name.to_vec());
                 }
             }
             for name in leftovers {
-                if rfs::unlinkat(&dir, name.as_slice(), AtFlags::empty()).is_ok() {
-                    removed += 1;
+                match rfs::unlinkat(&dir, name.as_slice(), AtFlags::empty()) {
+                    Ok(()) => swept.removed += 1,
+                    Err(e) if is_absent(e) => {}
+                    Err(_) => swept.left += 1,
                 }
             }
         }
         self.writes
-            .fetch_add(removed as u64, std::sync::atomic::Ordering::Relaxed);
-        removed
+            .fetch_add(swept.removed as u64, std::sync::atomic::Ordering::Relaxed);
+        swept
     }
 }
 

@@ -186,7 +186,7 @@ fn delete_and_clean_temp_do_not_reach_through_parent_symlinks() {
             .writes,
         0
     );
-    assert_eq!(t.clean_temp(&[&rel("s/anything")]), 0);
+    assert_eq!(t.clean_temp(&[&rel("s/anything")]).removed, 0);
     assert_eq!(sb.sentinel_state(), before);
     assert_eq!(backup.count(), 0);
 }

@@ -244,7 +244,8 @@ fn clean_temp_removes_only_tend_temp_files() {
 
     let removed = t.clean_temp(&[&rel("etc/app.conf"), &rel("etc/other"), &rel("missing/x")]);
 
-    assert_eq!(removed, 3);
+    assert_eq!(removed.removed, 3);
+    assert_eq!(removed.left, 0);
     let mut left: Vec<_> = fs::read_dir(sb.at("etc"))
         .unwrap()
         .map(|e| e.unwrap().file_name())
