@@ -169,8 +169,12 @@ pub struct StructuredSpec {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Spec {
     File(FileSpec),
-    Symlink { target: String },
-    Structured(StructuredSpec),
+    Symlink {
+        target: String,
+    },
+    /// Boxed: a file is most resources, and each declared resource is held
+    /// for the life of its revision.
+    Structured(Box<StructuredSpec>),
 }
 
 impl Spec {
@@ -359,6 +363,27 @@ mod tests {
         assert_eq!(
             RelPath::parse_owned("a//b/".into()).unwrap().as_str(),
             "a/b"
+        );
+    }
+}
+
+#[cfg(test)]
+mod size_tests {
+    use super::*;
+
+    /// A daemon holds one `Desired` per declared resource (100k and more):
+    /// the rare structured spec is boxed so files do not pay for its size.
+    #[test]
+    fn a_declared_file_stays_small() {
+        assert!(
+            std::mem::size_of::<Spec>() <= 56,
+            "{}",
+            std::mem::size_of::<Spec>()
+        );
+        assert!(
+            std::mem::size_of::<Desired>() <= 200,
+            "{}",
+            std::mem::size_of::<Desired>()
         );
     }
 }

@@ -171,6 +171,10 @@ impl Ledger {
     pub fn resources(&self) -> Res<Vec<ResourceRecord>> {
         self.q().resources()
     }
+    /// See [`Tx::for_each_resource`].
+    pub fn for_each_resource(&self, f: impl FnMut(ResourceRecord) -> Res<()>) -> Res<()> {
+        self.q().for_each_resource(f)
+    }
     pub fn resource(&self, id: &str) -> Res<Option<ResourceRecord>> {
         self.q().resource(id)
     }

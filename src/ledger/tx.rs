@@ -126,17 +126,27 @@ impl Tx<'_> {
         "id, state, drift_since, attempts, reason, next_retry, last_applied, corrections";
 
     pub fn resources(&self) -> Res<Vec<ResourceRecord>> {
+        let mut out = Vec::new();
+        self.for_each_resource(|r| {
+            out.push(r);
+            Ok(())
+        })?;
+        Ok(out)
+    }
+
+    /// Every record, one at a time in identity order (byte order, as Rust
+    /// orders strings), without holding them all.
+    pub fn for_each_resource(&self, mut f: impl FnMut(ResourceRecord) -> Res<()>) -> Res<()> {
         let sql = format!(
             "SELECT {} FROM resources ORDER BY id",
             Self::RESOURCE_COLUMNS
         );
         let mut stmt = self.conn.prepare_cached(&sql).map_err(|e| self.err(e))?;
         let mut rows = stmt.query([]).map_err(|e| self.err(e))?;
-        let mut out = Vec::new();
         while let Some(row) = rows.next().map_err(|e| self.err(e))? {
-            out.push(self.resource_from_row(row)?);
+            f(self.resource_from_row(row)?)?;
         }
-        Ok(out)
+        Ok(())
     }
 
     /// How many records are in each state.

@@ -3,7 +3,7 @@
 //! one transaction before any write, the writes, the audit lines in one
 //! append — observe again, prune, run hooks, and record the outcomes.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::time::SystemTime;
 
 use super::control::Control;
@@ -87,8 +87,21 @@ pub fn apply(
     opts: PassOptions,
     ctl: &Control,
 ) -> Result<PassReport, PassError> {
+    // A keyed pass holds the records of its keys. A full pass holds only
+    // those of the resources it may correct (their corrections and blocked
+    // reasons); the rest are read one at a time when outcomes are recorded.
     let records = match p.scope.keys() {
-        None => rec.ledger.resources()?,
+        None => {
+            let ids: HashSet<&str> = p.plan.applies.iter().map(|c| c.id.as_str()).collect();
+            let mut held = Vec::new();
+            rec.ledger.for_each_resource(|r| {
+                if ids.contains(r.id.as_str()) {
+                    held.push(r);
+                }
+                Ok(())
+            })?;
+            held
+        }
         Some(keys) => rec.ledger.resources_of(keys.iter().map(|k| k.as_str()))?,
     };
     let previous = records.into_iter().map(|r| (r.id.clone(), r)).collect();
@@ -186,7 +199,7 @@ pub fn apply(
 
     rec.record_all(
         &run.outcomes,
-        &run.previous,
+        p.scope.keys().is_some().then_some(&run.previous),
         run.now,
         full && !report.cancelled,
     )?;

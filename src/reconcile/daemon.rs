@@ -66,6 +66,12 @@ pub fn action_for(
     }
 }
 
+/// Whether [`action_for`] can requeue a resource in `state`; any other
+/// state waits for a change.
+fn retried(state: State) -> bool {
+    matches!(state, State::Failed | State::Unknown | State::Contested)
+}
+
 /// The context and recorder, used only from blocking tasks, one at a time:
 /// the Git handles inside are not shareable between threads.
 pub(crate) struct Worker {
@@ -332,13 +338,25 @@ impl Loop {
         self.shared.metrics.set_queue_depth(self.queue.depth());
     }
 
+    /// Schedules the retries a pass calls for. Only outcomes the error
+    /// policy looks at again (failed, unknown, contested) need their record;
+    /// the rest wait for a change, so a converged pass over every resource
+    /// reads and copies nothing.
     async fn requeue(&mut self, report: &PassReport) {
-        let ids: Vec<ResourceId> = report.outcomes.keys().cloned().collect();
+        let ids: Vec<ResourceId> = report
+            .outcomes
+            .iter()
+            .filter(|(_, o)| retried(o.state))
+            .map(|(id, _)| id.clone())
+            .collect();
+        if ids.is_empty() {
+            return;
+        }
         let records = self
             .blocking(move |_, rec| {
-                ids.into_iter()
-                    .filter_map(|id| rec.ledger.resource(id.as_str()).ok().flatten())
-                    .collect::<Vec<_>>()
+                rec.ledger
+                    .resources_of(ids.iter().map(|id| id.as_str()))
+                    .unwrap_or_default()
             })
             .await;
         for r in records {

@@ -11,13 +11,19 @@ use crate::diff::{self, Owned, Plan};
 use crate::ledger::{InventoryEntry, Ledger, LedgerError};
 use crate::model::{Desired, RelPath, ResourceId, Spec};
 
-fn owned(inventory: Vec<InventoryEntry>) -> Vec<Owned> {
+/// The inventory as the plan compares it. An identity still declared is
+/// shared with the declaration rather than held a second time.
+fn owned(inventory: Vec<InventoryEntry>, declared: &BTreeMap<ResourceId, Desired>) -> Vec<Owned> {
     inventory
         .into_iter()
         .filter_map(|e| {
+            let id = match declared.get_key_value(e.id.as_str()) {
+                Some((id, _)) => id.clone(),
+                None => ResourceId::from_string(e.id),
+            };
             Some(Owned {
                 path: RelPath::parse_owned(e.path).ok()?,
-                id: ResourceId::from_string(e.id),
+                id,
                 target: e.target,
             })
         })
@@ -68,7 +74,7 @@ pub fn prepare(
     let filtered: BTreeMap<ResourceId, Desired>;
     let (desired, inventory, managed_count) = match scope.keys() {
         None => {
-            let inventory = owned(ledger.inventory()?);
+            let inventory = owned(ledger.inventory()?, &rev.declared.resources);
             let count = inventory.len();
             (&rev.declared.resources, inventory, count)
         }
@@ -78,7 +84,10 @@ pub fn prepare(
                 .filter_map(|id| rev.declared.resources.get(id))
                 .map(|d| (d.id.clone(), d.clone()))
                 .collect();
-            let inventory = owned(ledger.inventory_of(keys.iter().map(|k| k.as_str()))?);
+            let inventory = owned(
+                ledger.inventory_of(keys.iter().map(|k| k.as_str()))?,
+                &rev.declared.resources,
+            );
             // The count is read below, only when it can matter.
             (&filtered, inventory, 0)
         }

@@ -304,31 +304,30 @@ impl Recorder {
     /// Writes every outcome of a pass (only records that change); the drift
     /// ledger keeps `drift_since` from the first observation of a divergence
     /// until it is InSync again. A full pass also drops the records of
-    /// identities it no longer covers.
+    /// identities it no longer covers. `previous` holds the records of the
+    /// pass's scope; `None` means every record, read one at a time from the
+    /// ledger while pairing (a full pass does not hold them all).
     pub fn record_all(
         &mut self,
         outcomes: &BTreeMap<ResourceId, Outcome>,
-        previous: &BTreeMap<String, ResourceRecord>,
+        previous: Option<&BTreeMap<String, ResourceRecord>>,
         now: SystemTime,
         drop_stale: bool,
     ) -> Result<(), LedgerError> {
-        let mut writes = Vec::new();
-        // Both maps are in identity order: one walk pairs each outcome with
-        // its previous record and finds the records no outcome covers.
-        let mut stale: Vec<&String> = Vec::new();
-        let mut older = previous.iter().peekable();
-        for (id, o) in outcomes {
-            while let Some((old, _)) = older.next_if(|(old, _)| old.as_str() < id.as_str()) {
-                stale.push(old);
-            }
-            let prev = older.next_if(|(old, _)| old.as_str() == id.as_str());
-            let prev = prev.map(|(_, r)| r);
-            if prev.is_some_and(|p| unchanged(p, o, now)) {
-                continue;
-            }
-            writes.push(next_record(prev, id, o, now));
+        let mut pairing = Pairing {
+            outcomes: outcomes.iter().peekable(),
+            now,
+            writes: Vec::new(),
+            stale: Vec::new(),
+        };
+        match previous {
+            Some(map) => map.values().for_each(|r| pairing.older(r)),
+            None => self.ledger.for_each_resource(|r| {
+                pairing.older(&r);
+                Ok(())
+            })?,
         }
-        stale.extend(older.map(|(old, _)| old));
+        let (writes, mut stale) = pairing.finish();
         if !drop_stale {
             stale.clear();
         }
@@ -344,6 +343,44 @@ impl Recorder {
             }
             Ok(())
         })
+    }
+}
+
+/// Pairs a pass's outcomes with the previous records, both in identity
+/// order, one record at a time: what changed is kept to be written, and the
+/// records no outcome covers are kept (their identities only) as stale.
+struct Pairing<'a, I: Iterator<Item = (&'a ResourceId, &'a Outcome)>> {
+    outcomes: std::iter::Peekable<I>,
+    now: SystemTime,
+    writes: Vec<ResourceRecord>,
+    stale: Vec<String>,
+}
+
+impl<'a, I: Iterator<Item = (&'a ResourceId, &'a Outcome)>> Pairing<'a, I> {
+    /// The next previous record, in identity order.
+    fn older(&mut self, old: &ResourceRecord) {
+        let now = self.now;
+        while let Some((id, o)) = self
+            .outcomes
+            .next_if(|(id, _)| id.as_str() < old.id.as_str())
+        {
+            self.writes.push(next_record(None, id, o, now));
+        }
+        match self
+            .outcomes
+            .next_if(|(id, _)| id.as_str() == old.id.as_str())
+        {
+            Some((_, o)) if unchanged(old, o, now) => {}
+            Some((id, o)) => self.writes.push(next_record(Some(old), id, o, now)),
+            None => self.stale.push(old.id.clone()),
+        }
+    }
+
+    fn finish(mut self) -> (Vec<ResourceRecord>, Vec<String>) {
+        for (id, o) in self.outcomes {
+            self.writes.push(next_record(None, id, o, self.now));
+        }
+        (self.writes, self.stale)
     }
 }
 
@@ -424,7 +461,8 @@ mod tests {
             ("c/d", State::InSync),
             ("e", State::InSync),
         ]);
-        rec.record_all(&first, &BTreeMap::new(), now, true).unwrap();
+        rec.record_all(&first, Some(&BTreeMap::new()), now, true)
+            .unwrap();
         assert_eq!(previous_of(&rec).len(), 4);
         // `a` and `e` are gone (first and last), `b` drifted, `bb` is new.
         let second = outcomes(&[
@@ -432,7 +470,7 @@ mod tests {
             ("bb", State::InSync),
             ("c/d", State::InSync),
         ]);
-        rec.record_all(&second, &previous_of(&rec), now, true)
+        rec.record_all(&second, Some(&previous_of(&rec)), now, true)
             .unwrap();
         let after = previous_of(&rec);
         let ids: Vec<&str> = after.keys().map(String::as_str).collect();
@@ -440,10 +478,63 @@ mod tests {
         assert_eq!(after["files/file/b"].state, State::Drifted);
         assert_eq!(after["files/file/b"].drift_since, Some(now));
         // A keyed pass keeps the records it does not cover.
-        rec.record_all(&outcomes(&[("b", State::InSync)]), &after, now, false)
+        rec.record_all(&outcomes(&[("b", State::InSync)]), Some(&after), now, false)
             .unwrap();
         assert_eq!(previous_of(&rec).len(), 3);
         assert_eq!(previous_of(&rec)["files/file/b"].state, State::InSync);
+    }
+
+    #[test]
+    fn record_all_reading_the_ledger_agrees_with_held_records() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        let id = |s: &str| ResourceId::from_string(format!("files/file/{s}"));
+        let outcomes = |items: &[(&str, State)]| -> BTreeMap<ResourceId, Outcome> {
+            items
+                .iter()
+                .map(|(p, st)| (id(p), Outcome::new(*st, None)))
+                .collect()
+        };
+        let first = outcomes(&[
+            ("a", State::InSync),
+            ("b", State::InSync),
+            ("c/d", State::Failed),
+            ("e", State::InSync),
+        ]);
+        let second = outcomes(&[
+            ("0", State::InSync),
+            ("b", State::Drifted),
+            ("bb", State::InSync),
+            ("c/d", State::InSync),
+        ]);
+        let mut results = Vec::new();
+        for streamed in [false, true] {
+            let dir = tempfile::tempdir().unwrap();
+            let mut rec = Recorder::open(Ledger::open(dir.path()).unwrap()).unwrap();
+            rec.record_all(&first, None, now, true).unwrap();
+            let held: BTreeMap<String, ResourceRecord> = rec
+                .ledger
+                .resources()
+                .unwrap()
+                .into_iter()
+                .map(|r| (r.id.clone(), r))
+                .collect();
+            let previous = (!streamed).then_some(&held);
+            rec.record_all(&second, previous, now, true).unwrap();
+            results.push(rec.ledger.resources().unwrap());
+        }
+        let ids: Vec<&str> = results[1].iter().map(|r| r.id.as_str()).collect();
+        assert_eq!(
+            ids,
+            [
+                "files/file/0",
+                "files/file/b",
+                "files/file/bb",
+                "files/file/c/d"
+            ]
+        );
+        assert_eq!(results[0], results[1]);
+        assert_eq!(results[1][1].state, State::Drifted);
+        assert_eq!(results[1][3].attempts, 0);
     }
 
     #[test]

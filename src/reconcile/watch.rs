@@ -4,6 +4,7 @@
 //! watch errors the loop runs a full pass and leans on the resync timer.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -19,9 +20,10 @@ const OWN_WRITE_ECHO: Duration = Duration::from_secs(2);
 
 #[derive(Default)]
 struct Index {
-    /// Absolute managed path -> identity.
-    files: BTreeMap<PathBuf, ResourceId>,
-    by_id: HashMap<ResourceId, PathBuf>,
+    /// Absolute managed path -> identity; the path is shared with `by_id`,
+    /// not copied (at 100k files the paths are most of the index).
+    files: BTreeMap<Arc<Path>, ResourceId>,
+    by_id: HashMap<ResourceId, Arc<Path>>,
     /// Paths tend wrote, until when their events are ignored.
     own: HashMap<PathBuf, Instant>,
 }
@@ -43,7 +45,7 @@ impl Index {
         prefix.push("/");
         let prefix = PathBuf::from(prefix);
         self.files
-            .range(prefix.clone()..)
+            .range::<Path, _>((Bound::Included(prefix.as_path()), Bound::Unbounded))
             .take_while(|(p, _)| p.starts_with(&prefix))
             .map(|(_, id)| id.clone())
             .collect()
@@ -156,7 +158,7 @@ impl Watch {
                 dir = d.parent();
             }
             dirs.insert(root.clone());
-            files.insert(full, id.clone());
+            files.insert(Arc::<Path>::from(full), id.clone());
         }
         {
             let mut index = self.index.lock().expect("watch index");
@@ -213,6 +215,7 @@ impl Watch {
                     }
                     dir = d.parent();
                 }
+                let full = Arc::<Path>::from(full);
                 index.by_id.insert(id.clone(), full.clone());
                 index.files.insert(full, id.clone());
             }
@@ -259,7 +262,8 @@ impl Watch {
         let index = self.index.clone();
         Arc::new(move |id: &ResourceId| {
             let mut index = index.lock().expect("watch index");
-            if let Some(p) = index.by_id.get(id).cloned() {
+            if let Some(p) = index.by_id.get(id) {
+                let p = p.to_path_buf();
                 index.own.insert(p, Instant::now() + OWN_WRITE_ECHO);
             }
         })
@@ -275,7 +279,9 @@ mod tests {
         let mut index = Index::default();
         let id = |s: &str| ResourceId::new("files", "file", s);
         for p in ["etc/a", "etc/app/b", "etc/app/c", "etc/apple"] {
-            index.files.insert(PathBuf::from("/r").join(p), id(p));
+            index
+                .files
+                .insert(PathBuf::from("/r").join(p).into(), id(p));
         }
         assert_eq!(index.ids_for(Path::new("/r/etc/a")), vec![id("etc/a")]);
         assert_eq!(

@@ -73,12 +73,12 @@ impl Builder<'_> {
             id,
             target,
             path,
-            spec: Spec::Structured(StructuredSpec {
+            spec: Spec::Structured(Box::new(StructuredSpec {
                 kind,
                 name,
                 spec,
                 ignore,
-            }),
+            })),
             on_change: d.on_change,
             self_heal: d.self_heal,
             sensitive: d.sensitive.unwrap_or(false),

@@ -19,12 +19,12 @@ fn desired(target: &str, kind: &str, name: &str, spec: Value) -> Desired {
         id: ResourceId::new(target, kind, name),
         target: target.into(),
         path: RelPath::parse(&format!("{kind}/{name}")).unwrap(),
-        spec: Spec::Structured(StructuredSpec {
+        spec: Spec::Structured(Box::new(StructuredSpec {
             kind: kind.into(),
             name: name.into(),
             spec,
             ignore: vec![],
-        }),
+        })),
         on_change: None,
         self_heal: None,
         sensitive: false,
