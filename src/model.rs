@@ -329,7 +329,9 @@ pub struct Change {
     pub observed: Observed,
 }
 
-/// Gives the bytes of a blob named in a [`FileSpec`].
+/// Gives the bytes of a blob named in a [`FileSpec`]. They must hash to
+/// the blob id asked for (the Git object database checks each object it
+/// reads): targets write them as given.
 pub trait ContentSource: Send + Sync {
     fn read(&self, blob: Oid) -> std::io::Result<Vec<u8>>;
 }

@@ -363,12 +363,34 @@ fn read_only_open_creates_nothing_and_cannot_write() {
         .unwrap()
         .put_resource(&record("files/file/a", State::InSync))
         .unwrap();
-    // The writer has closed: no -wal or -shm are left, the reader still works.
+    // The writer has closed, leaving its WAL: the reader sees its commit.
     let reader = Ledger::open_read_only(tmp.path()).unwrap();
     assert_eq!(reader.resources().unwrap().len(), 1);
     assert!(reader
         .put_resource(&record("files/file/b", State::InSync))
         .is_err());
+}
+
+#[test]
+fn closing_a_writer_leaves_its_commits_in_the_wal_for_the_next_to_read() {
+    let tmp = tempfile::tempdir().unwrap();
+    let wal = tmp.path().join(format!("{DATABASE_FILE}-wal"));
+    let ledger = Ledger::open(tmp.path()).unwrap();
+    ledger
+        .put_resource(&record("files/file/a", State::InSync))
+        .unwrap();
+    drop(ledger);
+    // Not checkpointed at close: the commit is still only in the WAL.
+    assert!(std::fs::metadata(&wal).unwrap().len() > 0);
+
+    let reader = Ledger::open_read_only(tmp.path()).unwrap();
+    assert_eq!(reader.resources().unwrap().len(), 1);
+    drop(reader);
+    let ledger = Ledger::open(tmp.path()).unwrap();
+    ledger
+        .put_resource(&record("files/file/b", State::InSync))
+        .unwrap();
+    assert_eq!(ledger.resources().unwrap().len(), 2);
 }
 
 #[test]

@@ -162,6 +162,41 @@ fn snapshots_and_readers_work_from_other_threads() {
     assert_eq!(missing.unwrap_err().kind(), std::io::ErrorKind::NotFound);
 }
 
+/// Targets write what a reader gives without hashing it again: a stored
+/// object whose bytes do not hash to its name must be refused by the read.
+#[test]
+fn a_reader_refuses_an_object_whose_bytes_do_not_hash_to_its_id() {
+    let repo = layout();
+    let state = tempfile::tempdir().unwrap();
+    let (mirror, commit) = fetched(state.path(), &repo, None);
+    let snap = mirror.snapshot(commit).unwrap();
+    // A loose object holding "tampered", stored under the id of "expected".
+    repo.write("tampered.txt", "tampered\n");
+    let real = repo.git(&["hash-object", "-w", "tampered.txt"]);
+    let wanted = Oid::hash_object(git2::ObjectType::Blob, b"expected\n").unwrap();
+    let loose = |id: &str| {
+        let (dir, file) = id.trim().split_at(2);
+        (dir.to_string(), file.to_string())
+    };
+    let (from_dir, from_file) = loose(&real);
+    let (to_dir, to_file) = loose(&wanted.to_string());
+    let objects = mirror.dir().join("objects").join(&to_dir);
+    std::fs::create_dir_all(&objects).unwrap();
+    std::fs::copy(
+        repo.path()
+            .join(".git/objects")
+            .join(from_dir)
+            .join(from_file),
+        objects.join(to_file),
+    )
+    .unwrap();
+
+    let reader = snap.content_source().unwrap();
+    let read = reader.read(wanted);
+    assert!(read.is_err(), "read {:?}", read.map(String::from_utf8));
+    assert!(snap.read(wanted).is_err());
+}
+
 #[test]
 fn changed_paths_between_two_commits() {
     let repo = layout();

@@ -292,24 +292,6 @@ fn symlinks_are_created_and_retargeted_by_rename() {
 }
 
 #[test]
-fn content_that_does_not_hash_to_the_blob_is_never_written() {
-    let sb = Sandbox::new();
-    let t = sb.target();
-    let spec = file_spec(b"expected", 0o644);
-    let mut content = MapContent::default();
-    content.0.insert(spec.blob, b"tampered".to_vec());
-    let c = change("f", Action::Create, Some(Spec::File(spec)), vec![]);
-    let err = t
-        .apply(&c, &content, &RecordingBackup::default())
-        .unwrap_err();
-    assert!(
-        matches!(err, TargetError::Transient(ref r) if r.contains("hashes to")),
-        "{err:?}"
-    );
-    assert!(!sb.at("f").exists());
-}
-
-#[test]
 fn delete_backs_up_files_removes_symlinks_and_refuses_directories() {
     let sb = Sandbox::new();
     let t = sb.target();

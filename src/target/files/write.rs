@@ -17,7 +17,7 @@ use super::decide::{decide, Step};
 use super::observe::{read_regular, stat_at, Batch, Meta};
 use super::resolve::{is_absent, resolve_error};
 use super::{transient, FilesTarget, Ops};
-use crate::model::{blob_id, Action, Change, ContentSource, FileSpec, Spec};
+use crate::model::{Action, Change, ContentSource, FileSpec, Spec};
 use crate::target::TargetError;
 
 const NANOS: i64 = 1_000_000_000;
@@ -170,13 +170,6 @@ impl FilesTarget {
         let bytes = content
             .read(spec.blob)
             .map_err(|e| transient(path, "read desired content", e))?;
-        let got = blob_id(&bytes);
-        if got != spec.blob {
-            return Err(TargetError::Transient(format!(
-                "{path}: content given for blob {} hashes to {got}; nothing written",
-                spec.blob
-            )));
-        }
         // An owner or group the declaration leaves out stays as it was.
         let uid = spec.uid.or(old.map(|m| m.uid));
         let gid = spec.gid.or(old.map(|m| m.gid));
