@@ -399,3 +399,41 @@ fn owner_and_group_by_id() {
     assert_eq!(env.tend(&["sync"]).code, 0);
     assert_eq!(stamp(&env.at("owned")).0, ino);
 }
+
+#[test]
+fn a_local_source_that_borrows_objects_through_alternates_is_fetched_whole() {
+    let env = Env::new();
+    env.repo
+        .write("conf/a.txt", "a\n")
+        .write("conf/b.txt", "b\n");
+    env.repo.commit("init");
+    // A clone sharing the first repository's objects (`git clone --shared`
+    // writes objects/info/alternates), with a commit of its own: the new
+    // objects are its own, the unchanged files' blobs only in the other.
+    let dir = tempfile::tempdir().unwrap();
+    let clone = dir.path().join("shared");
+    let clone_s = clone.to_str().unwrap();
+    env.repo.git(&["clone", "-q", "--shared", ".", clone_s]);
+    std::fs::write(clone.join("conf/c.txt"), "c\n").unwrap();
+    let id = ["-c", "user.name=T", "-c", "user.email=t@example.com"];
+    env.repo.git(&["-C", clone_s, "add", "."]);
+    env.repo
+        .git(&[&id[..], &["-C", clone_s, "commit", "-q", "-m", "own"]].concat());
+    let url = format!("file://{clone_s}");
+    let root = env.root().to_str().unwrap();
+    let state = env.state.path().to_str().unwrap();
+    let out = env.raw(&[
+        "sync",
+        "--repo",
+        &url,
+        "--mirror",
+        "--root",
+        root,
+        "--state-dir",
+        state,
+    ]);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_eq!(env.read("conf/a.txt"), "a\n");
+    assert_eq!(env.read("conf/b.txt"), "b\n");
+    assert_eq!(env.read("conf/c.txt"), "c\n");
+}

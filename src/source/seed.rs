@@ -37,6 +37,13 @@ pub(super) fn from_local(url: &RepoUrl, mirror: &Repository) -> usize {
     else {
         return 0;
     };
+    // Objects borrowed from elsewhere (alternates) or cut off (shallow)
+    // would be missing from the links, while the fetch, finding the wanted
+    // commits present, would not bring them.
+    let borrowed = source.commondir().join("objects/info/alternates");
+    if borrowed.exists() || source.is_shallow() {
+        return 0;
+    }
     let from = source.commondir().join("objects");
     link_packs(&from.join("pack"), &into.join("pack")) + link_loose(&from, &into)
 }
