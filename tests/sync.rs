@@ -4,6 +4,7 @@
 mod util;
 
 use std::os::unix::fs::MetadataExt;
+use std::path::Path;
 
 use util::{mode, stamp, stamps, Env};
 
@@ -436,4 +437,52 @@ fn a_local_source_that_borrows_objects_through_alternates_is_fetched_whole() {
     assert_eq!(env.read("conf/a.txt"), "a\n");
     assert_eq!(env.read("conf/b.txt"), "b\n");
     assert_eq!(env.read("conf/c.txt"), "c\n");
+}
+
+#[test]
+fn temp_files_of_a_target_left_out_of_the_config_are_swept_when_it_returns() {
+    let env = Env::new();
+    env.repo.write(
+        "x.tend.yaml",
+        "kind: file\ntarget: a\npath: etc/a.conf\ncontent: \"a\\n\"\n---\nkind: file\ntarget: b\npath: etc/b.conf\ncontent: \"b\\n\"\n",
+    );
+    env.repo.commit("two targets");
+    let (root_a, root_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let config = |targets: &[(&str, &Path)]| {
+        let mut text = format!(
+            "source:\n  repo: {}\n  ref: main\nstate_dir: {}\ntargets:\n",
+            env.repo.url(),
+            env.state.path().display()
+        );
+        for (name, root) in targets {
+            text += &format!("  {name}: {{type: files, root: {}}}\n", root.display());
+        }
+        let p = env
+            .state
+            .path()
+            .join(format!("tend-{}.yaml", targets.len()));
+        std::fs::write(&p, text).unwrap();
+        p
+    };
+    let both = config(&[("a", root_a.path()), ("b", root_b.path())]);
+    let only_a = config(&[("a", root_a.path())]);
+    let sync = |cfg: &Path| env.raw(&["sync", "-c", cfg.to_str().unwrap()]);
+    assert_eq!(sync(&both).code, 0);
+    // Left behind in b's folder, as by a crash while writing there.
+    let leftover = root_b.path().join("etc/.tend-00000000000000bb.tmp");
+    std::fs::write(&leftover, b"partial").unwrap();
+    // A start that does not know b cannot sweep it...
+    let r = sync(&only_a);
+    assert!(leftover.exists(), "{r:?}");
+    // ...nor may it record that nothing is left: the next start that knows
+    // b sweeps it.
+    assert_eq!(sync(&both).code, 0);
+    assert!(
+        !leftover.exists(),
+        "the temp file of the returning target is swept"
+    );
+    assert_eq!(
+        std::fs::read(root_b.path().join("etc/b.conf")).unwrap(),
+        b"b\n"
+    );
 }

@@ -78,7 +78,12 @@ fn sweep_temp(ctx: &Context, rec: &mut Recorder) -> Result<(), LedgerError> {
         }
         left += swept.left;
     }
-    if left == 0 {
+    // Members of a target not configured now were not swept: their temp
+    // files wait for the start that configures it again.
+    let unswept = inventory
+        .iter()
+        .any(|e| !ctx.targets.contains_key(e.target.as_str()));
+    if left == 0 && !unswept {
         rec.mark_temp_swept()?;
     }
     Ok(())
