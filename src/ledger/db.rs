@@ -264,7 +264,12 @@ fn create(state_dir: &Path, path: &Path) -> Res<()> {
         match std::fs::hard_link(&temp, path) {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
-            Err(e) => Err(LedgerError::io(path, e)),
+            // A file system without hard links (vfat, some network and FUSE
+            // mounts): a rename, unless another process made one meanwhile.
+            Err(_) if !path.exists() => {
+                std::fs::rename(&temp, path).map_err(|e| LedgerError::io(path, e))
+            }
+            Err(_) => Ok(()),
         }
     });
     for leftover in ["", "-wal", "-shm", "-journal"] {
