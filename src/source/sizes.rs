@@ -121,7 +121,9 @@ fn write(path: &Path, entries: &[([u8; OID], u64)]) -> std::io::Result<()> {
     }
     let sum = Sha1::digest(&bytes);
     bytes.extend_from_slice(&sum);
-    let temp = path.with_file_name(format!(".tend-sizes-{}.tmp", std::process::id()));
+    // One fixed name, so a file a crash left is written over next time; two
+    // processes saving at once may tear it, which its checksum catches.
+    let temp = path.with_file_name(".tend-sizes.tmp");
     let result = std::fs::File::create(&temp)
         .and_then(|mut f| f.write_all(&bytes))
         .and_then(|()| std::fs::rename(&temp, path));
