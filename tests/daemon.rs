@@ -463,3 +463,53 @@ fn a_commit_removing_most_files_is_held_by_max_prune_on_the_incremental_path() {
     assert_eq!(env.status()["counts"]["Blocked"], 8);
     assert_eq!(d.stop(10), Some(0));
 }
+
+#[test]
+fn a_prune_that_failed_is_retried_by_the_next_revision() {
+    let env = Env::new();
+    for i in 0..20 {
+        env.repo
+            .write(&format!("site/d/f{i}.txt"), format!("{i}\n"));
+    }
+    env.repo.write("site/keep/k.txt", "k\n");
+    let first = env.repo.commit("init");
+    let mut d = env.daemon(&["--interval", "1s", "--mirror", "--path", "site"]);
+    assert!(wait_until(30, || env.status()["source"]
+        ["applied_revision"]
+        == first.as_str()));
+    // An immutable folder: unlinking the removed file there fails.
+    let chattr = |flag: &str| {
+        std::process::Command::new("chattr")
+            .args([flag, env.at("d").to_str().unwrap()])
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    if !chattr("+i") {
+        eprintln!("skipped: chattr +i needs root and a file system with attributes");
+        return;
+    }
+    env.repo.remove("site/d/f0.txt");
+    let second = env.repo.commit("f0 removed");
+    let failed = wait_until(20, || {
+        env.resource("files/file/d/f0.txt")
+            .is_some_and(|r| r["state"] == "Failed")
+    });
+    assert!(chattr("-i"));
+    assert!(failed, "{}", env.daemon_log());
+    assert!(env.at("d/f0.txt").exists());
+    assert_eq!(env.status()["source"]["applied_revision"], second.as_str());
+    // The next revision changes something else; the failed delete must not
+    // wait for the resync timer.
+    env.repo.write("site/keep/k.txt", "k2\n");
+    let third = env.repo.commit("k changed");
+    assert!(
+        wait_until(20, || env.status()["source"]["applied_revision"]
+            == third.as_str()
+            && !env.at("d/f0.txt").exists()),
+        "{}",
+        env.daemon_log()
+    );
+    assert!(env.resource("files/file/d/f0.txt").is_none());
+    assert_eq!(env.read("keep/k.txt"), "k2\n");
+    assert_eq!(d.stop(10), Some(0));
+}

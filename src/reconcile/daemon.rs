@@ -248,7 +248,13 @@ impl Loop {
             let whole = report.prune_blocked.is_none()
                 && !report.cancelled
                 && !opts.dry_run
-                && rev.declared.is_complete();
+                && rev.declared.is_complete()
+                && !report.outcomes.keys().any(|id| {
+                    // A member no longer declared that still has an outcome
+                    // was not pruned (failed, paused, unobservable).
+                    !rev.declared.resources.contains_key(id)
+                        && !rev.declared.blocked.contains_key(id)
+                });
             self.settled = whole.then_some(rev.id);
         }
         tracing::debug!(full, resources = report.outcomes.len(), "pass done");
