@@ -157,12 +157,17 @@ impl Loop {
     }
 
     /// Reads revision `id` and reconciles it: from the current revision,
-    /// when that one is settled, only what changed; otherwise all of it.
+    /// when that one is settled and the watcher sees drift, only what
+    /// changed; otherwise all of it.
     async fn switch_to(&mut self, id: git2::Oid) {
-        let settled = self
-            .current
-            .as_ref()
-            .is_some_and(|r| Some(r.id) == self.settled);
+        // Without a healthy watcher, drift of unchanged resources is only
+        // seen by full passes: a new revision gets one, as the resync does.
+        let watched = self.watch.as_ref().is_some_and(|w| w.healthy());
+        let settled = watched
+            && self
+                .current
+                .as_ref()
+                .is_some_and(|r| Some(r.id) == self.settled);
         // The previous revision's desired state is reused, not copied, when
         // nothing else holds it.
         let prev = if settled {

@@ -128,6 +128,11 @@ impl Watch {
         }
     }
 
+    /// Every managed folder is watched: drift is seen as it happens.
+    pub fn healthy(&self) -> bool {
+        self.watcher.is_some() && self.degraded.lock().expect("watch state").is_none()
+    }
+
     /// A line for status: what is watched, or why watching is degraded.
     pub fn describe(&self) -> String {
         match &*self.degraded.lock().expect("watch state") {
