@@ -2,8 +2,8 @@
 //! SHA-256 checksum, replaced atomically; damage means an empty cache.
 
 use std::collections::HashMap;
-use std::fs::{self, OpenOptions};
-use std::io::{self, Write};
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
@@ -63,61 +63,81 @@ pub(super) fn encode(map: &HashMap<Box<str>, Entry>, root_key: &[u8]) -> Vec<u8>
     out
 }
 
-/// Reads a cache file; anything missing, damaged or made for another root
-/// gives `None`, which means an empty cache.
+/// Reads a cache file as a stream, hashing the bytes as they are parsed;
+/// anything missing, damaged or made for another root gives `None`, which
+/// means an empty cache. Entries count only once the checksum at the end
+/// matches.
 pub(super) fn load(file: &Path, root_key: &[u8]) -> Option<HashMap<Box<str>, Entry>> {
-    let bytes = fs::read(file).ok()?;
-    decode(&bytes, root_key)
+    let f = File::open(file).ok()?;
+    let len = f.metadata().ok()?.len();
+    decode(BufReader::new(f), len, root_key)
 }
 
-fn decode(bytes: &[u8], root_key: &[u8]) -> Option<HashMap<Box<str>, Entry>> {
-    let (body, digest) = bytes.split_at_checked(bytes.len().checked_sub(32)?)?;
-    if Sha256::digest(body).as_slice() != digest {
+fn decode(input: impl Read, len: u64, root_key: &[u8]) -> Option<HashMap<Box<str>, Entry>> {
+    let mut r = Hashing {
+        input,
+        hash: Sha256::new(),
+    };
+    if &r.array::<8>()? != MAGIC {
         return None;
     }
-    let mut r = Reader(body);
-    if r.take(8)? != MAGIC {
+    let key_len = u32::from_le_bytes(r.array()?) as usize;
+    if key_len != root_key.len() {
         return None;
     }
-    let key_len = u32::from_le_bytes(r.take(4)?.try_into().ok()?) as usize;
-    if r.take(key_len)? != root_key {
+    let mut buf = vec![0; key_len];
+    r.fill(&mut buf)?;
+    if buf != root_key {
         return None;
     }
-    let count = usize::try_from(r.u64()?).ok()?;
-    let mut map = HashMap::with_capacity(count.min(body.len() / (2 + FIXED)));
+    let count = u64::from_le_bytes(r.array()?);
+    let most = len / (2 + FIXED) as u64;
+    let mut map = HashMap::with_capacity(usize::try_from(count.min(most)).ok()?);
     for _ in 0..count {
-        let len = u16::from_le_bytes(r.take(2)?.try_into().ok()?);
-        let path = std::str::from_utf8(r.take(usize::from(len))?).ok()?;
-        let (dev, ino, size) = (r.u64()?, r.u64()?, r.u64()?);
-        let (mtime, ctime, recorded) = (r.u64()? as i64, r.u64()? as i64, r.u64()? as i64);
-        let blob = r.take(20)?.try_into().ok()?;
+        let path_len = u16::from_le_bytes(r.array()?);
+        buf.resize(usize::from(path_len), 0);
+        r.fill(&mut buf)?;
+        let path: Box<str> = std::str::from_utf8(&buf).ok()?.into();
+        let fixed: [u8; FIXED] = r.array()?;
+        let word = |i: usize| u64::from_le_bytes(fixed[i * 8..i * 8 + 8].try_into().unwrap());
         map.insert(
-            path.into(),
+            path,
             Entry {
-                dev,
-                ino,
-                size,
-                mtime,
-                ctime,
-                recorded,
-                blob,
+                dev: word(0),
+                ino: word(1),
+                size: word(2),
+                mtime: word(3) as i64,
+                ctime: word(4) as i64,
+                recorded: word(5) as i64,
+                blob: fixed[48..].try_into().ok()?,
                 seen: 0,
             },
         );
     }
-    r.0.is_empty().then_some(map)
+    let computed = r.hash.finalize();
+    let mut digest = [0; 32];
+    r.input.read_exact(&mut digest).ok()?;
+    // The digest must end the file.
+    let at_end = matches!(r.input.read(&mut [0]), Ok(0));
+    (at_end && computed.as_slice() == digest).then_some(map)
 }
 
-struct Reader<'a>(&'a [u8]);
+/// Reads exactly, feeding every byte read to the checksum.
+struct Hashing<R> {
+    input: R,
+    hash: Sha256,
+}
 
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
-        let (head, tail) = self.0.split_at_checked(n)?;
-        self.0 = tail;
-        Some(head)
+impl<R: Read> Hashing<R> {
+    fn fill(&mut self, buf: &mut [u8]) -> Option<()> {
+        self.input.read_exact(buf).ok()?;
+        self.hash.update(&*buf);
+        Some(())
     }
-    fn u64(&mut self) -> Option<u64> {
-        Some(u64::from_le_bytes(self.take(8)?.try_into().ok()?))
+    fn array<const N: usize>(&mut self) -> Option<[u8; N]> {
+        let mut a = [0; N];
+        self.fill(&mut a)?;
+        Some(a)
     }
 }
 
@@ -141,6 +161,10 @@ pub(super) fn write_atomically(file: &Path, bytes: &[u8]) -> io::Result<()> {
 mod tests {
     use super::*;
     use crate::target::files::statcache::NEVER;
+
+    fn decode(bytes: &[u8], root_key: &[u8]) -> Option<HashMap<Box<str>, Entry>> {
+        super::decode(bytes, bytes.len() as u64, root_key)
+    }
 
     #[test]
     fn encoding_round_trips_and_rejects_damage() {
@@ -169,6 +193,42 @@ mod tests {
         assert_eq!(decode(&flipped, b"/root"), None);
         assert_eq!(decode(&bytes[..bytes.len() - 1], b"/root"), None);
         assert_eq!(decode(b"", b"/root"), None);
+        let mut longer = bytes.clone();
+        longer.push(0);
+        assert_eq!(decode(&longer, b"/root"), None, "bytes after the digest");
+        let mut last = bytes.clone();
+        *last.last_mut().unwrap() ^= 1;
+        assert_eq!(decode(&last, b"/root"), None, "an altered digest");
+        // Every truncation is void, wherever it cuts an entry.
+        for cut in 0..bytes.len() {
+            assert_eq!(decode(&bytes[..cut], b"/root"), None, "cut at {cut}");
+        }
+    }
+
+    #[test]
+    fn a_cache_file_loads_from_disk_and_a_torn_one_is_void() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("files");
+        let mut map = HashMap::new();
+        for i in 0..1000u64 {
+            let entry = Entry {
+                dev: 1,
+                ino: i,
+                size: i * 3,
+                mtime: 10,
+                ctime: 11,
+                recorded: 12,
+                blob: [i as u8; 20],
+                seen: 0,
+            };
+            map.insert(format!("dir/{i}").into_boxed_str(), entry);
+        }
+        let bytes = encode(&map, b"/root");
+        write_atomically(&file, &bytes).unwrap();
+        assert_eq!(load(&file, b"/root"), Some(map));
+        fs::write(&file, &bytes[..bytes.len() / 2]).unwrap();
+        assert_eq!(load(&file, b"/root"), None);
+        assert_eq!(load(&dir.path().join("missing"), b"/root"), None);
     }
 
     #[test]
