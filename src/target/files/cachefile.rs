@@ -10,10 +10,22 @@ use sha2::{Digest, Sha256};
 
 use super::statcache::Entry;
 
-const MAGIC: &[u8; 8] = b"TENDSC01";
-/// Bytes of an entry after its path: dev, ino, size, mtime, ctime,
-/// recorded, blob.
-const FIXED: usize = 8 * 6 + 20;
+/// Version 02 keys entries by `path_key`; a version 01 file (keyed by the
+/// path itself) reads as no cache.
+const MAGIC: &[u8; 8] = b"TENDSC02";
+/// Bytes of an entry: path key, dev, ino, size, mtime, ctime, recorded,
+/// blob.
+const FIXED: usize = 8 * 7 + 20;
+
+/// The key of a path: the first 8 bytes of its SHA-256, stable across
+/// builds. Two paths sharing a key share one entry, which only ever answers
+/// for a file whose dev, ino, size, mtime and ctime it matches, that is for
+/// the same inode unchanged, so a collision costs a re-read, never a wrong
+/// blob.
+pub(super) fn path_key(path: &str) -> u64 {
+    let digest = Sha256::digest(path.as_bytes());
+    u64::from_le_bytes(digest[..8].try_into().expect("8 of 32 bytes"))
+}
 
 /// The cache file's name for a target name, kept to one safe path component.
 pub(super) fn file_stem(name: &str) -> String {
@@ -29,22 +41,14 @@ pub(super) fn file_stem(name: &str) -> String {
     }
 }
 
-pub(super) fn encode(map: &HashMap<Box<str>, Entry>, root_key: &[u8]) -> Vec<u8> {
-    let paths: usize = map.keys().map(|k| k.len()).sum();
-    let mut out = Vec::with_capacity(64 + root_key.len() + paths + map.len() * (2 + FIXED));
+pub(super) fn encode(map: &HashMap<u64, Entry>, root_key: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(64 + root_key.len() + map.len() * FIXED);
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&(root_key.len() as u32).to_le_bytes());
     out.extend_from_slice(root_key);
     out.extend_from_slice(&(map.len() as u64).to_le_bytes());
-    for (path, e) in map {
-        // RelPath components are at most a few hundred bytes; a longer
-        // path is simply not cached.
-        let Ok(len) = u16::try_from(path.len()) else {
-            continue;
-        };
-        out.extend_from_slice(&len.to_le_bytes());
-        out.extend_from_slice(path.as_bytes());
-        for v in [e.dev, e.ino, e.size] {
+    for (key, e) in map {
+        for v in [*key, e.dev, e.ino, e.size] {
             out.extend_from_slice(&v.to_le_bytes());
         }
         for v in [e.mtime, e.ctime, e.recorded] {
@@ -52,12 +56,6 @@ pub(super) fn encode(map: &HashMap<Box<str>, Entry>, root_key: &[u8]) -> Vec<u8>
         }
         out.extend_from_slice(&e.blob);
     }
-    let count_at = 8 + 4 + root_key.len();
-    let written = map
-        .keys()
-        .filter(|k| k.len() <= usize::from(u16::MAX))
-        .count() as u64;
-    out[count_at..count_at + 8].copy_from_slice(&written.to_le_bytes());
     let digest = Sha256::digest(&out);
     out.extend_from_slice(&digest);
     out
@@ -67,13 +65,13 @@ pub(super) fn encode(map: &HashMap<Box<str>, Entry>, root_key: &[u8]) -> Vec<u8>
 /// anything missing, damaged or made for another root gives `None`, which
 /// means an empty cache. Entries count only once the checksum at the end
 /// matches.
-pub(super) fn load(file: &Path, root_key: &[u8]) -> Option<HashMap<Box<str>, Entry>> {
+pub(super) fn load(file: &Path, root_key: &[u8]) -> Option<HashMap<u64, Entry>> {
     let f = File::open(file).ok()?;
     let len = f.metadata().ok()?.len();
     decode(BufReader::new(f), len, root_key)
 }
 
-fn decode(input: impl Read, len: u64, root_key: &[u8]) -> Option<HashMap<Box<str>, Entry>> {
+fn decode(input: impl Read, len: u64, root_key: &[u8]) -> Option<HashMap<u64, Entry>> {
     let mut r = Hashing {
         input,
         hash: Sha256::new(),
@@ -91,25 +89,21 @@ fn decode(input: impl Read, len: u64, root_key: &[u8]) -> Option<HashMap<Box<str
         return None;
     }
     let count = u64::from_le_bytes(r.array()?);
-    let most = len / (2 + FIXED) as u64;
+    let most = len / FIXED as u64;
     let mut map = HashMap::with_capacity(usize::try_from(count.min(most)).ok()?);
     for _ in 0..count {
-        let path_len = u16::from_le_bytes(r.array()?);
-        buf.resize(usize::from(path_len), 0);
-        r.fill(&mut buf)?;
-        let path: Box<str> = std::str::from_utf8(&buf).ok()?.into();
         let fixed: [u8; FIXED] = r.array()?;
         let word = |i: usize| u64::from_le_bytes(fixed[i * 8..i * 8 + 8].try_into().unwrap());
         map.insert(
-            path,
+            word(0),
             Entry {
-                dev: word(0),
-                ino: word(1),
-                size: word(2),
-                mtime: word(3) as i64,
-                ctime: word(4) as i64,
-                recorded: word(5) as i64,
-                blob: fixed[48..].try_into().ok()?,
+                dev: word(1),
+                ino: word(2),
+                size: word(3),
+                mtime: word(4) as i64,
+                ctime: word(5) as i64,
+                recorded: word(6) as i64,
+                blob: fixed[56..].try_into().ok()?,
                 seen: 0,
             },
         );
@@ -162,7 +156,7 @@ mod tests {
     use super::*;
     use crate::target::files::statcache::NEVER;
 
-    fn decode(bytes: &[u8], root_key: &[u8]) -> Option<HashMap<Box<str>, Entry>> {
+    fn decode(bytes: &[u8], root_key: &[u8]) -> Option<HashMap<u64, Entry>> {
         super::decode(bytes, bytes.len() as u64, root_key)
     }
 
@@ -179,8 +173,8 @@ mod tests {
             blob: [7; 20],
             seen: 0,
         };
-        map.insert(Box::<str>::from("etc/a"), entry);
-        map.insert(Box::<str>::from("b"), Entry { ino: 9, ..entry });
+        map.insert(path_key("etc/a"), entry);
+        map.insert(path_key("b"), Entry { ino: 9, ..entry });
         let bytes = encode(&map, b"/root");
         assert_eq!(decode(&bytes, b"/root"), Some(map));
         assert_eq!(
@@ -221,7 +215,7 @@ mod tests {
                 blob: [i as u8; 20],
                 seen: 0,
             };
-            map.insert(format!("dir/{i}").into_boxed_str(), entry);
+            map.insert(path_key(&format!("dir/{i}")), entry);
         }
         let bytes = encode(&map, b"/root");
         write_atomically(&file, &bytes).unwrap();
@@ -229,6 +223,30 @@ mod tests {
         fs::write(&file, &bytes[..bytes.len() / 2]).unwrap();
         assert_eq!(load(&file, b"/root"), None);
         assert_eq!(load(&dir.path().join("missing"), b"/root"), None);
+    }
+
+    #[test]
+    fn a_file_of_the_path_keyed_format_is_no_cache() {
+        // Version 01: magic, root key, count, then per entry a u16 path
+        // length, the path and the stat, under a SHA-256 of it all.
+        let mut old = b"TENDSC01".to_vec();
+        old.extend_from_slice(&5u32.to_le_bytes());
+        old.extend_from_slice(b"/root");
+        old.extend_from_slice(&1u64.to_le_bytes());
+        old.extend_from_slice(&1u16.to_le_bytes());
+        old.push(b'a');
+        old.extend_from_slice(&[1; 8 * 6 + 20]);
+        let digest = Sha256::digest(&old);
+        old.extend_from_slice(&digest);
+        assert_eq!(decode(&old, b"/root"), None);
+    }
+
+    #[test]
+    fn path_keys_are_stable_and_distinct() {
+        assert_eq!(path_key("etc/a"), path_key("etc/a"));
+        assert_ne!(path_key("etc/a"), path_key("etc/b"));
+        // Fixed across builds: a saved cache must find its entries again.
+        assert_eq!(path_key(""), 0x141c_fc98_42c4_b0e3);
     }
 
     #[test]

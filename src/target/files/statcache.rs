@@ -12,7 +12,7 @@ use std::sync::{Mutex, MutexGuard};
 use git2::Oid;
 use rustix::fs::{self as rfs, Timespec, Timestamps, UTIME_NOW};
 
-use super::cachefile::{encode, file_stem, load, write_atomically};
+use super::cachefile::{encode, file_stem, load, path_key, write_atomically};
 use super::observe::Meta;
 
 /// An entry not looked up during this many flushes (passes) is dropped.
@@ -60,7 +60,9 @@ pub(super) fn trusted(mtime: i64, recorded: i64) -> bool {
 }
 
 struct Inner {
-    map: HashMap<Box<str>, Entry>,
+    /// Keyed by `path_key`: a collision is harmless, an entry vouches only
+    /// for the inode (dev, ino) with the stat it names.
+    map: HashMap<u64, Entry>,
     generation: u32,
     dirty: bool,
 }
@@ -155,9 +157,10 @@ impl StatCache {
         if self.rehash.load(Ordering::Relaxed) {
             return None;
         }
+        let key = path_key(path);
         let mut inner = self.lock();
         let generation = inner.generation;
-        let entry = inner.map.get_mut(path)?;
+        let entry = inner.map.get_mut(&key)?;
         if !entry.matches(meta) || !trusted(entry.mtime, entry.recorded) {
             return None;
         }
@@ -171,6 +174,7 @@ impl StatCache {
         let Ok(blob) = <[u8; 20]>::try_from(blob.as_bytes()) else {
             return;
         };
+        let key = path_key(path);
         let mut inner = self.lock();
         let entry = Entry {
             dev: meta.dev,
@@ -182,11 +186,11 @@ impl StatCache {
             blob,
             seen: inner.generation,
         };
-        match inner.map.get_mut(path) {
+        match inner.map.get_mut(&key) {
             Some(old) if *old == entry => return,
             Some(old) => *old = entry,
             None => {
-                inner.map.insert(path.into(), entry);
+                inner.map.insert(key, entry);
             }
         }
         inner.dirty = true;
@@ -195,8 +199,9 @@ impl StatCache {
     /// Carries a trusted entry across a change of attributes only (chmod,
     /// chown move ctime): content untouched since a trusted read is known.
     pub(super) fn carry(&self, path: &str, before: &Meta, after: &Meta) {
+        let key = path_key(path);
         let mut inner = self.lock();
-        let Some(entry) = inner.map.get_mut(path) else {
+        let Some(entry) = inner.map.get_mut(&key) else {
             return;
         };
         let same_content = (before.dev, before.ino, before.size, before.mtime)
@@ -209,7 +214,7 @@ impl StatCache {
 
     pub(super) fn forget(&self, path: &str) {
         let mut inner = self.lock();
-        if inner.map.remove(path).is_some() {
+        if inner.map.remove(&path_key(path)).is_some() {
             inner.dirty = true;
         }
     }
