@@ -12,7 +12,7 @@ use std::fmt;
 use git2::Oid;
 
 use crate::model::{Desired, ResourceId};
-use crate::source::{Entry, EntryMode, Snapshot, SourceError};
+use crate::source::{routes_through_lfs, Entry, EntryMode, Snapshot, SourceError};
 
 pub use update::{update, Update};
 pub use yaml::message as yaml_message;
@@ -101,11 +101,7 @@ fn lfs_dirs_among(snapshot: &Snapshot, entries: &[Entry]) -> Result<Vec<String>,
         if !matches!(e.mode, EntryMode::File | EntryMode::Executable) {
             continue;
         }
-        if snapshot
-            .read(e.oid)?
-            .windows(10)
-            .any(|w| w == b"filter=lfs")
-        {
+        if routes_through_lfs(&snapshot.read(e.oid)?) {
             out.push(dir.to_string());
         }
     }

@@ -151,18 +151,26 @@ impl Ledger {
     pub fn inventory(&self) -> Res<Vec<InventoryEntry>> {
         self.q().inventory()
     }
+    /// `get` for each of `ids`, the ones found, in the order of `ids`.
+    fn each_of<'a, T>(
+        &self,
+        ids: impl IntoIterator<Item = &'a str>,
+        get: impl Fn(&Tx<'_>, &str) -> Res<Option<T>>,
+    ) -> Res<Vec<T>> {
+        let q = self.q();
+        let mut out = Vec::new();
+        for id in ids {
+            out.extend(get(&q, id)?);
+        }
+        Ok(out)
+    }
     /// The members among `ids`, in the order of `ids`; one indexed lookup
     /// each, so a keyed pass costs what its keys cost.
     pub fn inventory_of<'a>(
         &self,
         ids: impl IntoIterator<Item = &'a str>,
     ) -> Res<Vec<InventoryEntry>> {
-        let q = self.q();
-        let mut out = Vec::new();
-        for id in ids {
-            out.extend(q.inventory_entry(id)?);
-        }
-        Ok(out)
+        self.each_of(ids, |q, id| q.inventory_entry(id))
     }
     pub fn inventory_count(&self) -> Res<usize> {
         self.q().inventory_count()
@@ -195,12 +203,7 @@ impl Ledger {
         &self,
         ids: impl IntoIterator<Item = &'a str>,
     ) -> Res<Vec<ResourceRecord>> {
-        let q = self.q();
-        let mut out = Vec::new();
-        for id in ids {
-            out.extend(q.resource(id)?);
-        }
-        Ok(out)
+        self.each_of(ids, |q, id| q.resource(id))
     }
     pub fn put_resource(&self, r: &ResourceRecord) -> Res<()> {
         self.q().put_resource(r)

@@ -23,7 +23,7 @@ use std::time::Duration;
 
 pub use error::SourceError;
 pub use mirror::Mirror;
-pub use snapshot::{BlobReader, Entry, EntryMode, Snapshot};
+pub use snapshot::{routes_through_lfs, BlobReader, Entry, EntryMode, Snapshot};
 pub use transport::{configure_transport, may_use_tls};
 pub use url::redact_url;
 

@@ -57,6 +57,12 @@ pub(super) enum Found {
     Entry(Entry),
 }
 
+/// Whether a `.gitattributes` file's text routes some paths through Git
+/// LFS (`filter=lfs`).
+pub fn routes_through_lfs(attributes: &[u8]) -> bool {
+    attributes.windows(10).any(|w| w == b"filter=lfs")
+}
+
 /// One revision. Owns its own handle on the mirror, so it can move to
 /// another thread than the [`super::Mirror`] it came from.
 pub struct Snapshot {
@@ -187,7 +193,7 @@ impl Snapshot {
                         if name == b".gitattributes" =>
                     {
                         let text = read_blob(&self.repo, item.id())?;
-                        if text.windows(10).any(|w| w == b"filter=lfs") {
+                        if routes_through_lfs(&text) {
                             out.push(prefix.clone());
                         }
                     }
