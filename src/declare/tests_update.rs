@@ -12,9 +12,8 @@ fn targets() -> Vec<TargetInfo> {
     }]
 }
 
-/// Reads the repository's head after each step whole, and patched from the
-/// step before; both must agree. Returns the touched identities per step.
-fn steps(repo: &TestRepo, path: &str, changes: &[&dyn Fn(&TestRepo)]) -> Vec<Vec<String>> {
+/// A mirror of `repo` in a fresh state dir, which lives as long as it.
+fn mirror_of(repo: &TestRepo) -> (tempfile::TempDir, Mirror) {
     let state = tempfile::tempdir().unwrap();
     let spec = SourceSpec {
         repo: repo.url(),
@@ -23,6 +22,13 @@ fn steps(repo: &TestRepo, path: &str, changes: &[&dyn Fn(&TestRepo)]) -> Vec<Vec
         auth: Default::default(),
     };
     let mirror = Mirror::open(state.path(), spec).unwrap();
+    (state, mirror)
+}
+
+/// Reads the repository's head after each step whole, and patched from the
+/// step before; both must agree. Returns the touched identities per step.
+fn steps(repo: &TestRepo, path: &str, changes: &[&dyn Fn(&TestRepo)]) -> Vec<Vec<String>> {
+    let (_state, mirror) = mirror_of(&repo);
     let t = targets();
     let hooks = Vec::new();
     let opts = Options {
@@ -122,14 +128,7 @@ fn changes_it_cannot_patch_are_read_whole() {
     let repo = TestRepo::new();
     repo.write("conf/a.txt", "a").write("x.tend.yaml", "");
     repo.commit("init");
-    let state = tempfile::tempdir().unwrap();
-    let spec = SourceSpec {
-        repo: repo.url(),
-        reference: None,
-        timeout: std::time::Duration::from_secs(30),
-        auth: Default::default(),
-    };
-    let mirror = Mirror::open(state.path(), spec).unwrap();
+    let (_state, mirror) = mirror_of(&repo);
     let t = targets();
     let hooks = Vec::new();
     let opts = |source_path, mirror| Options {

@@ -439,21 +439,25 @@ mod tests {
 
     use super::*;
 
+    fn id(path: &str) -> ResourceId {
+        ResourceId::from_string(format!("files/file/{path}"))
+    }
+
+    fn outcomes(items: &[(&str, State)]) -> BTreeMap<ResourceId, Outcome> {
+        items
+            .iter()
+            .map(|(p, st)| (id(p), Outcome::new(*st, None)))
+            .collect()
+    }
+
     #[test]
     fn record_all_writes_changes_and_drops_only_uncovered_records() {
         let dir = tempfile::tempdir().unwrap();
         let mut rec = Recorder::open(Ledger::open(dir.path()).unwrap()).unwrap();
         let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
-        let id = |s: &str| ResourceId::from_string(format!("files/file/{s}"));
         let previous_of = |rec: &Recorder| -> BTreeMap<String, ResourceRecord> {
             let rows = rec.ledger.resources().unwrap();
             rows.into_iter().map(|r| (r.id.clone(), r)).collect()
-        };
-        let outcomes = |items: &[(&str, State)]| -> BTreeMap<ResourceId, Outcome> {
-            items
-                .iter()
-                .map(|(p, st)| (id(p), Outcome::new(*st, None)))
-                .collect()
         };
         let first = outcomes(&[
             ("a", State::InSync),
@@ -487,13 +491,6 @@ mod tests {
     #[test]
     fn record_all_reading_the_ledger_agrees_with_held_records() {
         let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
-        let id = |s: &str| ResourceId::from_string(format!("files/file/{s}"));
-        let outcomes = |items: &[(&str, State)]| -> BTreeMap<ResourceId, Outcome> {
-            items
-                .iter()
-                .map(|(p, st)| (id(p), Outcome::new(*st, None)))
-                .collect()
-        };
         let first = outcomes(&[
             ("a", State::InSync),
             ("b", State::InSync),
