@@ -28,7 +28,7 @@ fn mirror_of(repo: &TestRepo) -> (tempfile::TempDir, Mirror) {
 /// Reads the repository's head after each step whole, and patched from the
 /// step before; both must agree. Returns the touched identities per step.
 fn steps(repo: &TestRepo, path: &str, changes: &[&dyn Fn(&TestRepo)]) -> Vec<Vec<String>> {
-    let (_state, mirror) = mirror_of(&repo);
+    let (_state, mirror) = mirror_of(repo);
     let t = targets();
     let hooks = Vec::new();
     let opts = Options {
