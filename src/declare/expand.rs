@@ -385,20 +385,40 @@ impl<'a> Builder<'a> {
     /// Blocks both sides wherever one declared path lies inside another
     /// (a file cannot also be a directory).
     fn nested_conflicts(&mut self) {
-        let mut paths: HashMap<(&str, &str), &ResourceId> = HashMap::new();
         let on_paths = self
             .resources
             .values()
             .filter(|d| !matches!(d.spec, Spec::Structured(_)));
+        // Every directory above a declared path, per target. A directory's
+        // ancestors are added with it, so the walk up stops at the first
+        // one already known.
+        let mut dirs: HashSet<(&str, &str)> = HashSet::new();
         for d in on_paths.clone() {
-            paths.insert((d.target.as_str(), d.path.as_str()), &d.id);
+            let path = d.path.as_str();
+            let mut end = path.len();
+            while let Some(i) = path[..end].rfind('/') {
+                if !dirs.insert((d.target.as_str(), &path[..i])) {
+                    break;
+                }
+                end = i;
+            }
+        }
+        // Declared paths that are also directories of others: rare, so only
+        // then is every path's ancestry looked at.
+        let outer: HashMap<(&str, &str), &ResourceId> = on_paths
+            .clone()
+            .filter(|d| dirs.contains(&(d.target.as_str(), d.path.as_str())))
+            .map(|d| ((d.target.as_str(), d.path.as_str()), &d.id))
+            .collect();
+        if outer.is_empty() {
+            return;
         }
         let mut clash = Vec::new();
         for d in on_paths {
             let path = d.path.as_str();
             // Every proper ancestor of the path, by the `/` that ends it.
             for (i, _) in path.match_indices('/') {
-                if let Some(outer) = paths.get(&(d.target.as_str(), &path[..i])) {
+                if let Some(outer) = outer.get(&(d.target.as_str(), &path[..i])) {
                     clash.push((
                         (*outer).clone(),
                         d.id.clone(),

@@ -149,13 +149,15 @@ impl Context {
         items: impl IntoIterator<Item = (&'a ResourceId, &'a str, &'a RelPath, Option<&'a Spec>)>,
     ) -> HashMap<ResourceId, Observed> {
         let mut per_target: BTreeMap<&str, Vec<Probe>> = BTreeMap::new();
+        let mut count = 0;
         for (id, target, path, spec) in items {
             per_target
                 .entry(target)
                 .or_default()
                 .push(Probe { id, path, spec });
+            count += 1;
         }
-        let mut out = HashMap::new();
+        let mut out = HashMap::with_capacity(count);
         for (name, list) in per_target {
             let Some(target) = self.targets.get(name) else {
                 for p in list {

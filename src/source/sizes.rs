@@ -28,6 +28,9 @@ struct State {
     loaded: bool,
     /// Sorted by id, as in the file.
     known: Vec<([u8; OID], u64)>,
+    /// Where in `known` the ids starting with each prefix begin: a lookup
+    /// searches only the few entries of its prefix.
+    index: Fanout,
     used: Vec<bool>,
     found: Vec<([u8; OID], u64)>,
 }
@@ -48,11 +51,13 @@ impl Sizes {
             s.loaded = true;
             s.known = read(&self.path).unwrap_or_default();
             s.used = vec![false; s.known.len()];
+            s.index = Fanout::over(&s.known);
         }
-        let i = s
-            .known
-            .binary_search_by(|(k, _)| k.as_slice().cmp(oid.as_bytes()))
-            .ok()?;
+        let range = s.index.range(oid.as_bytes());
+        let i = range.start
+            + s.known[range]
+                .iter()
+                .position(|(k, _)| k.as_slice() == oid.as_bytes())?;
         s.used[i] = true;
         Some(s.known[i].1)
     }
@@ -84,6 +89,44 @@ impl Sizes {
         if let Err(e) = write(&self.path, &all) {
             tracing::debug!(error = %e, "cannot save the blob sizes");
         }
+    }
+}
+
+/// Start offsets of the sorted ids by their first `bits` bits (ids are
+/// hashes, so each prefix holds about one entry).
+#[derive(Default)]
+struct Fanout {
+    bits: u32,
+    starts: Vec<u32>,
+}
+
+impl Fanout {
+    fn over(sorted: &[([u8; OID], u64)]) -> Fanout {
+        // About one entry per prefix, at most 2^16 prefixes.
+        let bits = (usize::BITS - sorted.len().leading_zeros()).min(16);
+        let mut starts = Vec::with_capacity((1 << bits) + 1);
+        let mut at = 0;
+        for prefix in 0..=(1u64 << bits) {
+            while at < sorted.len() && Fanout::prefix(bits, &sorted[at].0) < prefix {
+                at += 1;
+            }
+            starts.push(at as u32);
+        }
+        Fanout { bits, starts }
+    }
+
+    fn prefix(bits: u32, id: &[u8]) -> u64 {
+        let head = u64::from_be_bytes(id[..8].try_into().expect("ids are 20 bytes"));
+        head.checked_shr(64 - bits).unwrap_or(0)
+    }
+
+    /// Where the entries sharing `id`'s prefix lie.
+    fn range(&self, id: &[u8]) -> std::ops::Range<usize> {
+        if self.starts.is_empty() {
+            return 0..0;
+        }
+        let p = Fanout::prefix(self.bits, id) as usize;
+        self.starts[p] as usize..self.starts[p + 1] as usize
     }
 }
 
@@ -174,5 +217,26 @@ mod tests {
             "a size whose checksum fails is not used"
         );
         assert_eq!(s.get(oid(3)), None);
+    }
+
+    #[test]
+    fn every_saved_size_is_found_among_many() {
+        let dir = tempfile::tempdir().unwrap();
+        let id = |n: u32| git2::Oid::hash_object(git2::ObjectType::Blob, &n.to_le_bytes()).unwrap();
+        let s = Sizes::beside(dir.path());
+        for n in 0..5000 {
+            s.found(id(n), u64::from(n));
+        }
+        s.save();
+        let s = Sizes::beside(dir.path());
+        for n in 0..5000 {
+            assert_eq!(s.get(id(n)), Some(u64::from(n)), "entry {n}");
+        }
+        for n in 5000..6000 {
+            assert_eq!(s.get(id(n)), None, "entry {n} was never saved");
+        }
+        // Ids at both ends of the prefix range.
+        assert_eq!(s.get(oid(0)), None);
+        assert_eq!(s.get(oid(255)), None);
     }
 }
