@@ -147,7 +147,7 @@ pub fn plan(
             Comparison::Unknown(reason) => plan.unknown.push((id.clone(), reason)),
             Comparison::Differs { action, fields } => plan.applies.push(Change {
                 id: id.clone(),
-                target: d.target.clone(),
+                target: d.target.to_string(),
                 path: d.path.clone(),
                 action,
                 fields,

@@ -6,6 +6,9 @@ use std::sync::Arc;
 
 use git2::Oid;
 
+mod shared;
+pub use shared::SharedStr;
+
 /// A resource's stable identity: `<target>/<kind>/<key>`. Never depends on
 /// order, time or random values, so a retry finds what an earlier attempt made.
 /// Shared, not copied: a pass holds each identity in several maps.
@@ -25,6 +28,10 @@ impl ResourceId {
     /// The target name, the first segment of the identity.
     pub fn target(&self) -> &str {
         self.0.split('/').next().unwrap_or("")
+    }
+    /// [`ResourceId::target`], sharing the identity's bytes.
+    pub fn target_shared(&self) -> SharedStr {
+        SharedStr::part(&self.0, 0..self.target().len()).expect("a prefix ending before `/`")
     }
 }
 
@@ -55,9 +62,15 @@ impl fmt::Display for ResourceId {
 }
 
 /// A path relative to a target root: no empty, `.` or `..` components, no
-/// leading `/`, no NUL. Built only through [`RelPath::parse`].
+/// leading `/`, no NUL. Built only through [`RelPath::parse`] and its
+/// variants. Cloning shares the bytes.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct RelPath(String);
+pub struct RelPath(SharedStr);
+
+/// Whether `raw` is a path in the form [`RelPath::parse`] gives.
+fn canonical(raw: &str) -> bool {
+    !raw.contains('\0') && raw.split('/').all(|part| !matches!(part, "" | "." | ".."))
+}
 
 impl RelPath {
     pub fn parse(raw: &str) -> Result<Self, String> {
@@ -83,30 +96,52 @@ impl RelPath {
         if parts.is_empty() {
             return Err(format!("path {raw:?} names the root itself"));
         }
-        Ok(RelPath(parts.join("/")))
+        Ok(RelPath(parts.join("/").into()))
     }
     /// [`RelPath::parse`], keeping `raw`'s allocation when it is already
     /// in canonical form.
     pub fn parse_owned(raw: String) -> Result<Self, String> {
-        let canonical =
-            !raw.contains('\0') && raw.split('/').all(|part| !matches!(part, "" | "." | ".."));
-        if canonical {
-            Ok(RelPath(raw))
+        if canonical(&raw) {
+            Ok(RelPath(raw.into()))
         } else {
             RelPath::parse(&raw)
         }
     }
+    /// [`RelPath::parse`], and the identity `<target>/<kind>/<path>` of what
+    /// stands there: the path is kept as the end of the identity, one
+    /// allocation for both.
+    pub fn identify(raw: &str, target: &str, kind: &str) -> Result<(ResourceId, RelPath), String> {
+        let parsed;
+        let path = if canonical(raw) {
+            raw
+        } else {
+            parsed = RelPath::parse(raw)?;
+            parsed.as_str()
+        };
+        let id = ResourceId::new(target, kind, path);
+        let start = id.0.len() - path.len();
+        let path = match SharedStr::part(&id.0, start..id.0.len()) {
+            Some(part) => RelPath(part),
+            None => RelPath(path.into()),
+        };
+        Ok((id, path))
+    }
     pub fn as_str(&self) -> &str {
-        &self.0
+        self.0.as_str()
+    }
+    /// The path's bytes, shared.
+    pub fn shared(&self) -> SharedStr {
+        self.0.clone()
     }
     pub fn components(&self) -> impl Iterator<Item = &str> {
         self.0.split('/')
     }
     /// The parent directory (empty for a top-level entry) and the final name.
     pub fn split_last(&self) -> (&str, &str) {
-        match self.0.rfind('/') {
-            Some(i) => (&self.0[..i], &self.0[i + 1..]),
-            None => ("", &self.0),
+        let s = self.as_str();
+        match s.rfind('/') {
+            Some(i) => (&s[..i], &s[i + 1..]),
+            None => ("", s),
         }
     }
     pub fn join(&self, child: &str) -> Result<RelPath, String> {
@@ -130,7 +165,7 @@ pub enum Principal {
 /// Where a declaration came from, for messages.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Origin {
-    pub file: String,
+    pub file: SharedStr,
     pub line: usize,
 }
 
@@ -191,7 +226,8 @@ impl Spec {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Desired {
     pub id: ResourceId,
-    pub target: String,
+    /// The target's name: the start of the identity, sharing its bytes.
+    pub target: SharedStr,
     pub path: RelPath,
     pub spec: Spec,
     pub on_change: Option<String>,
@@ -366,6 +402,19 @@ mod tests {
             RelPath::parse_owned("a//b/".into()).unwrap().as_str(),
             "a/b"
         );
+    }
+
+    #[test]
+    fn identify_agrees_with_parse_and_shares_the_identity() {
+        for raw in ["a", "a/b.txt", "a//b", "./a/./b/", "/a", "a/../b", ""] {
+            match RelPath::identify(raw, "files", "file") {
+                Ok((id, path)) => {
+                    assert_eq!(Ok(path.clone()), RelPath::parse(raw), "{raw:?}");
+                    assert_eq!(id, super::ResourceId::new("files", "file", path.as_str()));
+                }
+                Err(e) => assert_eq!(Err(e), RelPath::parse(raw), "{raw:?}"),
+            }
+        }
     }
 }
 

@@ -12,7 +12,7 @@ mod structured;
 
 use super::yaml::{self, Decl, Parsed};
 use super::{Declared, Options, Problem};
-use crate::model::{blob_id, Desired, FileSpec, Origin, RelPath, ResourceId, Spec};
+use crate::model::{blob_id, Desired, FileSpec, Origin, RelPath, ResourceId, SharedStr, Spec};
 use crate::source::{Entry, EntryMode, Snapshot, SourceError};
 use fields::{parent_dir, parse_mode, repo_join, resolve_principal};
 
@@ -22,16 +22,17 @@ pub(super) struct Builder<'a> {
     snap: &'a Snapshot,
     opts: &'a Options<'a>,
     resources: BTreeMap<ResourceId, Desired>,
-    by_path: HashMap<(String, RelPath), ResourceId>,
-    conflicted: HashSet<(String, RelPath)>,
+    by_path: HashMap<(SharedStr, RelPath), ResourceId>,
+    conflicted: HashSet<(SharedStr, RelPath)>,
     blocked: BTreeMap<ResourceId, String>,
     problems: Vec<Problem>,
     inline: HashMap<Oid, Vec<u8>>,
     /// Directories whose `.gitattributes` route paths through Git LFS.
     lfs_dirs: Vec<String>,
     /// Mirrored files, in walk order: their paths are unique, so they skip
-    /// the conflict index and are indexed all at once in `finish`.
-    mirrored: Vec<Desired>,
+    /// the conflict index and are indexed all at once in `finish`. Held as
+    /// the map's entries, so building the map reuses this vector.
+    mirrored: Vec<(ResourceId, Desired)>,
     /// The target of every mirrored file, picked once.
     mirror_target: Option<Result<String, String>>,
 }
@@ -80,15 +81,19 @@ impl<'a> Builder<'a> {
     /// A content file's spec, after following repository symlinks and
     /// checking size and LFS pointers.
     fn content_spec(&self, entry: &Entry) -> Result<FileSpec, String> {
+        let followed;
         let resolved = match entry.mode {
-            EntryMode::Symlink => self.snap.resolve(&entry.path).map_err(|e| e.to_string())?,
+            EntryMode::Symlink => {
+                followed = self.snap.resolve(&entry.path).map_err(|e| e.to_string())?;
+                &followed
+            }
             EntryMode::Submodule => {
                 return Err(format!(
                     "{} is a submodule; submodules are not applied",
                     entry.path
                 ))
             }
-            _ => entry.clone(),
+            _ => entry,
         };
         let size = self.snap.size(resolved.oid).map_err(|e| e.to_string())?;
         if size > self.opts.max_file_size {
@@ -145,43 +150,53 @@ impl<'a> Builder<'a> {
         self.resources.insert(d.id.clone(), d);
     }
 
-    pub(super) fn mirror_entry(&mut self, entry: &Entry) {
+    /// Room for `n` more mirrored files.
+    pub(super) fn reserve_mirrored(&mut self, n: usize) {
+        self.mirrored.reserve_exact(n);
+    }
+
+    pub(super) fn mirror_entry(&mut self, entry: Entry) {
         let rel = entry
             .path
             .strip_prefix(self.opts.source_path)
             .unwrap_or(&entry.path)
             .trim_start_matches('/');
+        if self.mirror_target.is_none() {
+            self.mirror_target = Some(self.pick_target(None, "file"));
+        }
+        let identified = match self.mirror_target.as_ref().expect("picked above") {
+            Ok(target) => RelPath::identify(rel, target, "file"),
+            // A bad path is reported before a missing target.
+            Err(e) => Err(RelPath::parse(rel).err().unwrap_or_else(|| e.clone())),
+        };
+        let (id, path) = match identified {
+            Ok(found) => found,
+            Err(e) => return self.problem(&entry.path, 1, e),
+        };
+        let spec = self.content_spec(&entry);
+        // Mirroring the whole repository, the origin is the path itself.
         let origin = Origin {
-            file: entry.path.clone(),
+            file: if entry.path == path.as_str() {
+                path.shared()
+            } else {
+                entry.path.into()
+            },
             line: 1,
         };
-        let path = match RelPath::parse_owned(rel.to_string()) {
-            Ok(p) => p,
-            Err(e) => return self.problem(&entry.path, 1, e),
-        };
-        let picked = match &self.mirror_target {
-            Some(picked) => picked.clone(),
-            None => self
-                .mirror_target
-                .insert(self.pick_target(None, "file"))
-                .clone(),
-        };
-        let target = match picked {
-            Ok(t) => t,
-            Err(e) => return self.problem(&entry.path, 1, e),
-        };
-        let id = ResourceId::new(&target, "file", path.as_str());
-        match self.content_spec(entry) {
-            Ok(spec) => self.mirrored.push(Desired {
-                id,
-                target,
-                path,
-                spec: Spec::File(spec),
-                on_change: None,
-                self_heal: None,
-                sensitive: false,
-                origin,
-            }),
+        match spec {
+            Ok(spec) => self.mirrored.push((
+                id.clone(),
+                Desired {
+                    target: id.target_shared(),
+                    id,
+                    path,
+                    spec: Spec::File(spec),
+                    on_change: None,
+                    self_heal: None,
+                    sensitive: false,
+                    origin,
+                },
+            )),
             Err(e) => self.block(id, &origin, e),
         }
     }
@@ -211,7 +226,7 @@ impl<'a> Builder<'a> {
                 Parsed::Problem { line, message } => self.problem(&file, line, message),
                 Parsed::Decl { line, decl } => {
                     let origin = Origin {
-                        file: file.clone(),
+                        file: file.as_str().into(),
                         line,
                     };
                     if let Err(message) = self.decl(*decl, &origin) {
@@ -267,8 +282,8 @@ impl<'a> Builder<'a> {
             .map(|p| resolve_principal(p, true))
             .transpose()?;
         let common = |id: ResourceId, path: RelPath, spec: Spec| Desired {
+            target: id.target_shared(),
             id,
-            target: target.clone(),
             path,
             spec,
             on_change: d.on_change.clone(),
@@ -443,11 +458,11 @@ impl<'a> Builder<'a> {
 
     pub(super) fn finish(mut self) -> Declared {
         let mirrored = std::mem::take(&mut self.mirrored);
-        let unique = mirrored.windows(2).all(|w| w[0].id < w[1].id);
+        let unique = mirrored.windows(2).all(|w| w[0].0 < w[1].0);
         if unique && self.resources.is_empty() {
-            self.resources = mirrored.into_iter().map(|d| (d.id.clone(), d)).collect();
+            self.resources = mirrored.into_iter().collect();
         } else {
-            for d in mirrored {
+            for (_, d) in mirrored {
                 self.add(d);
             }
         }

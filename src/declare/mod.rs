@@ -122,8 +122,15 @@ pub fn declare(snapshot: &Snapshot, opts: &Options) -> Result<Declared, SourceEr
         snapshot.lfs_attribute_dirs()?
     };
     let mut out = expand::Builder::new(snapshot, opts, lfs_dirs.clone());
+    let mut links = BTreeSet::new();
     if opts.mirror {
-        for entry in &entries {
+        links = entries
+            .iter()
+            .filter(|e| e.mode == EntryMode::Symlink)
+            .map(|e| e.path.clone())
+            .collect();
+        out.reserve_mirrored(entries.len());
+        for entry in entries {
             out.mirror_entry(entry);
         }
     } else {
@@ -133,13 +140,7 @@ pub fn declare(snapshot: &Snapshot, opts: &Options) -> Result<Declared, SourceEr
     }
     let mut declared = out.finish();
     declared.lfs_dirs = lfs_dirs;
-    if opts.mirror {
-        declared.links = entries
-            .iter()
-            .filter(|e| e.mode == EntryMode::Symlink)
-            .map(|e| e.path.clone())
-            .collect();
-    }
+    declared.links = links;
     Ok(declared)
 }
 

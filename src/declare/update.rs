@@ -120,7 +120,7 @@ pub fn update(
     }
     entries.sort_by(|a, b| a.path.cmp(&b.path));
     let mut builder = Builder::new(snap, opts, prev.lfs_dirs.clone());
-    for entry in &entries {
+    for entry in entries {
         builder.mirror_entry(entry);
     }
     let fresh = builder.finish();

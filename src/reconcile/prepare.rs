@@ -11,18 +11,22 @@ use crate::diff::{self, Owned, Plan};
 use crate::ledger::{InventoryEntry, Ledger, LedgerError};
 use crate::model::{Desired, RelPath, ResourceId, Spec};
 
-/// The inventory as the plan compares it. An identity still declared is
-/// shared with the declaration rather than held a second time.
+/// The inventory as the plan compares it. An identity (and path) still
+/// declared is shared with the declaration rather than held a second time.
 fn owned(inventory: Vec<InventoryEntry>, declared: &BTreeMap<ResourceId, Desired>) -> Vec<Owned> {
     inventory
         .into_iter()
         .filter_map(|e| {
-            let id = match declared.get_key_value(e.id.as_str()) {
-                Some((id, _)) => id.clone(),
-                None => ResourceId::from_string(e.id),
+            let (id, path) = match declared.get_key_value(e.id.as_str()) {
+                Some((id, d)) if d.path.as_str() == e.path => (id.clone(), d.path.clone()),
+                Some((id, _)) => (id.clone(), RelPath::parse_owned(e.path).ok()?),
+                None => (
+                    ResourceId::from_string(e.id),
+                    RelPath::parse_owned(e.path).ok()?,
+                ),
             };
             Some(Owned {
-                path: RelPath::parse_owned(e.path).ok()?,
+                path,
                 id,
                 target: e.target,
             })

@@ -70,8 +70,8 @@ impl Builder<'_> {
         }
         let spec = ownership::strip_ignored(&spec, &ignore);
         self.add(Desired {
+            target: id.target_shared(),
             id,
-            target,
             path,
             spec: Spec::Structured(Box::new(StructuredSpec {
                 kind,

@@ -62,7 +62,7 @@ fn create(t: &ExecTarget, d: &Desired) -> Result<Applied, TargetError> {
     };
     let change = Change {
         id: d.id.clone(),
-        target: d.target.clone(),
+        target: d.target.to_string(),
         path: d.path.clone(),
         action: Action::Create,
         fields,
@@ -205,7 +205,7 @@ fn changed_notifications_reach_the_subscriber_as_identities() {
     // Clean up through the plugin, as a prune would.
     let change = Change {
         id: d.id.clone(),
-        target: d.target.clone(),
+        target: d.target.to_string(),
         path: d.path.clone(),
         action: Action::Delete,
         fields: vec![],
