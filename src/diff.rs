@@ -4,7 +4,9 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use crate::model::{Action, Change, Desired, Field, Live, Observed, RelPath, ResourceId, Spec};
+use crate::model::{
+    Action, Change, Desired, Field, Live, Observed, RelPath, ResourceId, SharedStr, Spec,
+};
 use crate::ownership;
 
 /// The outcome of comparing one resource.
@@ -98,7 +100,7 @@ pub fn compare(desired: &Desired, observed: &Observed, before: &[String]) -> Com
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Owned {
     pub id: ResourceId,
-    pub target: String,
+    pub target: SharedStr,
     pub path: RelPath,
 }
 
@@ -176,7 +178,7 @@ pub fn plan(
             Observed::Unknown(reason) => plan.unknown.push((owned.id.clone(), reason)),
             Observed::Present(_) => plan.deletes.push(Change {
                 id: owned.id.clone(),
-                target: owned.target.clone(),
+                target: owned.target.to_string(),
                 path: owned.path.clone(),
                 action: Action::Delete,
                 fields: Vec::new(),

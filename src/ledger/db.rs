@@ -151,6 +151,10 @@ impl Ledger {
     pub fn inventory(&self) -> Res<Vec<InventoryEntry>> {
         self.q().inventory()
     }
+    /// See [`Tx::for_each_inventory`].
+    pub fn for_each_inventory(&self, f: impl FnMut(&str, &str, &str)) -> Res<()> {
+        self.q().for_each_inventory(f)
+    }
     /// `get` for each of `ids`, the ones found, in the order of `ids`.
     fn each_of<'a, T>(
         &self,

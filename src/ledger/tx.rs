@@ -58,6 +58,25 @@ impl Tx<'_> {
         rows.collect::<Result<_, _>>().map_err(|e| self.err(e))
     }
 
+    /// Calls `f` with each member's identity, target and path, in identity
+    /// order, borrowed from the row: nothing is kept unless `f` keeps it.
+    pub fn for_each_inventory(&self, mut f: impl FnMut(&str, &str, &str)) -> Res<()> {
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT id, target, path FROM inventory ORDER BY id")
+            .map_err(|e| self.err(e))?;
+        let mut rows = stmt.query([]).map_err(|e| self.err(e))?;
+        while let Some(row) = rows.next().map_err(|e| self.err(e))? {
+            let text = |i| {
+                row.get_ref(i)
+                    .and_then(|v| v.as_str().map_err(Into::into))
+                    .map_err(|e| self.corrupt(format!("inventory: {e}")))
+            };
+            f(text(0)?, text(1)?, text(2)?);
+        }
+        Ok(())
+    }
+
     /// The member with this identity, if tend manages it.
     pub fn inventory_entry(&self, id: &str) -> Res<Option<InventoryEntry>> {
         self.conn

@@ -8,30 +8,55 @@ use super::context::Context;
 use super::pass::{PassOptions, Revision, Scope};
 use super::record::{managed_fields, Recorder};
 use crate::diff::{self, Owned, Plan};
-use crate::ledger::{InventoryEntry, Ledger, LedgerError};
+use crate::ledger::{Ledger, LedgerError};
 use crate::model::{Desired, RelPath, ResourceId, Spec};
 
-/// The inventory as the plan compares it. An identity (and path) still
-/// declared is shared with the declaration rather than held a second time.
-fn owned(inventory: Vec<InventoryEntry>, declared: &BTreeMap<ResourceId, Desired>) -> Vec<Owned> {
-    inventory
-        .into_iter()
-        .filter_map(|e| {
-            let (id, path) = match declared.get_key_value(e.id.as_str()) {
-                Some((id, d)) if d.path.as_str() == e.path => (id.clone(), d.path.clone()),
-                Some((id, _)) => (id.clone(), RelPath::parse_owned(e.path).ok()?),
-                None => (
-                    ResourceId::from_string(e.id),
-                    RelPath::parse_owned(e.path).ok()?,
-                ),
-            };
-            Some(Owned {
-                path,
-                id,
-                target: e.target,
-            })
-        })
-        .collect()
+/// An inventory member as the plan compares it. Identity, target and path
+/// still declared are shared with the declaration rather than held twice.
+fn owned(id: &str, target: &str, path: &str, declared: Option<&Desired>) -> Option<Owned> {
+    Some(match declared {
+        Some(d) if d.target == target && d.path.as_str() == path => Owned {
+            id: d.id.clone(),
+            target: d.target.clone(),
+            path: d.path.clone(),
+        },
+        Some(d) => Owned {
+            id: d.id.clone(),
+            target: target.into(),
+            path: RelPath::parse(path).ok()?,
+        },
+        None => Owned {
+            id: ResourceId::from_string(id.to_string()),
+            target: target.into(),
+            path: RelPath::parse(path).ok()?,
+        },
+    })
+}
+
+/// The whole inventory, read as a stream. The ledger lists it in identity
+/// order, so one walk along the declared identities finds each member's
+/// declaration.
+fn whole_inventory(
+    ledger: &Ledger,
+    declared: &BTreeMap<ResourceId, Desired>,
+) -> Result<Vec<Owned>, LedgerError> {
+    let mut out = Vec::new();
+    let mut walk = declared.values().peekable();
+    let mut last: Option<ResourceId> = None;
+    ledger.for_each_inventory(|id, target, path| {
+        let ascending = last.as_ref().is_none_or(|l| l.as_str() < id);
+        let d = if ascending {
+            while walk.next_if(|d| d.id.as_str() < id).is_some() {}
+            walk.peek().copied().filter(|d| d.id.as_str() == id)
+        } else {
+            declared.get(id)
+        };
+        if let Some(o) = owned(id, target, path, d) {
+            last = Some(o.id.clone());
+            out.push(o);
+        }
+    })?;
+    Ok(out)
 }
 
 /// A short, stable digest of what a declaration asks for; tells a new
@@ -78,7 +103,7 @@ pub fn prepare(
     let filtered: BTreeMap<ResourceId, Desired>;
     let (desired, inventory, managed_count) = match scope.keys() {
         None => {
-            let inventory = owned(ledger.inventory()?, &rev.declared.resources);
+            let inventory = whole_inventory(ledger, &rev.declared.resources)?;
             let count = inventory.len();
             (&rev.declared.resources, inventory, count)
         }
@@ -88,10 +113,14 @@ pub fn prepare(
                 .filter_map(|id| rev.declared.resources.get(id))
                 .map(|d| (d.id.clone(), d.clone()))
                 .collect();
-            let inventory = owned(
-                ledger.inventory_of(keys.iter().map(|k| k.as_str()))?,
-                &rev.declared.resources,
-            );
+            let inventory = ledger
+                .inventory_of(keys.iter().map(|k| k.as_str()))?
+                .into_iter()
+                .filter_map(|e| {
+                    let d = rev.declared.resources.get(e.id.as_str());
+                    owned(&e.id, &e.target, &e.path, d)
+                })
+                .collect();
             // The count is read below, only when it can matter.
             (&filtered, inventory, 0)
         }

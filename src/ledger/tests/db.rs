@@ -93,6 +93,35 @@ fn inventory_add_is_idempotent_and_remove_removes() {
 }
 
 #[test]
+fn the_inventory_streams_in_identity_order() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ledger = Ledger::open(tmp.path()).unwrap();
+    // Added out of order; `a.txt` sorts before `a/b` as bytes do.
+    for path in ["a/b", "z", "a.txt", "a"] {
+        ledger
+            .inventory_add(&InventoryEntry {
+                id: format!("files/file/{path}"),
+                target: "files".into(),
+                path: path.into(),
+            })
+            .unwrap();
+    }
+    let mut seen = Vec::new();
+    ledger
+        .for_each_inventory(|id, target, path| seen.push(format!("{id} {target} {path}")))
+        .unwrap();
+    assert_eq!(
+        seen,
+        [
+            "files/file/a files a",
+            "files/file/a.txt files a.txt",
+            "files/file/a/b files a/b",
+            "files/file/z files z"
+        ]
+    );
+}
+
+#[test]
 fn resource_records_round_trip_with_every_field() {
     let tmp = tempfile::tempdir().unwrap();
     let ledger = Ledger::open(tmp.path()).unwrap();
