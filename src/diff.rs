@@ -104,6 +104,15 @@ pub struct Owned {
     pub path: RelPath,
 }
 
+/// What a pass saw: one observation per declared resource, in the order of
+/// the declared map, and those of the inventory members observed apart from
+/// it (no longer declared, or declared elsewhere).
+#[derive(Debug, Default)]
+pub struct Observations {
+    pub declared: Vec<Observed>,
+    pub others: HashMap<ResourceId, Observed>,
+}
+
 /// Everything one pass would do.
 #[derive(Debug, Default)]
 pub struct Plan {
@@ -129,20 +138,27 @@ impl Plan {
 
 /// Compares the whole desired state with fresh observations. `observed`
 /// must hold an answer for every desired identity and every inventory
-/// member; `keep` lists identities that are declared but blocked, which are
+/// member not declared at the same place; `keep` lists identities that are declared but blocked, which are
 /// never pruned; `managed` holds the fields tend set on structured
 /// resources before.
 pub fn plan(
     desired: &BTreeMap<ResourceId, Desired>,
     keep: &dyn Fn(&ResourceId) -> bool,
     inventory: &[Owned],
-    observed: &HashMap<ResourceId, Observed>,
+    observed: &Observations,
     managed: &HashMap<ResourceId, Vec<String>>,
 ) -> Plan {
     let mut plan = Plan::default();
     let missing = || Observed::Unknown("not observed".into());
-    for (id, d) in desired {
-        let obs = observed.get(id).cloned().unwrap_or_else(missing);
+    debug_assert_eq!(desired.len(), observed.declared.len());
+    for ((id, d), obs) in desired.iter().zip(
+        observed
+            .declared
+            .iter()
+            .map(Some)
+            .chain(std::iter::repeat(None)),
+    ) {
+        let obs = obs.cloned().unwrap_or_else(missing);
         let before = managed.get(id).map(Vec::as_slice).unwrap_or_default();
         match compare(d, &obs, before) {
             Comparison::InSync => plan.in_sync.push(id.clone()),
@@ -172,7 +188,11 @@ pub fn plan(
         if still_declared || keep(&owned.id) {
             continue;
         }
-        let obs = observed.get(&owned.id).cloned().unwrap_or_else(missing);
+        let obs = observed
+            .others
+            .get(&owned.id)
+            .cloned()
+            .unwrap_or_else(missing);
         match obs {
             Observed::Absent => plan.forgotten.push(owned.id.clone()),
             Observed::Unknown(reason) => plan.unknown.push((owned.id.clone(), reason)),
@@ -301,6 +321,10 @@ mod tests {
             ResourceId::new("files", "file", "unsure"),
             Observed::Unknown("EIO".into()),
         );
+        let observed = Observations {
+            declared: desired.keys().map(|id| observed[id].clone()).collect(),
+            others: observed,
+        };
         let blocked = ResourceId::new("files", "file", "blocked");
         let p = plan(
             &desired,

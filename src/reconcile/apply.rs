@@ -12,7 +12,7 @@ use super::prepare::{claim_fields, prune_guard, spec_digest, Prepared};
 use super::record::{clear_temp_swept, Outcome, Recorder};
 use crate::diff::{self, Comparison};
 use crate::ledger::{AuditEntry, IntentKind, InventoryEntry, LedgerError, ResourceRecord, State};
-use crate::model::{Action, Change, Desired, Observed, ResourceId};
+use crate::model::{Action, Change, Desired, ResourceId};
 use crate::target::TargetError;
 
 /// Changes written together: one intent transaction, one audit append and
@@ -400,11 +400,7 @@ fn verify(
             .map(|d| (&d.id, d.target.as_str(), &d.path, Some(&d.spec))),
     );
     let mut digests = Vec::new();
-    for (d, (_, corrections)) in verify.into_iter().zip(applied) {
-        let obs = again
-            .get(&d.id)
-            .cloned()
-            .unwrap_or(Observed::Unknown("not observed".into()));
+    for ((d, (_, corrections)), obs) in verify.into_iter().zip(applied).zip(again) {
         let before = p.managed.get(&d.id);
         let mut outcome =
             match diff::compare(d, &obs, before.map(Vec::as_slice).unwrap_or_default()) {

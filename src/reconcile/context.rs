@@ -143,33 +143,35 @@ impl Context {
     }
 
     /// Observes every (identity, target, path, declaration), batched per
-    /// target.
+    /// target: one observation per item, in the items' order.
     pub fn observe<'a>(
         &self,
         items: impl IntoIterator<Item = (&'a ResourceId, &'a str, &'a RelPath, Option<&'a Spec>)>,
-    ) -> HashMap<ResourceId, Observed> {
-        let mut per_target: BTreeMap<&str, Vec<Probe>> = BTreeMap::new();
+    ) -> Vec<Observed> {
+        let mut per_target: BTreeMap<&str, (Vec<usize>, Vec<Probe>)> = BTreeMap::new();
         let mut count = 0;
         for (id, target, path, spec) in items {
-            per_target
-                .entry(target)
-                .or_default()
-                .push(Probe { id, path, spec });
+            let (at, probes) = per_target.entry(target).or_default();
+            at.push(count);
+            probes.push(Probe { id, path, spec });
             count += 1;
         }
-        let mut out = HashMap::with_capacity(count);
-        for (name, list) in per_target {
-            let Some(target) = self.targets.get(name) else {
-                for p in list {
-                    out.insert(
-                        p.id.clone(),
-                        Observed::Unknown(format!("target {name:?} is not configured")),
-                    );
-                }
-                continue;
-            };
-            for (p, obs) in list.iter().zip(target.observe(&list)) {
-                out.insert(p.id.clone(), obs);
+        let observe = |name: &str, probes: &[Probe]| match self.targets.get(name) {
+            Some(target) => target.observe(probes),
+            None => {
+                let why = format!("target {name:?} is not configured");
+                vec![Observed::Unknown(why); probes.len()]
+            }
+        };
+        // One target (the common case): its answers are in the items' order.
+        if per_target.len() == 1 {
+            let (name, (_, probes)) = per_target.pop_first().expect("one target");
+            return observe(name, &probes);
+        }
+        let mut out = vec![Observed::Absent; count];
+        for (name, (at, probes)) in per_target {
+            for (i, obs) in at.into_iter().zip(observe(name, &probes)) {
+                out[i] = obs;
             }
         }
         out

@@ -133,20 +133,28 @@ pub fn prepare(
     }
     // An inventory member still declared at the same place is observed
     // once, as declared: on a no-op pass that is every member.
+    let apart: Vec<&Owned> = inventory
+        .iter()
+        .filter(|o| {
+            desired
+                .get(&o.id)
+                .is_none_or(|d| d.target != o.target || d.path != o.path)
+        })
+        .collect();
     let items = desired
         .values()
         .map(|d| (&d.id, d.target.as_str(), &d.path, Some(&d.spec)))
         .chain(
-            inventory
+            apart
                 .iter()
-                .filter(|o| {
-                    desired
-                        .get(&o.id)
-                        .is_none_or(|d| d.target != o.target || d.path != o.path)
-                })
                 .map(|o| (&o.id, o.target.as_str(), &o.path, None)),
         );
-    let observed = ctx.observe(items);
+    let mut declared = ctx.observe(items);
+    let others = declared.split_off(desired.len().min(declared.len()));
+    let observed = diff::Observations {
+        declared,
+        others: apart.iter().map(|o| o.id.clone()).zip(others).collect(),
+    };
     let keep = |id: &ResourceId| rev.declared.blocked.contains_key(id);
     let plan = diff::plan(desired, &keep, &inventory, &observed, &managed);
     // Only the prune limits need the whole count: a keyed scope that would

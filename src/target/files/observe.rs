@@ -123,6 +123,18 @@ pub(super) fn hash_file(file: &mut File, size: u64, buf: &mut Vec<u8>) -> io::Re
     Oid::from_bytes(&hasher.finalize()).map_err(io::Error::other)
 }
 
+/// Moves each `items[k]` to `order[k]`, where `order` is a permutation of
+/// the indices, without a second vector.
+fn put_in_place<T>(items: &mut [T], mut order: Vec<usize>) {
+    for k in 0..items.len() {
+        while order[k] != k {
+            let j = order[k];
+            items.swap(k, j);
+            order.swap(k, j);
+        }
+    }
+}
+
 /// State shared by the observations of one batch.
 #[derive(Default)]
 pub(super) struct Batch {
@@ -153,33 +165,33 @@ impl FilesTarget {
         } else {
             (&order[..], &[][..])
         };
-        let (a, b) = std::thread::scope(|s| {
+        let (mut seen, b) = std::thread::scope(|s| {
             let other = (!second.is_empty()).then(|| {
                 std::thread::Builder::new()
                     .name("tend-observe".into())
-                    .spawn_scoped(s, || self.observe_in_order(paths, second))
+                    .spawn_scoped(s, || self.observe_in_order(paths, second, 0))
             });
-            let a = self.observe_in_order(paths, first);
+            // Room for both halves, so they join without a copy.
+            let a = self.observe_in_order(paths, first, second.len());
             let b = match other {
                 None => Vec::new(),
                 Some(Ok(handle)) => handle
                     .join()
                     .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
                 // No thread to be had: this one does the rest.
-                Some(Err(_)) => self.observe_in_order(paths, second),
+                Some(Err(_)) => self.observe_in_order(paths, second, 0),
             };
             (a, b)
         });
-        let mut out = vec![Observed::Absent; paths.len()];
-        for (i, obs) in order.into_iter().zip(a.into_iter().chain(b)) {
-            out[i] = obs;
-        }
-        out
+        seen.extend(b);
+        put_in_place(&mut seen, order);
+        seen
     }
 
-    /// Observes `paths[i]` for each `i` of `order`, in that order.
-    fn observe_in_order(&self, paths: &[&RelPath], order: &[usize]) -> Vec<Observed> {
-        let mut out = Vec::with_capacity(order.len());
+    /// Observes `paths[i]` for each `i` of `order`, in that order, with
+    /// room for `more` after them.
+    fn observe_in_order(&self, paths: &[&RelPath], order: &[usize], more: usize) -> Vec<Observed> {
+        let mut out = Vec::with_capacity(order.len() + more);
         let mut batch = Batch::default();
         let mut current: Option<(&str, Result<OwnedFd, Errno>)> = None;
         for &i in order {
@@ -320,4 +332,18 @@ fn dir_is_empty(dir: BorrowedFd, name: &str) -> Result<bool, Errno> {
         }
     }
     Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn put_in_place_undoes_any_order() {
+        let orders: [&[usize]; 5] = [&[], &[0], &[1, 0], &[2, 0, 1], &[3, 4, 0, 2, 1]];
+        for order in orders {
+            // items[k] belongs at order[k].
+            let mut items: Vec<usize> = order.to_vec();
+            super::put_in_place(&mut items, order.to_vec());
+            assert_eq!(items, (0..order.len()).collect::<Vec<_>>(), "{order:?}");
+        }
+    }
 }
