@@ -149,6 +149,13 @@ impl RelPath {
     }
 }
 
+// Ordering, equality and hashing are those of the path string.
+impl std::borrow::Borrow<str> for RelPath {
+    fn borrow(&self) -> &str {
+        self.as_str()
+    }
+}
+
 impl fmt::Display for RelPath {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)

@@ -20,35 +20,76 @@ const OWN_WRITE_ECHO: Duration = Duration::from_secs(2);
 
 #[derive(Default)]
 struct Index {
-    /// Absolute managed path -> identity; the path is shared with `by_id`,
-    /// not copied (at 100k files the paths are most of the index).
-    files: BTreeMap<Arc<Path>, ResourceId>,
-    by_id: HashMap<ResourceId, Arc<Path>>,
-    /// Paths tend wrote, until when their events are ignored.
-    own: HashMap<PathBuf, Instant>,
+    /// Each watched root (target name, root directory) with its managed
+    /// paths (path -> identity). The paths are the declaration's own, shared
+    /// rather than copied: at 100k files they would be most of the index.
+    roots: Vec<(String, PathBuf, BTreeMap<RelPath, ResourceId>)>,
+    /// Identities tend wrote, until when events on them are ignored.
+    own: HashMap<ResourceId, Instant>,
 }
 
 impl Index {
     /// Identities an event on `path` may concern: the file itself, or every
     /// managed file below a directory.
     fn ids_for(&mut self, path: &Path) -> Vec<ResourceId> {
-        if let Some(until) = self.own.get(path) {
-            if Instant::now() < *until {
-                return Vec::new();
+        let mut ids = Vec::new();
+        for (_, root, files) in &self.roots {
+            let Some(rel) = path.strip_prefix(root).ok().and_then(|r| r.to_str()) else {
+                continue;
+            };
+            if let Some(id) = files.get(rel) {
+                if let Some(until) = self.own.get(id) {
+                    if Instant::now() < *until {
+                        continue;
+                    }
+                    self.own.remove(id);
+                }
+                ids.push(id.clone());
+                continue;
             }
-            self.own.remove(path);
+            let prefix = if rel.is_empty() {
+                String::new()
+            } else {
+                format!("{rel}/")
+            };
+            ids.extend(
+                files
+                    .range::<str, _>((Bound::Included(prefix.as_str()), Bound::Unbounded))
+                    .take_while(|(p, _)| p.as_str().starts_with(&prefix))
+                    .map(|(_, id)| id.clone()),
+            );
         }
-        if let Some(id) = self.files.get(path) {
-            return vec![id.clone()];
+        ids
+    }
+
+    fn files_of(&mut self, target: &str) -> Option<&mut BTreeMap<RelPath, ResourceId>> {
+        self.roots
+            .iter_mut()
+            .find(|(name, _, _)| name == target)
+            .map(|(_, _, files)| files)
+    }
+
+    /// The path an identity names (`<target>/<kind>/<path>`), when it is
+    /// indexed under it.
+    fn indexed<'i>(
+        &mut self,
+        id: &'i ResourceId,
+    ) -> Option<(&mut BTreeMap<RelPath, ResourceId>, &'i str)> {
+        let path = id.as_str().splitn(3, '/').nth(2)?;
+        let files = self.files_of(id.target())?;
+        (files.get(path) == Some(id)).then_some((files, path))
+    }
+
+    /// Marks `id`, when it is indexed, as just written by tend.
+    fn own_write(&mut self, id: &ResourceId) {
+        if self.indexed(id).is_none() {
+            return;
         }
-        let mut prefix = path.as_os_str().to_owned();
-        prefix.push("/");
-        let prefix = PathBuf::from(prefix);
-        self.files
-            .range::<Path, _>((Bound::Included(prefix.as_path()), Bound::Unbounded))
-            .take_while(|(p, _)| p.starts_with(&prefix))
-            .map(|(_, id)| id.clone())
-            .collect()
+        let now = Instant::now();
+        if self.own.len() >= 4096 {
+            self.own.retain(|_, until| *until > now);
+        }
+        self.own.insert(id.clone(), now + OWN_WRITE_ECHO);
     }
 }
 
@@ -148,31 +189,29 @@ impl Watch {
         &mut self,
         managed: impl IntoIterator<Item = (&'a ResourceId, &'a str, &'a RelPath)>,
     ) {
-        let mut files = BTreeMap::new();
+        let mut roots: Vec<(String, PathBuf, BTreeMap<RelPath, ResourceId>)> = self
+            .roots
+            .iter()
+            .map(|(name, root)| (name.clone(), root.clone(), BTreeMap::new()))
+            .collect();
         let mut dirs = HashSet::new();
         for (id, target, path) in managed {
-            let Some(root) = self.roots.get(target) else {
+            let Some((_, root, files)) = roots.iter_mut().find(|(name, _, _)| name == target)
+            else {
                 continue;
             };
-            let full = root.join(path.as_str());
-            let mut dir = full.parent();
+            let parent = path.split_last().0;
+            let mut dir = (!parent.is_empty()).then(|| Path::new(parent));
             while let Some(d) = dir {
-                if !dirs.insert(d.to_path_buf()) || d == root.as_path() {
+                if !dirs.insert(root.join(d)) {
                     break;
                 }
-                dir = d.parent();
+                dir = d.parent().filter(|p| !p.as_os_str().is_empty());
             }
             dirs.insert(root.clone());
-            files.insert(Arc::<Path>::from(full), id.clone());
+            files.insert(path.clone(), id.clone());
         }
-        {
-            let mut index = self.index.lock().expect("watch index");
-            index.by_id = files
-                .iter()
-                .map(|(p, id)| (id.clone(), p.clone()))
-                .collect();
-            index.files = files;
-        }
+        self.index.lock().expect("watch index").roots = roots;
         let Some(watcher) = self.watcher.as_mut() else {
             return;
         };
@@ -201,13 +240,16 @@ impl Watch {
         {
             let mut index = self.index.lock().expect("watch index");
             for (id, now) in changes {
-                if let Some(old) = index.by_id.remove(id) {
-                    index.files.remove(&old);
+                if let Some((files, was)) = index.indexed(id) {
+                    files.remove(was);
                 }
-                let Some((root, path)) = now.and_then(|(t, p)| Some((self.roots.get(t)?, p)))
-                else {
+                let Some((target, path)) = now else {
                     continue;
                 };
+                let Some((root, files)) = self.roots.get(target).zip(index.files_of(target)) else {
+                    continue;
+                };
+                files.insert(path.clone(), id.clone());
                 let full = root.join(path.as_str());
                 let mut dir = full.parent();
                 while let Some(d) = dir {
@@ -220,9 +262,6 @@ impl Watch {
                     }
                     dir = d.parent();
                 }
-                let full = Arc::<Path>::from(full);
-                index.by_id.insert(id.clone(), full.clone());
-                index.files.insert(full, id.clone());
             }
         }
         self.watch_dirs(dirs);
@@ -266,11 +305,7 @@ impl Watch {
     pub fn write_observer(&self) -> super::control::WriteObserver {
         let index = self.index.clone();
         Arc::new(move |id: &ResourceId| {
-            let mut index = index.lock().expect("watch index");
-            if let Some(p) = index.by_id.get(id) {
-                let p = p.to_path_buf();
-                index.own.insert(p, Instant::now() + OWN_WRITE_ECHO);
-            }
+            index.lock().expect("watch index").own_write(id);
         })
     }
 }
@@ -283,22 +318,37 @@ mod tests {
     fn events_map_to_files_and_directories() {
         let mut index = Index::default();
         let id = |s: &str| ResourceId::new("files", "file", s);
-        for p in ["etc/a", "etc/app/b", "etc/app/c", "etc/apple"] {
-            index
-                .files
-                .insert(PathBuf::from("/r").join(p).into(), id(p));
+        let mut files = BTreeMap::new();
+        for p in [
+            "etc/a",
+            "etc/app/b",
+            "etc/app/c",
+            "etc/apple",
+            "etc/app.d/x",
+        ] {
+            files.insert(RelPath::parse(p).unwrap(), id(p));
         }
+        index
+            .roots
+            .push(("files".into(), PathBuf::from("/r"), files));
         assert_eq!(index.ids_for(Path::new("/r/etc/a")), vec![id("etc/a")]);
         assert_eq!(
             index.ids_for(Path::new("/r/etc/app")),
             vec![id("etc/app/b"), id("etc/app/c")]
         );
-        assert!(index.ids_for(Path::new("/r/other")).is_empty());
-        index.own.insert(
-            PathBuf::from("/r/etc/a"),
-            Instant::now() + Duration::from_secs(60),
+        assert_eq!(
+            index.ids_for(Path::new("/r")).len(),
+            5,
+            "the root holds all"
         );
+        assert!(index.ids_for(Path::new("/r/other")).is_empty());
+        assert!(index.ids_for(Path::new("/elsewhere/etc/a")).is_empty());
+        index.own_write(&id("etc/a"));
         assert!(index.ids_for(Path::new("/r/etc/a")).is_empty());
+        // A write of a path not indexed yet (a new file) is not marked: an
+        // edit right after it is still seen once the index has it.
+        index.own_write(&id("etc/new"));
+        assert!(!index.own.contains_key(&id("etc/new")));
         assert!(is_own_temp(Path::new("/r/etc/.tend-abc.tmp")));
         assert!(!is_own_temp(Path::new("/r/etc/tend.tmp")));
     }
