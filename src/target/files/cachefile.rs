@@ -41,23 +41,46 @@ pub(super) fn file_stem(name: &str) -> String {
     }
 }
 
-pub(super) fn encode(map: &HashMap<u64, Entry>, root_key: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(64 + root_key.len() + map.len() * FIXED);
-    out.extend_from_slice(MAGIC);
-    out.extend_from_slice(&(root_key.len() as u32).to_le_bytes());
-    out.extend_from_slice(root_key);
-    out.extend_from_slice(&(map.len() as u64).to_le_bytes());
+/// Writes the cache to `out` as a stream, with its checksum at the end.
+pub(super) fn encode_to(
+    out: impl Write,
+    map: &HashMap<u64, Entry>,
+    root_key: &[u8],
+) -> io::Result<()> {
+    let mut w = Hashing {
+        inner: out,
+        hash: Sha256::new(),
+    };
+    w.put(MAGIC)?;
+    w.put(&(root_key.len() as u32).to_le_bytes())?;
+    w.put(root_key)?;
+    w.put(&(map.len() as u64).to_le_bytes())?;
+    let mut fixed = [0u8; FIXED];
     for (key, e) in map {
-        for v in [*key, e.dev, e.ino, e.size] {
-            out.extend_from_slice(&v.to_le_bytes());
+        let words = [
+            *key,
+            e.dev,
+            e.ino,
+            e.size,
+            e.mtime as u64,
+            e.ctime as u64,
+            e.recorded as u64,
+        ];
+        for (i, v) in words.into_iter().enumerate() {
+            fixed[i * 8..i * 8 + 8].copy_from_slice(&v.to_le_bytes());
         }
-        for v in [e.mtime, e.ctime, e.recorded] {
-            out.extend_from_slice(&v.to_le_bytes());
-        }
-        out.extend_from_slice(&e.blob);
+        fixed[56..].copy_from_slice(&e.blob);
+        w.put(&fixed)?;
     }
-    let digest = Sha256::digest(&out);
-    out.extend_from_slice(&digest);
+    let digest = w.hash.finalize();
+    w.inner.write_all(&digest)?;
+    w.inner.flush()
+}
+
+#[cfg(test)]
+pub(super) fn encode(map: &HashMap<u64, Entry>, root_key: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    encode_to(&mut out, map, root_key).expect("writing to memory");
     out
 }
 
@@ -73,7 +96,7 @@ pub(super) fn load(file: &Path, root_key: &[u8]) -> Option<HashMap<u64, Entry>> 
 
 fn decode(input: impl Read, len: u64, root_key: &[u8]) -> Option<HashMap<u64, Entry>> {
     let mut r = Hashing {
-        input,
+        inner: input,
         hash: Sha256::new(),
     };
     if &r.array::<8>()? != MAGIC {
@@ -110,21 +133,21 @@ fn decode(input: impl Read, len: u64, root_key: &[u8]) -> Option<HashMap<u64, En
     }
     let computed = r.hash.finalize();
     let mut digest = [0; 32];
-    r.input.read_exact(&mut digest).ok()?;
+    r.inner.read_exact(&mut digest).ok()?;
     // The digest must end the file.
-    let at_end = matches!(r.input.read(&mut [0]), Ok(0));
+    let at_end = matches!(r.inner.read(&mut [0]), Ok(0));
     (at_end && computed.as_slice() == digest).then_some(map)
 }
 
-/// Reads exactly, feeding every byte read to the checksum.
-struct Hashing<R> {
-    input: R,
+/// Reads or writes, feeding every byte to the checksum.
+struct Hashing<T> {
+    inner: T,
     hash: Sha256,
 }
 
 impl<R: Read> Hashing<R> {
     fn fill(&mut self, buf: &mut [u8]) -> Option<()> {
-        self.input.read_exact(buf).ok()?;
+        self.inner.read_exact(buf).ok()?;
         self.hash.update(&*buf);
         Some(())
     }
@@ -135,13 +158,28 @@ impl<R: Read> Hashing<R> {
     }
 }
 
-pub(super) fn write_atomically(file: &Path, bytes: &[u8]) -> io::Result<()> {
+impl<W: Write> Hashing<W> {
+    fn put(&mut self, bytes: &[u8]) -> io::Result<()> {
+        self.hash.update(bytes);
+        self.inner.write_all(bytes)
+    }
+}
+
+/// Writes a new file under a temp name with `write`, makes it durable and
+/// renames it over `file`: readers see the old file or the new one.
+pub(super) fn write_atomically(
+    file: &Path,
+    write: impl FnOnce(&mut io::BufWriter<&File>) -> io::Result<()>,
+) -> io::Result<()> {
     let mut tmp = file.as_os_str().to_owned();
     tmp.push(format!(".{:016x}.part", rand::random::<u64>()));
     let tmp = PathBuf::from(tmp);
     let result = (|| {
-        let mut out = OpenOptions::new().write(true).create_new(true).open(&tmp)?;
-        out.write_all(bytes)?;
+        let out = OpenOptions::new().write(true).create_new(true).open(&tmp)?;
+        let mut buffered = io::BufWriter::with_capacity(64 * 1024, &out);
+        write(&mut buffered)?;
+        buffered.flush()?;
+        drop(buffered);
         out.sync_data()?;
         fs::rename(&tmp, file)
     })();
@@ -218,7 +256,7 @@ mod tests {
             map.insert(path_key(&format!("dir/{i}")), entry);
         }
         let bytes = encode(&map, b"/root");
-        write_atomically(&file, &bytes).unwrap();
+        write_atomically(&file, |out| out.write_all(&bytes)).unwrap();
         assert_eq!(load(&file, b"/root"), Some(map));
         fs::write(&file, &bytes[..bytes.len() / 2]).unwrap();
         assert_eq!(load(&file, b"/root"), None);

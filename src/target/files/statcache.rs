@@ -12,7 +12,7 @@ use std::sync::{Mutex, MutexGuard};
 use git2::Oid;
 use rustix::fs::{self as rfs, Timespec, Timestamps, UTIME_NOW};
 
-use super::cachefile::{encode, file_stem, load, path_key, write_atomically};
+use super::cachefile::{encode_to, file_stem, load, path_key, write_atomically};
 use super::observe::Meta;
 
 /// An entry not looked up during this many flushes (passes) is dropped.
@@ -225,25 +225,21 @@ impl StatCache {
         let Some(file) = &self.file else {
             return Ok(());
         };
-        let bytes = {
-            let mut inner = self.lock();
-            let generation = inner.generation;
-            let before = inner.map.len();
-            inner
-                .map
-                .retain(|_, e| generation.wrapping_sub(e.seen) < KEEP_GENERATIONS);
-            let pruned = inner.map.len() != before;
-            inner.generation = generation.wrapping_add(1);
-            if !inner.dirty && !pruned {
-                return Ok(());
-            }
-            inner.dirty = false;
-            encode(&inner.map, &self.root_key)
-        };
-        let result = write_atomically(file, &bytes);
-        if result.is_err() {
-            self.lock().dirty = true;
+        let mut inner = self.lock();
+        let generation = inner.generation;
+        let before = inner.map.len();
+        inner
+            .map
+            .retain(|_, e| generation.wrapping_sub(e.seen) < KEEP_GENERATIONS);
+        let pruned = inner.map.len() != before;
+        inner.generation = generation.wrapping_add(1);
+        if !inner.dirty && !pruned {
+            return Ok(());
         }
+        // Streamed to the file under the lock (only the pass that flushes
+        // uses the cache now), not encoded whole in memory first.
+        let result = write_atomically(file, |out| encode_to(out, &inner.map, &self.root_key));
+        inner.dirty = result.is_err();
         result
     }
 
