@@ -122,13 +122,20 @@ impl Tx<'_> {
     fn resource_from_row(&self, r: &Row<'_>) -> Res<ResourceRecord> {
         let get = |e| self.err(e);
         let id: String = r.get(0).map_err(get)?;
-        let state: String = r.get(1).map_err(get)?;
-        let state: State = state
+        // Read in place: a full pass reads every record.
+        let text = |i: usize| {
+            r.get_ref(i)
+                .and_then(|v| v.as_str().map_err(Into::into))
+                .map_err(get)
+        };
+        let state: State = text(1)?
             .parse()
             .map_err(|e| self.corrupt(format!("resource {id}: {e}")))?;
-        let corrections: String = r.get(7).map_err(get)?;
-        let corrections: Vec<i64> = serde_json::from_str(&corrections)
-            .map_err(|e| self.corrupt(format!("resource {id}: corrections: {e}")))?;
+        let corrections: Vec<i64> = match text(7)? {
+            "[]" => Vec::new(),
+            json => serde_json::from_str(json)
+                .map_err(|e| self.corrupt(format!("resource {id}: corrections: {e}")))?,
+        };
         Ok(ResourceRecord {
             state,
             drift_since: opt_time(r.get(2).map_err(get)?),

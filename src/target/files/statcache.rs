@@ -8,6 +8,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard};
+use std::thread::JoinHandle;
 
 use git2::Oid;
 use rustix::fs::{self as rfs, Timespec, Timestamps, UTIME_NOW};
@@ -63,6 +64,9 @@ struct Inner {
     /// Keyed by `path_key`: a collision is harmless, an entry vouches only
     /// for the inode (dev, ino) with the stat it names.
     map: HashMap<u64, Entry>,
+    /// The cache file being read on another thread; the map is taken from
+    /// it at the first use.
+    loading: Option<JoinHandle<Option<HashMap<u64, Entry>>>>,
     generation: u32,
     dirty: bool,
 }
@@ -103,10 +107,19 @@ impl StatCache {
             }
         };
         let root_key = root.as_os_str().as_encoded_bytes().to_vec();
-        let map = file
-            .as_deref()
-            .and_then(|f| load(f, &root_key))
-            .unwrap_or_default();
+        // Read while the caller goes on (fetching, reading the declaration):
+        // nothing looks at the cache before the first observation.
+        let (mut map, mut loading) = (HashMap::new(), None);
+        if let Some(f) = &file {
+            let (f2, key) = (f.clone(), root_key.clone());
+            let spawned = std::thread::Builder::new()
+                .name("tend-statcache".into())
+                .spawn(move || load(&f2, &key));
+            match spawned {
+                Ok(handle) => loading = Some(handle),
+                Err(_) => map = load(f, &root_key).unwrap_or_default(),
+            }
+        }
         StatCache {
             file,
             clock,
@@ -114,6 +127,7 @@ impl StatCache {
             rehash: AtomicBool::new(false),
             inner: Mutex::new(Inner {
                 map,
+                loading,
                 generation: 0,
                 dirty: false,
             }),
@@ -126,9 +140,15 @@ impl StatCache {
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
         // The map stays consistent whatever panicked while holding it.
-        self.inner
+        let mut inner = self
+            .inner
             .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(loading) = inner.loading.take() {
+            // A reader that failed (or panicked) leaves an empty cache.
+            inner.map = loading.join().ok().flatten().unwrap_or_default();
+        }
+        inner
     }
 
     /// The filesystem's idea of now, in nanoseconds, read by touching a file
