@@ -14,6 +14,15 @@ use clap::Parser;
 /// spend their time in system calls, not in malloc.
 const MALLOC_ARENAS: i32 = 1;
 
+/// Allocations from this size on get their own mapping, returned to the
+/// system when freed. Set, it stays put: by default glibc raises it to the
+/// largest block freed so far, and then a pass's large vectors (each
+/// declared file's entry, each observation) come from the heap and leave
+/// holes the next revision's do not fit, so the heap grows from pass to
+/// pass (tend run at 100k files, eight new revisions and 100 drift
+/// repairs: VmHWM 97 -> 104 MiB).
+const MALLOC_MMAP_THRESHOLD: i32 = 256 << 10;
+
 fn limit_memory() {
     // SAFETY: called first thing in `main`, before any thread exists; it
     // only sets a process global. libgit2 is not started here: which
@@ -21,6 +30,7 @@ fn limit_memory() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     unsafe {
         libc::mallopt(libc::M_ARENA_MAX, MALLOC_ARENAS);
+        libc::mallopt(libc::M_MMAP_THRESHOLD, MALLOC_MMAP_THRESHOLD);
     }
 }
 
