@@ -1,6 +1,7 @@
 //! The ledger database: opening it for the writer or for a reader beside a
 //! running daemon, and the transaction boundary a pass writes through.
 
+use std::cell::Cell;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
@@ -136,7 +137,11 @@ impl Ledger {
             .conn
             .transaction_with_behavior(behavior)
             .map_err(|e| LedgerError::db(path, e))?;
-        let value = f(&Tx { conn: &tx, path })?;
+        let value = f(&Tx {
+            conn: &tx,
+            path,
+            unsettled: Cell::new(false),
+        })?;
         tx.commit().map_err(|e| LedgerError::db(path, e))?;
         Ok(value)
     }
@@ -145,6 +150,7 @@ impl Ledger {
         Tx {
             conn: &self.conn,
             path: &self.path,
+            unsettled: Cell::new(false),
         }
     }
 
@@ -248,6 +254,14 @@ impl Ledger {
     }
     pub fn meta(&self, key: &str) -> Res<Option<String>> {
         self.q().meta(key)
+    }
+    /// See [`Tx::records_settled`].
+    pub fn records_settled(&self) -> Res<Option<String>> {
+        self.q().records_settled()
+    }
+    /// See [`Tx::settle_records`].
+    pub fn settle_records(&self, digest: &str) -> Res<()> {
+        self.q().settle_records(digest)
     }
     pub fn set_meta(&self, key: &str, value: &str) -> Res<()> {
         self.q().set_meta(key, value)

@@ -1,6 +1,7 @@
 //! Every query the ledger runs, over one connection: used directly by
 //! [`Ledger`](super::Ledger)'s methods and, batched, inside a transaction.
 
+use std::cell::Cell;
 use std::path::Path;
 use std::time::SystemTime;
 
@@ -17,7 +18,15 @@ use super::{from_millis, to_millis, LedgerError};
 pub struct Tx<'a> {
     pub(crate) conn: &'a Connection,
     pub(crate) path: &'a Path,
+    /// A record was written or removed through this view: the settled
+    /// marker is already gone.
+    pub(crate) unsettled: Cell<bool>,
 }
+
+/// Present only while no record was written since a full pass found every
+/// record settled: its value names which identities the records are (see
+/// [`Tx::settle_records`]). Any write of a record removes it.
+const RECORDS_SETTLED: &str = "records_settled";
 
 type Res<T> = Result<T, LedgerError>;
 
@@ -222,7 +231,29 @@ impl Tx<'_> {
         }
     }
 
+    /// Removes the settled marker before the first record write.
+    fn unsettle(&self) -> Res<()> {
+        if !self.unsettled.replace(true) {
+            self.remove_meta(RECORDS_SETTLED)?;
+        }
+        Ok(())
+    }
+
+    /// Marks the records settled, as they are after this transaction's
+    /// writes: every one says InSync with nothing pending, and together they
+    /// are the identities `digest` names. Cleared by any later record write.
+    pub fn settle_records(&self, digest: &str) -> Res<()> {
+        self.set_meta(RECORDS_SETTLED, digest)
+    }
+
+    /// The digest given to [`Tx::settle_records`], if no record was written
+    /// since.
+    pub fn records_settled(&self) -> Res<Option<String>> {
+        self.meta(RECORDS_SETTLED)
+    }
+
     pub fn put_resource(&self, r: &ResourceRecord) -> Res<()> {
+        self.unsettle()?;
         let corrections: Vec<i64> = r.corrections.iter().copied().map(to_millis).collect();
         let corrections =
             serde_json::to_string(&corrections).expect("a list of integers serializes");
@@ -244,6 +275,7 @@ impl Tx<'_> {
     }
 
     pub fn remove_resource(&self, id: &str) -> Res<()> {
+        self.unsettle()?;
         self.exec("DELETE FROM resources WHERE id = ?1", params![id])
     }
 

@@ -85,6 +85,15 @@ pub struct Outcome {
 }
 
 impl Outcome {
+    /// InSync, nothing written, nothing to remember: its record, once
+    /// written, stays as it is.
+    fn settled(&self) -> bool {
+        self.state == State::InSync
+            && self.reason.is_none()
+            && !self.applied
+            && self.corrections.is_none()
+    }
+
     pub fn new(state: State, reason: Option<String>) -> Outcome {
         Outcome {
             state,
@@ -314,6 +323,16 @@ impl Recorder {
         now: SystemTime,
         drop_stale: bool,
     ) -> Result<(), LedgerError> {
+        // A full pass that found everything settled, over the identities
+        // whose records the ledger says are settled and untouched since,
+        // has nothing to write: the records are not read.
+        let settled = (previous.is_none() && drop_stale && outcomes.values().all(Outcome::settled))
+            .then(|| identities_digest(outcomes.keys()));
+        if let Some(digest) = &settled {
+            if self.ledger.records_settled()?.as_deref() == Some(digest.as_str()) {
+                return Ok(());
+            }
+        }
         let mut pairing = Pairing {
             outcomes: outcomes.iter().peekable(),
             now,
@@ -332,6 +351,9 @@ impl Recorder {
             stale.clear();
         }
         if writes.is_empty() && stale.is_empty() {
+            if let Some(digest) = &settled {
+                self.ledger.settle_records(digest)?;
+            }
             return Ok(());
         }
         self.ledger.transaction(|tx| {
@@ -341,9 +363,28 @@ impl Recorder {
             for id in &stale {
                 tx.remove_resource(id)?;
             }
+            // Written from settled outcomes, with the stale ones gone, the
+            // records are settled and are exactly the outcomes' identities.
+            if let Some(digest) = &settled {
+                tx.settle_records(digest)?;
+            }
             Ok(())
         })
     }
+}
+
+/// Names a set of identities (given in order): their count and the SHA-256
+/// of them all, so no crafted set of paths can pass for another.
+fn identities_digest<'a>(ids: impl Iterator<Item = &'a ResourceId>) -> String {
+    use sha2::Digest;
+    let mut h = sha2::Sha256::new();
+    let mut count = 0u64;
+    for id in ids {
+        h.update(id.as_str().as_bytes());
+        h.update([0]);
+        count += 1;
+    }
+    format!("{count}:{}", hex::encode(h.finalize()))
 }
 
 /// Pairs a pass's outcomes with the previous records, both in identity
@@ -486,6 +527,67 @@ mod tests {
             .unwrap();
         assert_eq!(previous_of(&rec).len(), 3);
         assert_eq!(previous_of(&rec)["files/file/b"].state, State::InSync);
+    }
+
+    #[test]
+    fn a_settled_full_pass_is_not_read_again_until_a_record_is_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut rec = Recorder::open(Ledger::open(dir.path()).unwrap()).unwrap();
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        let ab = outcomes(&[("a", State::InSync), ("b", State::InSync)]);
+        rec.record_all(&ab, None, now, true).unwrap();
+        let marked = rec.ledger.records_settled().unwrap();
+        assert!(marked.is_some(), "a settled full pass marks the records");
+        // Changed behind the ledger's back (not through its writes), a
+        // record is not read while the marker stands: the skip is real.
+        let raw = rusqlite::Connection::open(rec.ledger.path()).unwrap();
+        raw.execute(
+            "UPDATE resources SET reason = 'tampered' WHERE id = 'files/file/b'",
+            [],
+        )
+        .unwrap();
+        rec.record_all(&ab, None, now, true).unwrap();
+        let reason = |rec: &Recorder, id: &str| {
+            let all = rec.ledger.resources().unwrap();
+            all.into_iter().find(|r| r.id == id).unwrap().reason
+        };
+        assert_eq!(reason(&rec, "files/file/b").as_deref(), Some("tampered"));
+        // Any write through the ledger removes the marker; the next full
+        // pass reads every record and mends it.
+        let mut a = rec.ledger.resources().unwrap().remove(0);
+        a.state = State::Drifted;
+        rec.ledger.put_resource(&a).unwrap();
+        assert_eq!(rec.ledger.records_settled().unwrap(), None);
+        rec.record_all(&ab, None, now, true).unwrap();
+        assert_eq!(reason(&rec, "files/file/b"), None);
+        let states: Vec<State> = rec
+            .ledger
+            .resources()
+            .unwrap()
+            .iter()
+            .map(|r| r.state)
+            .collect();
+        assert_eq!(states, [State::InSync, State::InSync]);
+        assert_eq!(rec.ledger.records_settled().unwrap(), marked);
+        // Other identities: the marker does not match, records follow them.
+        let ac = outcomes(&[("a", State::InSync), ("c", State::InSync)]);
+        rec.record_all(&ac, None, now, true).unwrap();
+        let ids: Vec<String> = rec
+            .ledger
+            .resources()
+            .unwrap()
+            .into_iter()
+            .map(|r| r.id)
+            .collect();
+        assert_eq!(ids, ["files/file/a", "files/file/c"]);
+        assert!(rec.ledger.records_settled().unwrap().is_some());
+        assert_ne!(rec.ledger.records_settled().unwrap(), marked);
+        // A pass that is not settled leaves no marker.
+        let drifted = outcomes(&[("a", State::InSync), ("c", State::Drifted)]);
+        rec.record_all(&drifted, None, now, true).unwrap();
+        assert_eq!(rec.ledger.records_settled().unwrap(), None);
+        rec.record_all(&drifted, None, now, true).unwrap();
+        assert_eq!(rec.ledger.records_settled().unwrap(), None);
     }
 
     #[test]
