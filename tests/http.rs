@@ -345,7 +345,7 @@ fn refresh_applies_a_new_commit_at_once() {
     let asked = Instant::now();
     s.refresh();
     assert!(
-        wait_until(5, || reads(&env, "etc/a", "a2\n")),
+        wait_until(20, || reads(&env, "etc/a", "a2\n")),
         "{}",
         env.daemon_log()
     );
@@ -477,7 +477,7 @@ fn webhooks_over_the_real_port() {
     let (code, text) = send(&s, "github", &signed, &push);
     assert_eq!(code, 202, "valid push: {text}");
     assert!(
-        wait_until(5, || reads(&env, "etc/a", "a2\n")),
+        wait_until(20, || reads(&env, "etc/a", "a2\n")),
         "{}",
         env.daemon_log()
     );
@@ -502,7 +502,7 @@ fn webhooks_over_the_real_port() {
     let (code, text) = send(&s, "gitlab", &gl_headers, &gl);
     assert_eq!(code, 202, "valid GitLab push: {text}");
     assert!(
-        wait_until(5, || reads(&env, "etc/a", "a3\n")),
+        wait_until(20, || reads(&env, "etc/a", "a3\n")),
         "{}",
         env.daemon_log()
     );

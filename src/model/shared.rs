@@ -73,7 +73,9 @@ impl Default for SharedStr {
 
 impl PartialEq for SharedStr {
     fn eq(&self, other: &Self) -> bool {
-        self.as_str() == other.as_str()
+        // The same part of the same buffer needs no comparing.
+        (Arc::ptr_eq(&self.buf, &other.buf) && (self.start, self.end) == (other.start, other.end))
+            || self.as_str() == other.as_str()
     }
 }
 

@@ -133,12 +133,20 @@ pub fn prepare(
     }
     // An inventory member still declared at the same place is observed
     // once, as declared: on a no-op pass that is every member.
+    // Both in identity order (the ledger lists its inventory so): one walk
+    // along the declaration finds each member's declaration.
+    let sorted = inventory.windows(2).all(|w| w[0].id < w[1].id);
+    let mut walk = desired.values().peekable();
     let apart: Vec<&Owned> = inventory
         .iter()
         .filter(|o| {
-            desired
-                .get(&o.id)
-                .is_none_or(|d| d.target != o.target || d.path != o.path)
+            let d = if sorted {
+                while walk.next_if(|d| d.id < o.id).is_some() {}
+                walk.peek().copied().filter(|d| d.id == o.id)
+            } else {
+                desired.get(&o.id)
+            };
+            d.is_none_or(|d| d.target != o.target || d.path != o.path)
         })
         .collect();
     let items = desired
