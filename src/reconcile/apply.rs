@@ -78,6 +78,9 @@ struct Todo<'a> {
     corrections: Vec<SystemTime>,
 }
 
+/// Up to this many records are read by identity; more, by one scan.
+const LOOKUPS_OVER_SCAN: usize = 2048;
+
 /// Applies a prepared plan and records the outcome of every resource in scope.
 pub fn apply(
     ctx: &super::Context,
@@ -91,6 +94,10 @@ pub fn apply(
     // those of the resources it may correct (their corrections and blocked
     // reasons); the rest are read one at a time when outcomes are recorded.
     let records = match p.scope.keys() {
+        // A few: looked up one by one (none on a no-op pass).
+        None if p.plan.applies.len() <= LOOKUPS_OVER_SCAN => rec
+            .ledger
+            .resources_of(p.plan.applies.iter().map(|c| c.id.as_str()))?,
         None => {
             let ids: HashSet<&str> = p.plan.applies.iter().map(|c| c.id.as_str()).collect();
             let mut held = Vec::new();
