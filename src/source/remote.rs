@@ -282,9 +282,14 @@ impl<'a> Session<'a> {
         if let Some(refusal) = self.refusal.borrow_mut().take() {
             return refusal;
         }
+        // libssh2 reports its socket timeout with no code, and measures it
+        // in whole seconds, so it can fire a little before the deadline.
+        let socket_timeout = matches!(error.class(), ErrorClass::Ssh | ErrorClass::Net)
+            && error.message().to_ascii_lowercase().contains("timed out");
         if self.timed_out.get()
             || Instant::now() >= self.deadline
             || error.code() == ErrorCode::Timeout
+            || socket_timeout
         {
             return self.timeout_error();
         }
