@@ -113,6 +113,37 @@ pub struct Observations {
     pub others: HashMap<ResourceId, Observed>,
 }
 
+/// Finds declarations by identity. Identities asked in ascending order (as
+/// the ledger lists its inventory) are found by one walk along the
+/// declared map; one asked out of order is looked up.
+pub struct Along<'a> {
+    map: &'a BTreeMap<ResourceId, Desired>,
+    rest: std::iter::Peekable<std::collections::btree_map::Values<'a, ResourceId, Desired>>,
+    /// The last declaration the walk went past.
+    passed: Option<&'a Desired>,
+}
+
+impl<'a> Along<'a> {
+    pub fn new(map: &'a BTreeMap<ResourceId, Desired>) -> Along<'a> {
+        Along {
+            map,
+            rest: map.values().peekable(),
+            passed: None,
+        }
+    }
+
+    pub fn find(&mut self, id: &str) -> Option<&'a Desired> {
+        // Everything up to `passed` is behind the walk.
+        if self.passed.is_some_and(|p| id <= p.id.as_str()) {
+            return self.map.get(id);
+        }
+        while let Some(d) = self.rest.next_if(|d| d.id.as_str() < id) {
+            self.passed = Some(d);
+        }
+        self.rest.peek().copied().filter(|d| d.id.as_str() == id)
+    }
+}
+
 /// Everything one pass would do.
 #[derive(Debug, Default)]
 pub struct Plan {
@@ -174,17 +205,9 @@ pub fn plan(
             }),
         }
     }
-    // The ledger lists its inventory in identity order: then one walk along
-    // the declared identities tells which members are still declared.
-    let sorted = inventory.windows(2).all(|w| w[0].id < w[1].id);
-    let mut declared = desired.keys().peekable();
+    let mut declared = Along::new(desired);
     for owned in inventory {
-        let still_declared = if sorted {
-            while declared.next_if(|id| **id < owned.id).is_some() {}
-            declared.peek() == Some(&&owned.id)
-        } else {
-            desired.contains_key(&owned.id)
-        };
+        let still_declared = declared.find(owned.id.as_str()).is_some();
         if still_declared || keep(&owned.id) {
             continue;
         }
@@ -287,6 +310,23 @@ mod tests {
         assert!(
             matches!(compare(&d, &dir, &[]), Comparison::Differs { fields, .. } if fields[0].name() == "type")
         );
+    }
+
+    #[test]
+    fn along_finds_declarations_in_and_out_of_order() {
+        let map: BTreeMap<_, _> = ["a", "a.txt", "a/b", "c", "e"]
+            .into_iter()
+            .map(|p| file(p, b"x", 0o644))
+            .map(|d| (d.id.clone(), d))
+            .collect();
+        let id = |p: &str| ResourceId::new("files", "file", p).to_string();
+        let asked = ["0", "a", "a/b", "b", "e", "c", "a.txt", "d", "a", "z", "e"];
+        let mut along = Along::new(&map);
+        for p in asked {
+            let found = along.find(&id(p)).map(|d| d.path.to_string());
+            let expected = map.get(id(p).as_str()).map(|d| d.path.to_string());
+            assert_eq!(found, expected, "{p}");
+        }
     }
 
     #[test]

@@ -33,28 +33,16 @@ fn owned(id: &str, target: &str, path: &str, declared: Option<&Desired>) -> Opti
     })
 }
 
-/// The whole inventory, read as a stream. The ledger lists it in identity
-/// order, so one walk along the declared identities finds each member's
-/// declaration.
+/// The whole inventory, read as a stream; the ledger lists it in identity
+/// order, so one walk along the declaration finds each member's.
 fn whole_inventory(
     ledger: &Ledger,
     declared: &BTreeMap<ResourceId, Desired>,
 ) -> Result<Vec<Owned>, LedgerError> {
     let mut out = Vec::new();
-    let mut walk = declared.values().peekable();
-    let mut last: Option<ResourceId> = None;
+    let mut along = diff::Along::new(declared);
     ledger.for_each_inventory(|id, target, path| {
-        let ascending = last.as_ref().is_none_or(|l| l.as_str() < id);
-        let d = if ascending {
-            while walk.next_if(|d| d.id.as_str() < id).is_some() {}
-            walk.peek().copied().filter(|d| d.id.as_str() == id)
-        } else {
-            declared.get(id)
-        };
-        if let Some(o) = owned(id, target, path, d) {
-            last = Some(o.id.clone());
-            out.push(o);
-        }
+        out.extend(owned(id, target, path, along.find(id)));
     })?;
     Ok(out)
 }
@@ -133,20 +121,13 @@ pub fn prepare(
     }
     // An inventory member still declared at the same place is observed
     // once, as declared: on a no-op pass that is every member.
-    // Both in identity order (the ledger lists its inventory so): one walk
-    // along the declaration finds each member's declaration.
-    let sorted = inventory.windows(2).all(|w| w[0].id < w[1].id);
-    let mut walk = desired.values().peekable();
+    let mut along = diff::Along::new(desired);
     let apart: Vec<&Owned> = inventory
         .iter()
         .filter(|o| {
-            let d = if sorted {
-                while walk.next_if(|d| d.id < o.id).is_some() {}
-                walk.peek().copied().filter(|d| d.id == o.id)
-            } else {
-                desired.get(&o.id)
-            };
-            d.is_none_or(|d| d.target != o.target || d.path != o.path)
+            along
+                .find(o.id.as_str())
+                .is_none_or(|d| d.target != o.target || d.path != o.path)
         })
         .collect();
     let items = desired
