@@ -4,7 +4,6 @@
 
 use std::fs;
 use std::os::unix::fs::{symlink, PermissionsExt};
-use std::time::Instant;
 
 use super::testkit::*;
 use crate::model::{blob_id, Action, Change, Field, Live, Observed, Spec};
@@ -303,34 +302,4 @@ fn a_batch_stays_inside_the_root() {
     assert_eq!(sb.sentinel_state(), before);
     assert!(fs::symlink_metadata(sb.at("last")).unwrap().is_file());
     assert_eq!(fs::read(sb.at("last")).unwrap(), b"pwned");
-}
-
-/// `cargo test --release --lib bench_apply_vs_apply_batch -- --ignored --nocapture`
-#[test]
-#[ignore = "a benchmark: slow, and only its printed timings matter"]
-fn bench_apply_vs_apply_batch() {
-    let (changes, content) = spread(3000, 30);
-    let refs: Vec<&Change> = changes.iter().collect();
-    let time = |batched: bool| {
-        let sb = Sandbox::new();
-        let t = sb.target();
-        let backup = RecordingBackup::default();
-        let start = Instant::now();
-        let ok = if batched {
-            t.apply_batch(&refs, &content, &backup)
-                .iter()
-                .all(|r| r.is_ok())
-        } else {
-            refs.iter().all(|c| t.apply(c, &content, &backup).is_ok())
-        };
-        let took = start.elapsed();
-        assert!(ok);
-        println!(
-            "{}: {took:.2?}, {} directory syncs",
-            if batched { "apply_batch" } else { "apply" },
-            t.dir_syncs_total()
-        );
-    };
-    time(false);
-    time(true);
 }
