@@ -26,8 +26,13 @@ fn mirror_of(repo: &TestRepo) -> (tempfile::TempDir, Mirror) {
 }
 
 /// Reads the repository's head after each step whole, and patched from the
-/// step before; both must agree. Returns the touched identities per step.
-fn steps(repo: &TestRepo, path: &str, changes: &[&dyn Fn(&TestRepo)]) -> Vec<Vec<String>> {
+/// step before; both must agree. Returns, per step, the touched identities
+/// and the identities blocked.
+fn steps(
+    repo: &TestRepo,
+    path: &str,
+    changes: &[&dyn Fn(&TestRepo)],
+) -> Vec<(Vec<String>, Vec<String>)> {
     let (_state, mirror) = mirror_of(repo);
     let t = targets();
     let hooks = Vec::new();
@@ -50,9 +55,10 @@ fn steps(repo: &TestRepo, path: &str, changes: &[&dyn Fn(&TestRepo)]) -> Vec<Vec
         let update = update(&declared, &snap, &opts, &changed)
             .unwrap()
             .unwrap_or_else(|| panic!("step {i} is not patched"));
-        touched.push(update.touched.iter().map(|id| id.to_string()).collect());
+        let ids = update.touched.iter().map(|id| id.to_string()).collect();
         let patched = update.apply(declared);
         let whole = declare(&snap, &opts).unwrap();
+        touched.push((ids, whole.blocked.keys().map(|id| id.to_string()).collect()));
         assert_eq!(patched, whole, "step {i}");
         declared = whole;
         old = new;
@@ -75,7 +81,7 @@ fn patched_mirror_equals_a_whole_read() {
         )
         .symlink("conf/link", "sub/c.txt");
     repo.commit("init");
-    let touched = steps(
+    let steps = steps(
         &repo,
         "conf",
         &[
@@ -110,17 +116,22 @@ fn patched_mirror_equals_a_whole_read() {
             },
         ],
     );
+    let touched: Vec<&Vec<String>> = steps.iter().map(|(t, _)| t).collect();
     assert_eq!(
         touched[0],
-        ["files/file/a.txt", "files/file/link"],
+        &["files/file/a.txt", "files/file/link"],
         "only the changed file and the symlink are read again"
     );
     assert!(touched[2].contains(&"files/file/b.txt".to_string()));
     assert!(touched[2].contains(&"files/file/new/d.txt".to_string()));
+    let lfs = "files/file/lfs.bin".to_string();
+    assert!(touched[4].contains(&lfs), "the pointer is read again");
     assert!(
-        touched[4].contains(&"files/file/lfs.bin".to_string()),
-        "the pointer is read, and refused as the whole read refuses it"
+        steps[4].1.contains(&lfs),
+        "and refused, as the whole read refuses it: {:?}",
+        steps[4].1
     );
+    assert!(!steps[5].1.contains(&lfs), "once fixed, it is applied");
 }
 
 #[test]
