@@ -181,17 +181,10 @@ pub fn plan(
 ) -> Plan {
     let mut plan = Plan::default();
     let missing = || Observed::Unknown("not observed".into());
-    debug_assert_eq!(desired.len(), observed.declared.len());
-    for ((id, d), obs) in desired.iter().zip(
-        observed
-            .declared
-            .iter()
-            .map(Some)
-            .chain(std::iter::repeat(None)),
-    ) {
-        let obs = obs.cloned().unwrap_or_else(missing);
+    for (i, (id, d)) in desired.iter().enumerate() {
+        let obs = observed.declared.get(i);
         let before = managed.get(id).map(Vec::as_slice).unwrap_or_default();
-        match compare(d, &obs, before) {
+        match compare(d, obs.unwrap_or(&missing()), before) {
             Comparison::InSync => plan.in_sync.push(id.clone()),
             Comparison::Unknown(reason) => plan.unknown.push((id.clone(), reason)),
             Comparison::Differs { action, fields } => plan.applies.push(Change {
@@ -201,7 +194,7 @@ pub fn plan(
                 action,
                 fields,
                 desired: Some(d.clone()),
-                observed: obs,
+                observed: obs.cloned().unwrap_or_else(missing),
             }),
         }
     }

@@ -266,9 +266,6 @@ impl Ledger {
     pub fn set_meta(&self, key: &str, value: &str) -> Res<()> {
         self.q().set_meta(key, value)
     }
-    pub fn remove_meta(&self, key: &str) -> Res<()> {
-        self.q().remove_meta(key)
-    }
 }
 
 /// Makes a new ledger (WAL, current schema) under a temp name with syncs off,

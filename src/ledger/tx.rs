@@ -243,7 +243,10 @@ impl Tx<'_> {
     /// writes: every one says InSync with nothing pending, and together they
     /// are the identities `digest` names. Cleared by any later record write.
     pub fn settle_records(&self, digest: &str) -> Res<()> {
-        self.set_meta(RECORDS_SETTLED, digest)
+        self.set_meta(RECORDS_SETTLED, digest)?;
+        // A record written after this in the same view removes it again.
+        self.unsettled.set(false);
+        Ok(())
     }
 
     /// The digest given to [`Tx::settle_records`], if no record was written

@@ -16,7 +16,7 @@ use crate::model::{Action, Change, Desired, ResourceId};
 use crate::target::TargetError;
 
 /// Changes written together: one intent transaction, one audit append and
-/// (for the files target) one directory sync per directory.
+/// (for the files target) the syncs that make the batch durable.
 const BATCH: usize = 256;
 /// A long run of writes (a first sync) doubles its batches up to this many,
 /// so the fixed cost of each (a commit, an audit sync, a file system sync)

@@ -23,10 +23,13 @@ use super::url::{RepoUrl, Transport};
 /// is new, and old packs the source has since repacked are not collected
 /// again. Best effort: returns how many files were linked.
 pub(super) fn from_local(url: &RepoUrl, mirror: &Repository) -> usize {
+    if url.transport != Transport::Local {
+        return 0;
+    }
     let fresh = mirror
         .references()
         .is_ok_and(|mut refs| refs.next().is_none());
-    if url.transport != Transport::Local || !fresh {
+    if !fresh {
         return 0;
     }
     let into = mirror.path().join("objects");

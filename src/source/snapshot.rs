@@ -131,7 +131,7 @@ impl Snapshot {
         // An explicit stack: a hostile repository may nest trees very deeply.
         // Each subtree is walked where its entry stands; Git orders a tree's
         // entries as if directory names ended in `/`, so this yields paths
-        // already sorted, and the sort below only checks that.
+        // already sorted, and the sort below is a pass that moves nothing.
         let mut stack = vec![(start, 0, dir)];
         while let Some((tree, next, prefix)) = stack.last_mut() {
             let Some(item) = tree.get(*next) else {

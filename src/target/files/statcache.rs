@@ -1,6 +1,6 @@
-//! The stat cache: path -> (dev, ino, size, mtime, ctime, blob), so a file
-//! whose stat is unchanged is not read again; kept in the state dir in a
-//! compact checksummed file (see `cachefile`).
+//! The stat cache: a hash of the path -> (dev, ino, size, mtime, ctime,
+//! blob), so a file whose stat is unchanged is not read again; kept in the
+//! state dir in a compact checksummed file (see `cachefile`).
 
 use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
