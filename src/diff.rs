@@ -102,6 +102,9 @@ pub struct Owned {
     pub id: ResourceId,
     pub target: SharedStr,
     pub path: RelPath,
+    /// The identity is declared in this revision (where, `target` and
+    /// `path` tell when it is the same place).
+    pub declared: bool,
 }
 
 /// What a pass saw: one observation per declared resource, in the order of
@@ -169,9 +172,9 @@ impl Plan {
 
 /// Compares the whole desired state with fresh observations. `observed`
 /// must hold an answer for every desired identity and every inventory
-/// member not declared at the same place; `keep` lists identities that are declared but blocked, which are
-/// never pruned; `managed` holds the fields tend set on structured
-/// resources before.
+/// member neither declared nor kept; `keep` lists identities that are
+/// declared but blocked, which are never pruned; `managed` holds the fields
+/// tend set on structured resources before.
 pub fn plan(
     desired: &BTreeMap<ResourceId, Desired>,
     keep: &dyn Fn(&ResourceId) -> bool,
@@ -198,10 +201,8 @@ pub fn plan(
             }),
         }
     }
-    let mut declared = Along::new(desired);
     for owned in inventory {
-        let still_declared = declared.find(owned.id.as_str()).is_some();
-        if still_declared || keep(&owned.id) {
+        if owned.declared || keep(&owned.id) {
             continue;
         }
         let obs = observed
@@ -332,6 +333,7 @@ mod tests {
             id: ResourceId::new("files", "file", p),
             target: "files".into(),
             path: RelPath::parse(p).unwrap(),
+            declared: p == "keep",
         };
         let inventory = vec![
             owned("keep"),

@@ -19,16 +19,19 @@ fn owned(id: &str, target: &str, path: &str, declared: Option<&Desired>) -> Opti
             id: d.id.clone(),
             target: d.target.clone(),
             path: d.path.clone(),
+            declared: true,
         },
         Some(d) => Owned {
             id: d.id.clone(),
             target: target.into(),
             path: RelPath::parse(path).ok()?,
+            declared: true,
         },
         None => Owned {
             id: ResourceId::from_string(id.to_string()),
             target: target.into(),
             path: RelPath::parse(path).ok()?,
+            declared: false,
         },
     })
 }
@@ -119,16 +122,13 @@ pub fn prepare(
             managed.insert(d.id.clone(), managed_fields(ledger, &d.id)?);
         }
     }
-    // An inventory member still declared at the same place is observed
-    // once, as declared: on a no-op pass that is every member.
-    let mut along = diff::Along::new(desired);
+    // A member still declared is observed once, as declared (on a no-op
+    // pass that is every member); one declared but blocked is kept as it
+    // is. Only the rest, which the plan may prune, are observed apart.
+    let keep = |id: &ResourceId| rev.declared.blocked.contains_key(id);
     let apart: Vec<&Owned> = inventory
         .iter()
-        .filter(|o| {
-            along
-                .find(o.id.as_str())
-                .is_none_or(|d| d.target != o.target || d.path != o.path)
-        })
+        .filter(|o| !o.declared && !keep(&o.id))
         .collect();
     let items = desired
         .values()
@@ -144,7 +144,6 @@ pub fn prepare(
         declared,
         others: apart.iter().map(|o| o.id.clone()).zip(others).collect(),
     };
-    let keep = |id: &ResourceId| rev.declared.blocked.contains_key(id);
     let plan = diff::plan(desired, &keep, &inventory, &observed, &managed);
     // Only the prune limits need the whole count: a keyed scope that would
     // prune reads it.
