@@ -50,21 +50,17 @@ impl Tx<'_> {
         }
     }
 
+    /// Every member, in identity order.
     pub fn inventory(&self) -> Res<Vec<InventoryEntry>> {
-        let mut stmt = self
-            .conn
-            .prepare_cached("SELECT id, target, path FROM inventory ORDER BY id")
-            .map_err(|e| self.err(e))?;
-        let rows = stmt
-            .query_map([], |r| {
-                Ok(InventoryEntry {
-                    id: r.get(0)?,
-                    target: r.get(1)?,
-                    path: r.get(2)?,
-                })
+        let mut out = Vec::new();
+        self.for_each_inventory(|id, target, path| {
+            out.push(InventoryEntry {
+                id: id.into(),
+                target: target.into(),
+                path: path.into(),
             })
-            .map_err(|e| self.err(e))?;
-        rows.collect::<Result<_, _>>().map_err(|e| self.err(e))
+        })?;
+        Ok(out)
     }
 
     /// Calls `f` with each member's identity, target and path, in identity
