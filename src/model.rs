@@ -29,6 +29,10 @@ impl ResourceId {
     pub fn target(&self) -> &str {
         self.0.split('/').next().unwrap_or("")
     }
+    /// The key, what follows the target and the kind: a file's path.
+    pub fn key(&self) -> &str {
+        self.0.splitn(3, '/').nth(2).unwrap_or("")
+    }
     /// [`ResourceId::target`], sharing the identity's bytes.
     pub fn target_shared(&self) -> SharedStr {
         SharedStr::part(&self.0, 0..self.target().len()).expect("a prefix ending before `/`")
@@ -384,6 +388,15 @@ pub fn blob_id(bytes: &[u8]) -> Oid {
 #[cfg(test)]
 mod tests {
     use super::RelPath;
+
+    #[test]
+    fn an_identity_names_its_target_and_key() {
+        let id = super::ResourceId::new("files", "file", "etc/app/a.conf");
+        assert_eq!((id.target(), id.key()), ("files", "etc/app/a.conf"));
+        assert_eq!(id.target_shared(), "files");
+        let id = super::ResourceId::new("svc", "config.v1", "web");
+        assert_eq!((id.target(), id.key()), ("svc", "web"));
+    }
 
     #[test]
     fn identify_agrees_with_parse_and_shares_the_identity() {

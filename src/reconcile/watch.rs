@@ -69,13 +69,12 @@ impl Index {
             .map(|(_, _, files)| files)
     }
 
-    /// The path an identity names (`<target>/<kind>/<path>`), when it is
-    /// indexed under it.
+    /// The path an identity names (its key), when it is indexed under it.
     fn indexed<'i>(
         &mut self,
         id: &'i ResourceId,
     ) -> Option<(&mut BTreeMap<RelPath, ResourceId>, &'i str)> {
-        let path = id.as_str().splitn(3, '/').nth(2)?;
+        let path = id.key();
         let files = self.files_of(id.target())?;
         (files.get(path) == Some(id)).then_some((files, path))
     }
@@ -103,6 +102,19 @@ fn changes_something(kind: &notify::EventKind) -> bool {
         EventKind::Access(AccessKind::Close(AccessMode::Write)) => true,
         EventKind::Access(_) => false,
         _ => true,
+    }
+}
+
+/// Calls `visit` with each directory holding `path` under `root`, from its
+/// parent up to the root itself, while `visit` returns true.
+fn each_dir_up(root: &Path, path: &RelPath, mut visit: impl FnMut(&Path) -> bool) {
+    let full = root.join(path.as_str());
+    let mut dir = full.parent();
+    while let Some(d) = dir {
+        if !visit(d) || d == root {
+            break;
+        }
+        dir = d.parent();
     }
 }
 
@@ -200,15 +212,8 @@ impl Watch {
             else {
                 continue;
             };
-            let parent = path.split_last().0;
-            let mut dir = (!parent.is_empty()).then(|| Path::new(parent));
-            while let Some(d) = dir {
-                if !dirs.insert(root.join(d)) {
-                    break;
-                }
-                dir = d.parent().filter(|p| !p.as_os_str().is_empty());
-            }
-            dirs.insert(root.clone());
+            // Directories above one already added are added already.
+            each_dir_up(root, path, |d| dirs.insert(d.to_path_buf()));
             files.insert(path.clone(), id.clone());
         }
         self.index.lock().expect("watch index").roots = roots;
@@ -250,18 +255,13 @@ impl Watch {
                     continue;
                 };
                 files.insert(path.clone(), id.clone());
-                let full = root.join(path.as_str());
-                let mut dir = full.parent();
-                while let Some(d) = dir {
-                    if self.watched.contains(d) {
-                        break;
+                each_dir_up(root, path, |d| {
+                    let new = !self.watched.contains(d);
+                    if new {
+                        dirs.push(d.to_path_buf());
                     }
-                    dirs.push(d.to_path_buf());
-                    if d == root.as_path() {
-                        break;
-                    }
-                    dir = d.parent();
-                }
+                    new
+                });
             }
         }
         self.watch_dirs(dirs);
@@ -351,6 +351,23 @@ mod tests {
         assert!(!index.own.contains_key(&id("etc/new")));
         assert!(is_own_temp(Path::new("/r/etc/.tend-abc.tmp")));
         assert!(!is_own_temp(Path::new("/r/etc/tend.tmp")));
+    }
+
+    #[test]
+    fn directories_are_visited_up_to_the_root_while_asked() {
+        let path = RelPath::parse("a/b/c.txt").unwrap();
+        let mut seen = Vec::new();
+        each_dir_up(Path::new("/r"), &path, |d| {
+            seen.push(d.to_path_buf());
+            true
+        });
+        assert_eq!(seen, ["/r/a/b", "/r/a", "/r"].map(PathBuf::from));
+        let mut seen = Vec::new();
+        each_dir_up(Path::new("/r"), &path, |d| {
+            seen.push(d.to_path_buf());
+            d != Path::new("/r/a")
+        });
+        assert_eq!(seen, ["/r/a/b", "/r/a"].map(PathBuf::from));
     }
 
     #[test]
