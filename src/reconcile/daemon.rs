@@ -53,16 +53,17 @@ pub fn action_for(
     settings: &Settings,
 ) -> super::Action {
     match state {
-        State::Failed | State::Unknown => {
+        _ if !retried(state) => super::Action::await_change(),
+        State::Contested => {
+            super::Action::requeue(settings.policy.contested_window.min(backoff::MAX))
+        }
+        // Failed, Unknown: at the backoff's time.
+        _ => {
             let wait = next_retry
                 .and_then(|t| t.duration_since(SystemTime::now()).ok())
                 .unwrap_or(backoff::BASE);
             super::Action::requeue(wait)
         }
-        State::Contested => {
-            super::Action::requeue(settings.policy.contested_window.min(backoff::MAX))
-        }
-        _ => super::Action::await_change(),
     }
 }
 
