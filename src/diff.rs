@@ -192,7 +192,7 @@ pub fn plan(
             Comparison::Unknown(reason) => plan.unknown.push((id.clone(), reason)),
             Comparison::Differs { action, fields } => plan.applies.push(Change {
                 id: id.clone(),
-                target: d.target.to_string(),
+                target: d.target().to_string(),
                 path: d.path.clone(),
                 action,
                 fields,
@@ -239,7 +239,6 @@ mod tests {
     fn file(path: &str, content: &[u8], mode: u32) -> Desired {
         Desired {
             id: ResourceId::new("files", "file", path),
-            target: "files".into(),
             path: RelPath::parse(path).unwrap(),
             spec: Spec::File(FileSpec {
                 blob: blob_id(content),

@@ -228,8 +228,6 @@ impl Spec {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Desired {
     pub id: ResourceId,
-    /// The target's name: the start of the identity, sharing its bytes.
-    pub target: SharedStr,
     pub path: RelPath,
     pub spec: Spec,
     pub on_change: Option<String>,
@@ -237,6 +235,13 @@ pub struct Desired {
     pub self_heal: Option<bool>,
     pub sensitive: bool,
     pub origin: Origin,
+}
+
+impl Desired {
+    /// The target's name, the first segment of the identity.
+    pub fn target(&self) -> &str {
+        self.id.target()
+    }
 }
 
 /// What a target saw at a path.

@@ -126,7 +126,7 @@ impl<'a> Builder<'a> {
     }
 
     fn add(&mut self, d: Desired) {
-        let key = (d.target.clone(), d.path.clone());
+        let key = (d.id.target_shared(), d.path.clone());
         if self.conflicted.contains(&key) {
             let reason = format!("{} is declared more than once", d.path);
             self.block(d.id.clone(), &d.origin.clone(), reason);
@@ -187,7 +187,6 @@ impl<'a> Builder<'a> {
             Ok(spec) => self.mirrored.push((
                 id.clone(),
                 Desired {
-                    target: id.target_shared(),
                     id,
                     path,
                     spec: Spec::File(spec),
@@ -282,7 +281,6 @@ impl<'a> Builder<'a> {
             .map(|p| resolve_principal(p, true))
             .transpose()?;
         let common = |id: ResourceId, path: RelPath, spec: Spec| Desired {
-            target: id.target_shared(),
             id,
             path,
             spec,
@@ -412,7 +410,7 @@ impl<'a> Builder<'a> {
             let path = d.path.as_str();
             let mut end = path.len();
             while let Some(i) = path[..end].rfind('/') {
-                if !dirs.insert((d.target.as_str(), &path[..i])) {
+                if !dirs.insert((d.target(), &path[..i])) {
                     break;
                 }
                 end = i;
@@ -422,8 +420,8 @@ impl<'a> Builder<'a> {
         // then is every path's ancestry looked at.
         let outer: HashMap<(&str, &str), &ResourceId> = on_paths
             .clone()
-            .filter(|d| dirs.contains(&(d.target.as_str(), d.path.as_str())))
-            .map(|d| ((d.target.as_str(), d.path.as_str()), &d.id))
+            .filter(|d| dirs.contains(&(d.target(), d.path.as_str())))
+            .map(|d| ((d.target(), d.path.as_str()), &d.id))
             .collect();
         if outer.is_empty() {
             return;
@@ -433,7 +431,7 @@ impl<'a> Builder<'a> {
             let path = d.path.as_str();
             // Every proper ancestor of the path, by the `/` that ends it.
             for (i, _) in path.match_indices('/') {
-                if let Some(outer) = outer.get(&(d.target.as_str(), &path[..i])) {
+                if let Some(outer) = outer.get(&(d.target(), &path[..i])) {
                     clash.push((
                         (*outer).clone(),
                         d.id.clone(),

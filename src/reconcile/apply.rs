@@ -404,7 +404,7 @@ fn verify(
     let again = run.ctx.observe(
         verify
             .iter()
-            .map(|d| (&d.id, d.target.as_str(), &d.path, Some(&d.spec))),
+            .map(|d| (&d.id, d.target(), &d.path, Some(&d.spec))),
     );
     let mut digests = Vec::new();
     for ((d, (_, corrections)), obs) in verify.into_iter().zip(applied).zip(again) {

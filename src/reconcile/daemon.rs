@@ -278,16 +278,12 @@ impl Loop {
         publish::pass(&self.shared.metrics, &report, each);
         if let Some(w) = self.watch.as_mut() {
             let resources = &rev.declared.resources;
-            let now = |id| resources.get(id).map(|d| (d.target.as_str(), &d.path));
+            let now = |id| resources.get(id).map(|d| (d.target(), &d.path));
             if let Some(keys) = watch_changes {
                 w.patch(keys.iter().map(|id| (id, now(id))));
                 self.watched = Some(rev.id);
             } else if full || self.watched != Some(rev.id) {
-                w.update(
-                    resources
-                        .values()
-                        .map(|d| (&d.id, d.target.as_str(), &d.path)),
-                );
+                w.update(resources.values().map(|d| (&d.id, d.target(), &d.path)));
                 self.watched = Some(rev.id);
             } else {
                 // A keyed pass may have made directories: watch them.

@@ -15,9 +15,9 @@ use crate::model::{Desired, RelPath, ResourceId, Spec};
 /// still declared are shared with the declaration rather than held twice.
 fn owned(id: &str, target: &str, path: &str, declared: Option<&Desired>) -> Option<Owned> {
     Some(match declared {
-        Some(d) if d.target == target && d.path.as_str() == path => Owned {
+        Some(d) if d.target() == target && d.path.as_str() == path => Owned {
             id: d.id.clone(),
-            target: d.target.clone(),
+            target: d.id.target_shared(),
             path: d.path.clone(),
             declared: true,
         },
@@ -132,7 +132,7 @@ pub fn prepare(
         .collect();
     let items = desired
         .values()
-        .map(|d| (&d.id, d.target.as_str(), &d.path, Some(&d.spec)))
+        .map(|d| (&d.id, d.target(), &d.path, Some(&d.spec)))
         .chain(
             apart
                 .iter()

@@ -70,7 +70,6 @@ impl Builder<'_> {
         }
         let spec = ownership::strip_ignored(&spec, &ignore);
         self.add(Desired {
-            target: id.target_shared(),
             id,
             path,
             spec: Spec::Structured(Box::new(StructuredSpec {

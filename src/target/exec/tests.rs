@@ -17,7 +17,6 @@ fn plugin(name: &str) -> String {
 fn desired(target: &str, kind: &str, name: &str, spec: Value) -> Desired {
     Desired {
         id: ResourceId::new(target, kind, name),
-        target: target.into(),
         path: RelPath::parse(&format!("{kind}/{name}")).unwrap(),
         spec: Spec::Structured(Box::new(StructuredSpec {
             kind: kind.into(),
@@ -62,7 +61,7 @@ fn create(t: &ExecTarget, d: &Desired) -> Result<Applied, TargetError> {
     };
     let change = Change {
         id: d.id.clone(),
-        target: d.target.to_string(),
+        target: d.target().to_string(),
         path: d.path.clone(),
         action: Action::Create,
         fields,
@@ -205,7 +204,7 @@ fn changed_notifications_reach_the_subscriber_as_identities() {
     // Clean up through the plugin, as a prune would.
     let change = Change {
         id: d.id.clone(),
-        target: d.target.to_string(),
+        target: d.target().to_string(),
         path: d.path.clone(),
         action: Action::Delete,
         fields: vec![],

@@ -178,7 +178,6 @@ pub(super) fn change(path: &str, action: Action, spec: Option<Spec>, fields: Vec
     let id = ResourceId::new("files", kind, path);
     let desired = spec.map(|spec| Desired {
         id: id.clone(),
-        target: "files".into(),
         path: rel(path),
         spec,
         on_change: None,
