@@ -2,6 +2,7 @@
 //! running daemon, and the transaction boundary a pass writes through.
 
 use std::cell::Cell;
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
@@ -17,6 +18,8 @@ use super::{create_state_dir, schema, sync_dir, LedgerError, DATABASE_FILE};
 /// Long enough to outwait another process's transaction (a pass commit, a
 /// `tend pause`), short enough that a wedged peer shows up as an error.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+/// Up to this many records are read by identity; more, by one scan.
+const LOOKUPS_OVER_SCAN: usize = 2048;
 
 /// tend's transactional state: inventory, drift ledger, pauses, intents,
 /// source state and small counters, in SQLite (WAL) at `<state_dir>/ledger.db`.
@@ -208,12 +211,25 @@ impl Ledger {
     pub fn resources_not_in_sync(&self) -> Res<Vec<ResourceRecord>> {
         self.q().resources_not_in_sync()
     }
-    /// The records among `ids` (one indexed lookup each).
+    /// The records among `ids`, in no promised order: one indexed lookup
+    /// each for a few, one scan of every record for many.
     pub fn resources_of<'a>(
         &self,
         ids: impl IntoIterator<Item = &'a str>,
     ) -> Res<Vec<ResourceRecord>> {
-        self.each_of(ids, |q, id| q.resource(id))
+        let ids: Vec<&str> = ids.into_iter().collect();
+        if ids.len() <= LOOKUPS_OVER_SCAN {
+            return self.each_of(ids, |q, id| q.resource(id));
+        }
+        let wanted: HashSet<&str> = ids.into_iter().collect();
+        let mut out = Vec::new();
+        self.for_each_resource(|r| {
+            if wanted.contains(r.id.as_str()) {
+                out.push(r);
+            }
+            Ok(())
+        })?;
+        Ok(out)
     }
     pub fn put_resource(&self, r: &ResourceRecord) -> Res<()> {
         self.q().put_resource(r)

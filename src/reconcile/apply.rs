@@ -3,7 +3,7 @@
 //! one transaction before any write, the writes, the audit lines in one
 //! append — observe again, prune, run hooks, and record the outcomes.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::time::SystemTime;
 
 use super::control::Control;
@@ -78,9 +78,6 @@ struct Todo<'a> {
     corrections: Vec<SystemTime>,
 }
 
-/// Up to this many records are read by identity; more, by one scan.
-const LOOKUPS_OVER_SCAN: usize = 2048;
-
 /// Applies a prepared plan and records the outcome of every resource in scope.
 pub fn apply(
     ctx: &super::Context,
@@ -92,23 +89,12 @@ pub fn apply(
 ) -> Result<PassReport, PassError> {
     // A keyed pass holds the records of its keys. A full pass holds only
     // those of the resources it may correct (their corrections and blocked
-    // reasons); the rest are read one at a time when outcomes are recorded.
+    // reasons; none on a no-op pass); the rest are read one at a time when
+    // outcomes are recorded.
     let records = match p.scope.keys() {
-        // A few: looked up one by one (none on a no-op pass).
-        None if p.plan.applies.len() <= LOOKUPS_OVER_SCAN => rec
+        None => rec
             .ledger
             .resources_of(p.plan.applies.iter().map(|c| c.id.as_str()))?,
-        None => {
-            let ids: HashSet<&str> = p.plan.applies.iter().map(|c| c.id.as_str()).collect();
-            let mut held = Vec::new();
-            rec.ledger.for_each_resource(|r| {
-                if ids.contains(r.id.as_str()) {
-                    held.push(r);
-                }
-                Ok(())
-            })?;
-            held
-        }
         Some(keys) => rec.ledger.resources_of(keys.iter().map(|k| k.as_str()))?,
     };
     let previous = records.into_iter().map(|r| (r.id.clone(), r)).collect();

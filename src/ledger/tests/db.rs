@@ -505,6 +505,44 @@ fn keyed_reads_return_only_the_named_rows() {
 }
 
 #[test]
+fn many_records_asked_at_once_are_found_by_one_scan_alike() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut ledger = Ledger::open(tmp.path()).unwrap();
+    ledger
+        .transaction(|tx| {
+            for i in 0..3000 {
+                tx.put_resource(&record(&format!("files/file/f{i}"), State::InSync))?;
+            }
+            Ok(())
+        })
+        .unwrap();
+    // Every even record and some that do not exist: over the lookup limit.
+    let asked: Vec<String> = (0..6000)
+        .step_by(2)
+        .map(|i| format!("files/file/f{i}"))
+        .collect();
+    let mut found: Vec<String> = ledger
+        .resources_of(asked.iter().map(String::as_str))
+        .unwrap()
+        .into_iter()
+        .map(|r| r.id)
+        .collect();
+    found.sort();
+    let mut expected: Vec<String> = asked
+        .into_iter()
+        .filter(|id| {
+            id.trim_start_matches("files/file/f")
+                .parse::<u32>()
+                .unwrap()
+                < 3000
+        })
+        .collect();
+    expected.sort();
+    assert_eq!(found.len(), 1500);
+    assert_eq!(found, expected);
+}
+
+#[test]
 fn counts_per_state_and_the_records_not_in_sync() {
     let tmp = tempfile::tempdir().unwrap();
     let ledger = Ledger::open(tmp.path()).unwrap();
