@@ -27,9 +27,11 @@ pub fn may_use_tls(repo: &str) -> bool {
 }
 
 /// Applies the connect and read timeouts and the extra CA file to every
-/// later connection libgit2 makes in this process.
+/// later connection libgit2 makes in this process, bounds its mapped pack
+/// memory, and (when `tls` is false) starts it without the system's
+/// certificates.
 ///
-/// libgit2 has no per-fetch setting for either. The timeouts bound each
+/// libgit2 has no per-fetch setting for timeouts or CA files. The timeouts bound each
 /// connect and each read (for ssh, each libssh2 call); a fetch's overall
 /// deadline is also checked from its callbacks, so a remote that trickles
 /// data is cut off too. The CA file adds to the system's roots, it does not
