@@ -407,7 +407,7 @@ fn a_commit_among_many_files_is_reconciled_by_its_changes_alone() {
     // undone.
     std::fs::write(env.at("new/added.txt"), "edited\n").unwrap();
     assert!(
-        wait_until(10, || env.read("new/added.txt") == "added\n"),
+        wait_until(30, || env.read("new/added.txt") == "added\n"),
         "{}",
         env.daemon_log()
     );

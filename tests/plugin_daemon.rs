@@ -62,6 +62,13 @@ fn a_killed_worker_is_replaced_once_by_notification_not_by_polling() {
         "{}",
         env.daemon_log()
     );
+    // A worker's pid is known before its shell has logged its start.
+    assert!(
+        wait_until(30, || starts(&log) >= 3),
+        "{} starts logged",
+        starts(&log)
+    );
+    std::thread::sleep(Duration::from_secs(1));
     assert_eq!(starts(&log), 3);
     let before = workers(&store, "web");
     kill(before[1]);
@@ -76,12 +83,17 @@ fn a_killed_worker_is_replaced_once_by_notification_not_by_polling() {
     );
     let took = killed.elapsed();
     assert!(took < Duration::from_secs(20), "recovery took {took:?}");
+    assert!(
+        wait_until(30, || starts(&log) >= 4),
+        "{} starts logged",
+        starts(&log)
+    );
     // Let any duplicate replacement show itself before counting.
     std::thread::sleep(Duration::from_secs(2));
     assert_eq!(workers(&store, "web").len(), 3);
     assert_eq!(starts(&log), 4, "exactly one replacement");
     assert!(
-        wait_until(10, || env
+        wait_until(30, || env
             .resource("svc/replicaset/web")
             .is_some_and(|r| r["state"] == "InSync")),
         "{}",
@@ -138,6 +150,12 @@ fn a_plugin_killed_while_idle_is_restarted_and_notifies_again() {
         "{}",
         env.daemon_log()
     );
+    assert!(
+        wait_until(30, || starts(&log) >= 3),
+        "{} starts logged",
+        starts(&log)
+    );
+    // Let any duplicate replacement show itself before counting.
     std::thread::sleep(Duration::from_secs(1));
     assert_eq!(starts(&log), 3, "two at creation, one replacement");
 }
@@ -176,6 +194,12 @@ fn a_notification_before_the_first_revision_does_not_wedge_the_resource() {
         "the notification must still lead to a correction: {}",
         env.daemon_log()
     );
+    assert!(
+        wait_until(30, || starts(&log) >= 3),
+        "{} starts logged",
+        starts(&log)
+    );
+    // Let any duplicate replacement show itself before counting.
     std::thread::sleep(Duration::from_secs(1));
     assert_eq!(starts(&log), 3);
 }

@@ -24,8 +24,12 @@ fn env_with(fault: &str, on: &str) -> (Env, std::path::PathBuf, std::path::PathB
         );
     env.repo.commit("init");
     let store = env.state.path().join("flags.json");
+    // A short timeout only where the plugin hangs (the tests name it in the
+    // reason); a plugin that answers, crashes or prints garbage must not
+    // be cut off on a slow machine.
+    let timeout = if fault == "hang" { "2s" } else { "15s" };
     let cfg = env.config(&format!(
-        "targets:\n  flags: {{type: exec, command: [{}, --store, {}, --fault, {fault}, --on, {on}], timeout: 2s}}\n",
+        "targets:\n  flags: {{type: exec, command: [{}, --store, {}, --fault, {fault}, --on, {on}], timeout: {timeout}}}\n",
         plugin("faulty"),
         store.display()
     ));

@@ -129,8 +129,10 @@ fn settings_env(section: &str) -> (Env, PathBuf, PathBuf) {
     );
     env.repo.commit("init");
     let doc = env.state.path().join("settings.json");
+    // No test here makes the plugin hang: the timeout only has to be long
+    // enough for a slow machine.
     let cfg = env.config(&format!(
-        "targets:\n  app: {{type: exec, command: [{}, --file, {}], timeout: 3s}}\n",
+        "targets:\n  app: {{type: exec, command: [{}, --file, {}], timeout: 15s}}\n",
         plugin("settings"),
         doc.display()
     ));

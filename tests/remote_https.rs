@@ -107,13 +107,13 @@ fn wrong_token_fails_without_printing_it() {
 
     // The daemon records and logs the failure; neither shows the token.
     let mut daemon = remote_daemon(&env, &url, Some(&cfg), &["--interval", "1s"]);
-    let failed = wait_until(10, || {
+    let failed = wait_until(30, || {
         env.status()["source"]["last_fetch_error"]
             .as_str()
             .is_some_and(|e| e.contains("rejected"))
             && env.daemon_log().contains("fetch failed")
     });
-    daemon.stop(5);
+    daemon.stop(20);
     assert!(failed, "{}", env.daemon_log());
     canary.assert_not_stored(&env);
 }

@@ -54,7 +54,7 @@ fn a_remote_that_never_answers_is_abandoned_at_the_timeout() {
                 "{url}: {run:?}"
             );
             assert!(
-                took >= Duration::from_millis(1900) && took < Duration::from_secs(6),
+                took >= Duration::from_millis(1900) && took < Duration::from_secs(20),
                 "{url}: gave up after {took:?}"
             );
             let error = env.status()["source"]["last_fetch_error"].clone();
@@ -116,7 +116,7 @@ fn sync_against_a_hung_remote_keeps_the_last_good_revision() {
         &good[..12]
     );
     assert!(run.stderr.contains(&expected), "{run:?}");
-    assert!(took < Duration::from_secs(6), "gave up after {took:?}");
+    assert!(took < Duration::from_secs(20), "gave up after {took:?}");
     assert_eq!(env.read("etc/motd"), "v1\n", "the last good state stays");
     let source = env.status()["source"].clone();
     assert_eq!(source["applied_revision"], good.as_str(), "{source}");
@@ -137,7 +137,7 @@ fn the_daemon_rides_out_a_hung_remote_and_catches_up() {
         Some(&cfg),
         &["--timeout", "2s", "--interval", "1s"],
     );
-    let gave_up = wait_until(8, || env.daemon_log().contains("no answer within 2s"));
+    let gave_up = wait_until(30, || env.daemon_log().contains("no answer within 2s"));
     assert!(gave_up, "{}", env.daemon_log());
     assert!(
         daemon.child.try_wait().unwrap().is_none(),
@@ -146,10 +146,10 @@ fn the_daemon_rides_out_a_hung_remote_and_catches_up() {
     assert_eq!(env.read("etc/motd"), "v1\n", "the last good state stays");
 
     server.set_hung(false);
-    let caught_up = wait_until(8, || {
+    let caught_up = wait_until(30, || {
         std::fs::read_to_string(env.at("etc/motd")).is_ok_and(|t| t == "v2\n")
     });
-    let code = daemon.stop(5);
+    let code = daemon.stop(20);
     assert!(caught_up, "{}", env.daemon_log());
     assert_eq!(code, Some(0), "{}", env.daemon_log());
 }

@@ -38,27 +38,27 @@ fn edits_deletions_and_symlink_swaps_are_undone_by_the_watcher() {
         env.daemon_log()
     );
     // The watches are in place once the first pass has ended, and status says so.
-    assert!(wait_until(10, || env.status()["watcher"]
+    assert!(wait_until(30, || env.status()["watcher"]
         .as_str()
         .is_some_and(|w| w.starts_with("watching"))));
 
     std::fs::write(env.at("etc/app/a.conf"), "edited\n").unwrap();
     assert!(
-        wait_until(10, || env.read("etc/app/a.conf") == "a\n"),
+        wait_until(30, || env.read("etc/app/a.conf") == "a\n"),
         "{}",
         env.daemon_log()
     );
 
     std::fs::remove_file(env.at("etc/c.conf")).unwrap();
     assert!(
-        wait_until(10, || env.at("etc/c.conf").exists()),
+        wait_until(30, || env.at("etc/c.conf").exists()),
         "{}",
         env.daemon_log()
     );
 
     std::fs::remove_file(env.at("etc/app/b.conf")).unwrap();
     std::os::unix::fs::symlink("/etc/passwd", env.at("etc/app/b.conf")).unwrap();
-    assert!(wait_until(10, || {
+    assert!(wait_until(30, || {
         std::fs::symlink_metadata(env.at("etc/app/b.conf")).is_ok_and(|m| m.is_file())
     }));
     assert_eq!(env.read("etc/app/b.conf"), "b\n");
@@ -66,7 +66,7 @@ fn edits_deletions_and_symlink_swaps_are_undone_by_the_watcher() {
     // A whole managed directory taken away (in one step, so tend cannot
     // race the removal) comes back too.
     std::fs::rename(env.at("etc/app"), env.at("etc/app-moved")).unwrap();
-    assert!(wait_until(10, || env.at("etc/app/a.conf").exists()
+    assert!(wait_until(30, || env.at("etc/app/a.conf").exists()
         && env.at("etc/app/b.conf").exists()));
 }
 
@@ -148,7 +148,7 @@ fn reading_managed_files_and_listing_their_folders_is_not_drift() {
     );
     std::fs::write(env.root().join("etc/c.conf"), "edited\n").unwrap();
     assert!(
-        wait_until(10, || std::fs::read(env.root().join("etc/c.conf")).unwrap()
+        wait_until(30, || std::fs::read(env.root().join("etc/c.conf")).unwrap()
             == b"c\n"),
         "the watcher still sees a real edit:\n{}",
         env.daemon_log()
@@ -195,9 +195,10 @@ fn a_hook_pending_when_tend_is_killed_runs_after_the_restart() {
     );
     env.repo.commit("v1");
     // The hook takes a while before it records that it ran, so a kill
-    // right after the write lands before the hook's effect.
+    // right after the write lands before the hook's effect, even on a slow
+    // machine.
     let cfg = env.config(&format!(
-        "policy:\n  resync: 1h\nhooks:\n  reload: {{run: [sh, -c, \"sleep 3; echo ran >> {}\"], timeout: 30s}}\n",
+        "policy:\n  resync: 1h\nhooks:\n  reload: {{run: [sh, -c, \"sleep 10; echo ran >> {}\"], timeout: 60s}}\n",
         log.display()
     ));
     let cfg = cfg.to_str().unwrap();
@@ -205,14 +206,16 @@ fn a_hook_pending_when_tend_is_killed_runs_after_the_restart() {
     assert!(wait_until(20, || env.at("etc/app.conf").exists()));
     d.kill9();
     assert!(!log.exists(), "the kill must land before the hook ran");
-    std::thread::sleep(Duration::from_secs(4));
+    // Longer than the hook's sleep: a hook that outlived tend would have
+    // written by now.
+    std::thread::sleep(Duration::from_secs(11));
     assert!(
         !log.exists(),
         "a killed tend's hook must not finish behind its back"
     );
     let _d = env.daemon(&["--interval", "1h", "-c", cfg]);
     assert!(
-        wait_until(20, || std::fs::read_to_string(&log)
+        wait_until(60, || std::fs::read_to_string(&log)
             .is_ok_and(|l| l == "ran\n")),
         "{}",
         env.daemon_log()

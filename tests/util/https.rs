@@ -60,7 +60,7 @@ impl HttpsServer {
             .stderr(log_file(&d.join("fcgi.log")));
         let fcgi = Group::spawn(fcgi);
         assert!(
-            super::wait_until(5, || d.join("fcgi.sock").exists()),
+            super::wait_until(20, || d.join("fcgi.sock").exists()),
             "fcgiwrap did not create its socket"
         );
 
@@ -83,7 +83,7 @@ impl HttpsServer {
         let mut nginx = Group::spawn(nginx);
         let up = [port, redirect_port, other_port]
             .iter()
-            .all(|p| wait_for_port(*p, 5));
+            .all(|p| wait_for_port(*p, 20));
         if !up || nginx.exited() {
             panic!(
                 "nginx did not start:\n{}",

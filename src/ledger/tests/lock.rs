@@ -37,7 +37,7 @@ fn another_process_holding_the_lock_is_named() {
     // the way tend does.
     let child = Command::new("flock")
         .arg(&path)
-        .args(["sh", "-c", "echo \"pid $$ (child)\" > \"$0\"; sleep 10"])
+        .args(["sh", "-c", "echo \"pid $$ (child)\" > \"$0\"; sleep 30"])
         .arg(&path)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -56,7 +56,7 @@ fn another_process_holding_the_lock_is_named() {
             Err(e) => panic!("{e}"),
         }
         assert!(
-            started.elapsed() < Duration::from_secs(5),
+            started.elapsed() < Duration::from_secs(20),
             "the child never took the lock"
         );
         std::thread::sleep(Duration::from_millis(20));
@@ -70,11 +70,12 @@ fn another_process_holding_the_lock_is_named() {
     rustix::process::kill_process_group(group, rustix::process::Signal::KILL).unwrap();
     child.wait().unwrap();
     // The kernel releases the lock once its last holder is dead; the
-    // grandchildren die a moment after the child is reaped.
+    // grandchildren die a moment after the child is reaped. (Left alone they
+    // would hold it for the whole `sleep 30`, longer than this waits.)
     let started = Instant::now();
     while StateLock::acquire(tmp.path(), "sync").is_err() {
         assert!(
-            started.elapsed() < Duration::from_secs(5),
+            started.elapsed() < Duration::from_secs(20),
             "the lock outlived its holders"
         );
         std::thread::sleep(Duration::from_millis(20));

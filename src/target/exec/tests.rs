@@ -142,7 +142,13 @@ fn a_crashing_plugin_is_unknown_and_restarts_only_after_its_backoff() {
         ),
         other => panic!("{other:?}"),
     }
-    assert!(started.elapsed() < Duration::from_millis(200));
+    // Starting the plugin would mean `initialize` with a 5 s timeout; the
+    // message above is what proves no start, the bound only a coarse check.
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
     std::thread::sleep(Duration::from_millis(1100));
     match observe_one(&t, &d) {
         Observed::Unknown(r) => assert!(
