@@ -412,11 +412,10 @@ impl Tx<'_> {
     }
 
     pub fn meta(&self, key: &str) -> Res<Option<String>> {
+        // Asked once or twice per change in a pass: the statement is kept.
         self.conn
-            .query_row("SELECT value FROM meta WHERE key = ?1", params![key], |r| {
-                r.get(0)
-            })
-            .optional()
+            .prepare_cached("SELECT value FROM meta WHERE key = ?1")
+            .and_then(|mut s| s.query_row(params![key], |r| r.get(0)).optional())
             .map_err(|e| self.err(e))
     }
 
