@@ -284,10 +284,10 @@ impl Snapshot {
 
     /// A thread-safe reader of this mirror's blobs, for target adapters.
     pub fn content_source(&self) -> Result<BlobReader, SourceError> {
-        let repo = Repository::open_bare(&self.dir)
-            .map_err(|e| SourceError::git(format!("opening {}", self.dir.display()), e))?;
+        let repo = open_mirror(&self.dir)?;
         Ok(BlobReader {
-            repo: Mutex::new(repo),
+            dir: self.dir.clone(),
+            idle: Mutex::new(vec![repo]),
         })
     }
 
@@ -354,20 +354,43 @@ impl Snapshot {
     }
 }
 
-/// Reads blobs for target adapters; one handle shared behind a lock.
+fn open_mirror(dir: &Path) -> Result<Repository, SourceError> {
+    Repository::open_bare(dir)
+        .map_err(|e| SourceError::git(format!("opening {}", dir.display()), e))
+}
+
+/// Reads blobs for target adapters, from any thread: each read takes a
+/// handle to the mirror no other read is using, opening one more when all
+/// are busy, so threads staging files at once do not wait for each other.
 pub struct BlobReader {
-    repo: Mutex<Repository>,
+    dir: PathBuf,
+    idle: Mutex<Vec<Repository>>,
+}
+
+impl BlobReader {
+    fn take(&self) -> Result<Repository, SourceError> {
+        // The lock only guards the list; a panic elsewhere cannot leave it
+        // inconsistent, so a poisoned lock is still usable.
+        let idle = self.idle.lock().unwrap_or_else(|p| p.into_inner()).pop();
+        idle.map_or_else(|| open_mirror(&self.dir), Ok)
+    }
+
+    fn put_back(&self, repo: Repository) {
+        self.idle
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(repo);
+    }
 }
 
 impl ContentSource for BlobReader {
     fn read(&self, blob: Oid) -> std::io::Result<Vec<u8>> {
-        // A panic while holding the lock cannot leave the handle inconsistent:
-        // reads do not mutate it, so a poisoned lock is still usable.
-        let repo = self
-            .repo
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        read_blob(&repo, blob).map_err(|e| match e {
+        let read = self.take().and_then(|repo| {
+            let read = read_blob(&repo, blob);
+            self.put_back(repo);
+            read
+        });
+        read.map_err(|e| match e {
             SourceError::NotABlob { .. } => {
                 std::io::Error::new(std::io::ErrorKind::InvalidData, e.to_string())
             }

@@ -1,7 +1,8 @@
-//! Many changes at once: file replacements staged together, made durable
-//! together (one syncfs on the root's file system, or else a small pool of
-//! threads fdatasyncing), renamed in input order, and each directory renamed
-//! into synced once for the whole batch.
+//! Many changes at once: file replacements staged together (by a few
+//! threads, each writing its own stretch of the run), made durable together
+//! (one syncfs on the root's file system, or else a small pool of threads
+//! fdatasyncing), renamed in input order, and each directory renamed into
+//! synced once for the whole batch.
 
 use std::collections::hash_map::{Entry, HashMap};
 use std::collections::HashSet;
@@ -32,6 +33,13 @@ const WHOLE_FS_RUN: usize = 4096;
 /// Directories held open awaiting their sync; beyond this many, the held
 /// ones are synced early rather than run out of descriptors.
 const HELD_DIRS: usize = 256;
+/// Threads staging a run at most: creating files is mostly kernel work, on
+/// other directories' locks when each thread takes its own stretch of the
+/// sorted run.
+const STAGERS: usize = 4;
+/// Changes per staging thread at least: below that, starting a thread
+/// costs more than it saves.
+const PER_STAGER: usize = 64;
 
 /// A change whose writes are done, waiting for the sync of its directory.
 struct Waiting<'a> {
@@ -40,9 +48,11 @@ struct Waiting<'a> {
     ops: Ops<'a>,
 }
 
-/// Staged replacements that are not durable yet.
+/// Replacements of one run: reserved as they come, then staged together,
+/// then made durable together.
 #[derive(Default)]
 struct Run<'a> {
+    reserved: Vec<Waiting<'a>>,
     staged: Vec<(Waiting<'a>, Staged)>,
     /// The staged paths, and every directory above them: a change that
     /// touches one of these waits for the run to land, so the batch ends
@@ -59,11 +69,11 @@ impl<'a> Run<'a> {
             || ancestors(path).any(|dir| self.files.contains(dir))
     }
 
-    fn add(&mut self, waiting: Waiting<'a>, staged: Staged) {
+    fn reserve(&mut self, waiting: Waiting<'a>) {
         let path = waiting.change.path.as_str();
         self.files.insert(path);
         self.dirs.extend(ancestors(path));
-        self.staged.push((waiting, staged));
+        self.reserved.push(waiting);
     }
 }
 
@@ -118,9 +128,9 @@ impl FilesTarget {
         };
         for (index, &change) in changes.iter().enumerate() {
             if batch.run.conflicts(change.path.as_str())
-                || batch.run.staged.len() >= batch.run_limit
+                || batch.run.reserved.len() >= batch.run_limit
             {
-                batch.land_run();
+                batch.land_run(content);
             }
             if !writes_content(change) {
                 batch.results[index] = Some(self.apply(change, content, backup));
@@ -128,15 +138,9 @@ impl FilesTarget {
             }
             let mut ops = self.ops(change, backup);
             ops.deferred = Some(Vec::new());
-            let staged = self.stage_change(change, content, &mut ops, &mut batch.run.clock);
-            let waiting = Waiting { index, change, ops };
-            match staged {
-                Ok(Some(staged)) => batch.run.add(waiting, staged),
-                // Decided on the spot: nothing to do, a chmod, a refusal.
-                other => batch.settle(waiting, other.map(|_| ()), None),
-            }
+            batch.run.reserve(Waiting { index, change, ops });
         }
-        batch.land_run();
+        batch.land_run(content);
         batch.sync_dirs();
         for (waiting, result) in std::mem::take(&mut batch.waiting) {
             batch.results[waiting.index] = Some(self.finish(waiting.ops, result));
@@ -152,9 +156,18 @@ impl FilesTarget {
 }
 
 impl<'a> Batch<'a> {
-    /// Makes the run's temp files durable, then renames each into place.
-    fn land_run(&mut self) {
-        let run = std::mem::take(&mut self.run);
+    /// Stages the run's replacements, makes their temp files durable, then
+    /// renames each into place.
+    fn land_run(&mut self, content: &dyn ContentSource) {
+        let mut run = std::mem::take(&mut self.run);
+        let reserved = std::mem::take(&mut run.reserved);
+        for (waiting, staged) in self.target.stage_all(reserved, content, &mut run.clock) {
+            match staged {
+                Ok(Some(staged)) => run.staged.push((waiting, staged)),
+                // Decided on the spot: nothing to do, a chmod, a refusal.
+                other => self.settle(waiting, other.map(|_| ()), None),
+            }
+        }
         let staged: Vec<&Staged> = run.staged.iter().map(|(_, staged)| staged).collect();
         let synced = self.sync_staged(&staged);
         for ((mut waiting, staged), synced) in run.staged.into_iter().zip(synced) {
@@ -269,6 +282,68 @@ impl<'a> Batch<'a> {
             ));
         }
     }
+}
+
+type StageResult = Result<Option<Staged>, TargetError>;
+
+impl FilesTarget {
+    /// Stages each reserved change, in order; with many, split into
+    /// stretches that threads stage at once (the paths are distinct and
+    /// none is under another, so the order among them does not matter).
+    fn stage_all<'a>(
+        &self,
+        reserved: Vec<Waiting<'a>>,
+        content: &dyn ContentSource,
+        clock: &mut Clock,
+    ) -> Vec<(Waiting<'a>, StageResult)> {
+        let stagers = stagers(reserved.len());
+        let stage = |clock: &mut Clock, stretch: Vec<Waiting<'a>>| {
+            stretch
+                .into_iter()
+                .map(|mut w| {
+                    let staged = self.stage_change(w.change, content, &mut w.ops, clock);
+                    (w, staged)
+                })
+                .collect::<Vec<_>>()
+        };
+        if stagers < 2 {
+            return stage(clock, reserved);
+        }
+        // One clock reading for the run, as one thread would take.
+        clock.read(self);
+        let clock = *clock;
+        let mut stretches = Vec::with_capacity(stagers);
+        let mut rest = reserved;
+        let size = rest.len().div_ceil(stagers);
+        while rest.len() > size {
+            let tail = rest.split_off(size);
+            stretches.push(rest);
+            rest = tail;
+        }
+        stretches.push(rest);
+        std::thread::scope(|scope| {
+            let mut stretches = stretches.into_iter();
+            let first = stretches.next().unwrap_or_default();
+            let others: Vec<_> = stretches
+                .map(|stretch| scope.spawn(move || stage(&mut clock.clone(), stretch)))
+                .collect();
+            let mut staged = stage(&mut clock.clone(), first);
+            for other in others {
+                match other.join() {
+                    Ok(more) => staged.extend(more),
+                    Err(panic) => std::panic::resume_unwind(panic),
+                }
+            }
+            staged
+        })
+    }
+}
+
+/// Threads to stage `n` changes: one per [`PER_STAGER`], up to the cores
+/// there are and [`STAGERS`].
+fn stagers(n: usize) -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    (n / PER_STAGER).clamp(1, cores.min(STAGERS))
 }
 
 /// Staged files per run under syncfs: up to [`WHOLE_FS_RUN`], leaving most

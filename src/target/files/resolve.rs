@@ -153,9 +153,9 @@ fn make_dir(
     name: &str,
     ops: &mut Ops,
 ) -> Result<(), TargetError> {
-    ops.writes += 1;
     match rfs::mkdirat(parent, name, Mode::from_raw_mode(DIR_MODE)) {
-        Ok(()) => {}
+        Ok(()) => ops.writes += 1,
+        // Made meanwhile (by a thread staging a neighbour, say): not ours.
         Err(e) if e == Errno::EXIST => return Ok(()),
         Err(e) => return Err(transient(prefix, "mkdir", e)),
     }

@@ -303,3 +303,100 @@ fn a_batch_stays_inside_the_root() {
     assert!(fs::symlink_metadata(sb.at("last")).unwrap().is_file());
     assert_eq!(fs::read(sb.at("last")).unwrap(), b"pwned");
 }
+
+/// Content that notes which threads read it.
+#[derive(Default)]
+struct ThreadNoting {
+    inner: MapContent,
+    readers: std::sync::Mutex<std::collections::HashSet<std::thread::ThreadId>>,
+}
+
+impl crate::model::ContentSource for ThreadNoting {
+    fn read(&self, blob: git2::Oid) -> std::io::Result<Vec<u8>> {
+        self.readers
+            .lock()
+            .unwrap()
+            .insert(std::thread::current().id());
+        self.inner.read(blob)
+    }
+}
+
+#[test]
+fn a_long_run_staged_by_several_threads_ends_as_one_by_one() {
+    // New nested directories shared by neighbours, replaced files (backed
+    // up in input order) and one refusal, in a run long enough to split.
+    let changes: Vec<Change> = (0..1000)
+        .map(|i| {
+            let path = format!("d{}/s{}/f{i}", i % 7, i % 3);
+            let bytes = format!("file {i}\n");
+            create(&path, bytes.as_bytes(), [0o644, 0o600][i % 2])
+        })
+        .collect();
+    let mut content = ThreadNoting::default();
+    for i in 0..1000 {
+        let bytes = format!("file {i}\n").into_bytes();
+        content.inner.0.insert(blob_id(&bytes), bytes);
+    }
+    let prepare = |sb: &Sandbox| {
+        for i in [10, 500, 990] {
+            let path = format!("d{}/s{}/f{i}", i % 7, i % 3);
+            fs::create_dir_all(sb.at(&path).parent().unwrap()).unwrap();
+            fs::write(sb.at(&path), format!("old {i}")).unwrap();
+        }
+        fs::create_dir_all(sb.at("d0/s0/f42/kept")).unwrap();
+        fs::write(sb.at("d0/s0/f42/kept/work"), b"human work").unwrap();
+    };
+    let refs: Vec<&Change> = changes.iter().collect();
+    let (one, many) = (Sandbox::new(), Sandbox::new());
+    prepare(&one);
+    prepare(&many);
+    let (t1, tn) = (one.target(), many.target());
+    let (b1, bn) = (RecordingBackup::default(), RecordingBackup::default());
+
+    let singly: Vec<_> = refs
+        .iter()
+        .map(|c| t1.apply(c, &content.inner, &b1))
+        .collect();
+    let batched = tn.apply_batch(&refs, &content, &bn);
+
+    // Which of the changes under a new directory made it depends on which
+    // thread came first; everything else, and the count in all, does not.
+    let without_writes = |rs: &[Result<Applied, TargetError>]| -> Vec<_> {
+        rs.iter().map(|r| r.clone().map(|a| a.backups)).collect()
+    };
+    let writes = |rs: &[Result<Applied, TargetError>]| -> u64 {
+        rs.iter().flatten().map(|a| a.writes).sum()
+    };
+    assert_eq!(without_writes(&batched), without_writes(&singly));
+    assert_eq!(writes(&batched), writes(&singly));
+    assert!(
+        matches!(&batched[42], Err(TargetError::Transient(m)) if m.contains("unmanaged")),
+        "{:?}",
+        batched[42]
+    );
+    assert_eq!(batched.iter().filter(|r| r.is_err()).count(), 1);
+    assert_eq!(bn.bytes(), b1.bytes());
+    assert_eq!(bn.bytes()[1], b"old 500");
+    for c in &changes[..] {
+        let path = c.path.as_str();
+        if path != "d0/s0/f42" {
+            assert_eq!(
+                fs::read(many.at(path)).unwrap(),
+                fs::read(one.at(path)).unwrap()
+            );
+            assert_eq!(mode_of(&many.at(path)), mode_of(&one.at(path)), "{path}");
+        }
+    }
+    assert_eq!(
+        fs::read(many.at("d0/s0/f42/kept/work")).unwrap(),
+        b"human work"
+    );
+    no_temp_files_under(&many.root);
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let readers = content.readers.lock().unwrap().len();
+    assert_eq!(
+        readers,
+        cores.min(4),
+        "threads that staged, on {cores} cores"
+    );
+}

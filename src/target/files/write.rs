@@ -52,14 +52,19 @@ impl Staged {
     }
 }
 
-/// The filesystem clock, read at most once per apply or batch, before the
+/// The filesystem clock, read at most once per apply or run, before the
 /// first temp file is dated from it.
-#[derive(Default)]
+#[derive(Default, Clone, Copy)]
 pub(super) struct Clock(Option<Option<i64>>);
 
 impl Clock {
     fn now(&mut self, target: &FilesTarget) -> Option<i64> {
         *self.0.get_or_insert_with(|| target.cache.clock_now())
+    }
+
+    /// Reads the clock now, if not yet read, so copies share the reading.
+    pub(super) fn read(&mut self, target: &FilesTarget) {
+        self.now(target);
     }
 }
 
