@@ -282,6 +282,14 @@ impl Ledger {
     pub fn set_meta(&self, key: &str, value: &str) -> Res<()> {
         self.q().set_meta(key, value)
     }
+    /// See [`Tx::meta_count_under`].
+    pub fn meta_count_under(&self, prefix: &str, cap: u64) -> Res<u64> {
+        self.q().meta_count_under(prefix, cap)
+    }
+    /// See [`Tx::meta_under`].
+    pub fn meta_under(&self, prefix: &str) -> Res<Vec<(String, String)>> {
+        self.q().meta_under(prefix)
+    }
 }
 
 /// Makes a new ledger (WAL, current schema) under a temp name with syncs off,

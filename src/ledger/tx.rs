@@ -419,6 +419,34 @@ impl Tx<'_> {
             .map_err(|e| self.err(e))
     }
 
+    /// How many keys start with `prefix`, counting no further than `cap`.
+    pub fn meta_count_under(&self, prefix: &str, cap: u64) -> Res<u64> {
+        let (low, high) = prefix_range(prefix);
+        self.conn
+            .prepare_cached(
+                "SELECT COUNT(*) FROM (SELECT 1 FROM meta WHERE key >= ?1 AND key < ?2 LIMIT ?3)",
+            )
+            .and_then(|mut s| s.query_row(params![low, high, cap as i64], |r| r.get::<_, i64>(0)))
+            .map(|n| n as u64)
+            .map_err(|e| self.err(e))
+    }
+
+    /// Every key starting with `prefix`, without it, with its value.
+    pub fn meta_under(&self, prefix: &str) -> Res<Vec<(String, String)>> {
+        let (low, high) = prefix_range(prefix);
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT key, value FROM meta WHERE key >= ?1 AND key < ?2")
+            .map_err(|e| self.err(e))?;
+        let rows = stmt
+            .query_map(params![low, high], |r| {
+                let key: String = r.get(0)?;
+                Ok((key[prefix.len()..].to_string(), r.get(1)?))
+            })
+            .and_then(|rows| rows.collect::<Result<Vec<_>, _>>());
+        rows.map_err(|e| self.err(e))
+    }
+
     pub fn set_meta(&self, key: &str, value: &str) -> Res<()> {
         self.exec(
             "INSERT OR REPLACE INTO meta (key, value) VALUES (?1, ?2)",
@@ -437,4 +465,17 @@ impl Tx<'_> {
             .map(drop)
             .map_err(|e| self.err(e))
     }
+}
+
+/// The keys starting with `prefix` as a range: from `prefix` itself to the
+/// prefix with its last character stepped up (prefixes here end in `:`).
+fn prefix_range(prefix: &str) -> (String, String) {
+    let mut high = prefix.to_string();
+    let last = high.pop().expect("a non-empty prefix");
+    assert!(
+        last.is_ascii() && last != '\x7f',
+        "prefix ends in plain ASCII"
+    );
+    high.push((last as u8 + 1) as char);
+    (prefix.to_string(), high)
 }

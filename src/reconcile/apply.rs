@@ -219,6 +219,8 @@ fn decide<'a>(
 ) -> Result<Vec<Todo<'a>>, LedgerError> {
     let policy = &run.ctx.settings.policy;
     let paused = rec.paused()?;
+    let applied = rec.applied_digests(p.plan.applies.len())?;
+    let blocked = rec.blocked_digests(p.plan.applies.len())?;
     let mut todo = Vec::new();
     for change in &p.plan.applies {
         let d = change
@@ -226,7 +228,7 @@ fn decide<'a>(
             .as_ref()
             .expect("applies carry their desired state");
         let digest = spec_digest(d);
-        let drift_of_applied = rec.applied_digest(&change.id)?.as_deref() == Some(digest.as_str());
+        let drift_of_applied = applied.get(&change.id)?.as_deref() == Some(digest.as_str());
         let why = change
             .fields
             .iter()
@@ -260,7 +262,7 @@ fn decide<'a>(
             );
             continue;
         }
-        if rec.blocked_digest(&change.id)?.as_deref() == Some(digest.as_str()) {
+        if blocked.get(&change.id)?.as_deref() == Some(digest.as_str()) {
             let reason = run
                 .previous
                 .get(change.id.as_str())

@@ -1,7 +1,7 @@
 //! The reconciler's side of the ledger: intents before effects, outcomes
 //! after them, the audit trail, backups and keyed hashes.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::SystemTime;
 
 use super::backoff;
@@ -40,12 +40,43 @@ pub struct Recorder {
 /// skipped.
 const TEMP_SWEPT: &str = "temp_files_swept";
 
+/// Meta keys of the declaration each resource was last applied from, and
+/// of the one a terminal error blocked.
+const APPLIED: &str = "applied:";
+const BLOCKED: &str = "blocked:";
+
 fn digest_key(id: &ResourceId) -> String {
-    format!("applied:{id}")
+    format!("{APPLIED}{id}")
 }
 
 fn blocked_key(id: &ResourceId) -> String {
-    format!("blocked:{id}")
+    format!("{BLOCKED}{id}")
+}
+
+/// Asked about fewer identities than this, a pass looks each digest up.
+const ASKED_FEW: usize = 64;
+/// Up to this many digests of a kind, a pass asking about many identities
+/// reads them all at once (none at all, on a first sync); beyond, it looks
+/// each up by identity.
+const READ_WHOLE: u64 = 4096;
+
+/// The applied or blocked digests, as one pass looks them up.
+pub struct Digests<'r> {
+    ledger: &'r Ledger,
+    prefix: &'static str,
+    /// All of them, when read at once.
+    all: Option<HashMap<String, String>>,
+}
+
+impl Digests<'_> {
+    pub fn get(&self, id: &ResourceId) -> Result<Option<String>, LedgerError> {
+        let digest = match &self.all {
+            Some(all) => all.get(id.as_str()).cloned(),
+            None => self.ledger.meta(&format!("{}{id}", self.prefix))?,
+        };
+        // An empty value is a cleared digest.
+        Ok(digest.filter(|d| !d.is_empty()))
+    }
 }
 
 fn managed_key(id: &ResourceId) -> String {
@@ -152,17 +183,29 @@ impl Recorder {
         Ok(p)
     }
 
-    pub fn applied_digest(&self, id: &ResourceId) -> Result<Option<String>, LedgerError> {
-        self.ledger.meta(&digest_key(id))
+    /// The digests of the declarations resources were last applied from,
+    /// for a pass about to ask about `asked` identities.
+    pub fn applied_digests(&self, asked: usize) -> Result<Digests<'_>, LedgerError> {
+        self.digests(APPLIED, asked)
     }
 
-    /// The declaration a terminal error blocked; it stays blocked until the
-    /// declaration changes.
-    pub fn blocked_digest(&self, id: &ResourceId) -> Result<Option<String>, LedgerError> {
-        Ok(self
-            .ledger
-            .meta(&blocked_key(id))?
-            .filter(|s| !s.is_empty()))
+    /// The declarations terminal errors blocked; each stays blocked until
+    /// its declaration changes.
+    pub fn blocked_digests(&self, asked: usize) -> Result<Digests<'_>, LedgerError> {
+        self.digests(BLOCKED, asked)
+    }
+
+    fn digests(&self, prefix: &'static str, asked: usize) -> Result<Digests<'_>, LedgerError> {
+        let mut digests = Digests {
+            ledger: &self.ledger,
+            prefix,
+            all: None,
+        };
+        if asked >= ASKED_FEW && self.ledger.meta_count_under(prefix, READ_WHOLE + 1)? <= READ_WHOLE
+        {
+            digests.all = Some(self.ledger.meta_under(prefix)?.into_iter().collect());
+        }
+        Ok(digests)
     }
 
     pub fn set_blocked_digest(&self, id: &ResourceId, digest: &str) -> Result<(), LedgerError> {
@@ -489,6 +532,40 @@ mod tests {
             .iter()
             .map(|(p, st)| (id(p), Outcome::new(*st, None)))
             .collect()
+    }
+
+    #[test]
+    fn digests_read_at_once_or_one_by_one_agree() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut rec = Recorder::open(Ledger::open(dir.path()).unwrap()).unwrap();
+        let ids: Vec<ResourceId> = (0..100).map(|i| id(&format!("f{i}"))).collect();
+        let answers = |rec: &Recorder, asked: usize| -> Vec<(Option<String>, Option<String>)> {
+            let applied = rec.applied_digests(asked).unwrap();
+            let blocked = rec.blocked_digests(asked).unwrap();
+            ids.iter()
+                .map(|id| (applied.get(id).unwrap(), blocked.get(id).unwrap()))
+                .collect()
+        };
+        // Nothing recorded: both ways say so.
+        assert!(answers(&rec, 1).iter().all(|a| *a == (None, None)));
+        assert_eq!(answers(&rec, 1), answers(&rec, ids.len()));
+
+        let digests: Vec<(ResourceId, String)> = ids
+            .iter()
+            .step_by(3)
+            .map(|id| (id.clone(), format!("d-{id}")))
+            .collect();
+        rec.set_applied_digests(&digests).unwrap();
+        rec.set_blocked_digest(&ids[7], "blocked-7").unwrap();
+        rec.set_blocked_digest(&ids[8], "").unwrap();
+        let one_by_one = answers(&rec, 1);
+        assert_eq!(one_by_one[3].0.as_deref(), Some("d-files/file/f3"));
+        assert_eq!(one_by_one[4].0, None);
+        assert_eq!(one_by_one[7].1.as_deref(), Some("blocked-7"));
+        assert_eq!(one_by_one[8].1, None, "an empty digest is a cleared one");
+        assert_eq!(answers(&rec, ids.len()), one_by_one, "read at once");
+        assert!(rec.applied_digests(ids.len()).unwrap().all.is_some());
+        assert!(rec.applied_digests(1).unwrap().all.is_none());
     }
 
     #[test]

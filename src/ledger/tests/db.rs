@@ -246,6 +246,34 @@ fn source_and_meta_round_trip() {
 }
 
 #[test]
+fn meta_under_a_prefix_is_read_by_range() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ledger = Ledger::open(tmp.path()).unwrap();
+    for (k, v) in [
+        ("applied:files/file/b", "2"),
+        ("applied:files/file/a", "1"),
+        ("applied;", "next prefix"),
+        ("applied", "no colon"),
+        ("appliedx:files/file/c", "other"),
+        ("blocked:files/file/a", "9"),
+    ] {
+        ledger.set_meta(k, v).unwrap();
+    }
+    let under = ledger.meta_under("applied:").unwrap();
+    assert_eq!(
+        under,
+        [
+            ("files/file/a".to_string(), "1".to_string()),
+            ("files/file/b".to_string(), "2".to_string())
+        ]
+    );
+    assert_eq!(ledger.meta_count_under("applied:", 100).unwrap(), 2);
+    assert_eq!(ledger.meta_count_under("applied:", 1).unwrap(), 1, "capped");
+    assert_eq!(ledger.meta_count_under("pause:", 100).unwrap(), 0);
+    assert!(ledger.meta_under("pause:").unwrap().is_empty());
+}
+
+#[test]
 fn a_failed_transaction_writes_nothing_and_a_batch_is_fast() {
     let tmp = tempfile::tempdir().unwrap();
     let mut ledger = Ledger::open(tmp.path()).unwrap();
