@@ -13,6 +13,7 @@ pub mod duration;
 pub mod ledger;
 pub mod metrics;
 pub mod model;
+pub mod open_files;
 pub mod ownership;
 pub mod reconcile;
 pub mod render;

@@ -1,6 +1,6 @@
-//! The `tend` binary: bound malloc's arenas, parse the command line, run the
-//! command, exit. (libgit2's process-wide settings are made once the config
-//! is read: `source::configure_transport`.)
+//! The `tend` binary: bound malloc's arenas, raise the open-files limit,
+//! parse the command line, run the command, exit. (libgit2's process-wide
+//! settings are made once the config is read: `source::configure_transport`.)
 
 use std::process::ExitCode;
 
@@ -36,5 +36,6 @@ fn limit_memory() {
 
 fn main() -> ExitCode {
     limit_memory();
+    tend::open_files::raise();
     tend::commands::run(tend::cli::Cli::parse())
 }

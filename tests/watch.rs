@@ -185,6 +185,45 @@ fn a_hook_runs_once_per_pass_however_many_files_changed() {
     assert_eq!(std::fs::read_to_string(&log).unwrap(), "ran\nran\n");
 }
 
+/// Started with systemd's soft limit of 1024 open files, tend raises its
+/// own toward the hard limit (its batches hold many files open) and starts
+/// hooks with the limit it was given.
+#[test]
+fn tend_raises_its_open_files_limit_and_hooks_get_the_one_it_was_given() {
+    let env = Env::new();
+    let log = env.state.path().join("limits.log");
+    env.repo.write(
+        "a.tend.yaml",
+        "kind: file\npath: etc/app.conf\ncontent: \"v1\\n\"\non_change: reload\n",
+    );
+    env.repo.commit("v1");
+    let script = format!(
+        "ulimit -Sn > {0}; grep 'open files' /proc/$PPID/limits >> {0}",
+        log.display()
+    );
+    let cfg = env.config(&format!(
+        "hooks:\n  reload: {{run: [sh, -c, {script:?}], timeout: 30s}}\n"
+    ));
+    let sync = env.cmd(&["sync", "-c", cfg.to_str().unwrap()]);
+    let out = std::process::Command::new("prlimit")
+        .arg("--nofile=1024:8192")
+        .arg(sync.get_program())
+        .args(sync.get_args())
+        .envs(sync.get_envs().filter_map(|(k, v)| Some((k, v?))))
+        .output()
+        .expect("prlimit (util-linux) runs");
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let log = std::fs::read_to_string(&log).unwrap();
+    let mut lines = log.lines();
+    assert_eq!(lines.next(), Some("1024"), "the hook's own soft limit");
+    let tend: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
+    assert_eq!(
+        tend,
+        ["Max", "open", "files", "8192", "8192", "files"],
+        "tend's limits"
+    );
+}
+
 #[test]
 fn a_hook_pending_when_tend_is_killed_runs_after_the_restart() {
     let env = Env::new();

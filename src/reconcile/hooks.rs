@@ -22,6 +22,7 @@ pub fn run(name: &str, hook: &Hook) -> Result<(), String> {
                 .map_err(std::io::Error::from)
         });
     }
+    crate::open_files::put_back_for(&mut cmd);
     let mut child = cmd
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

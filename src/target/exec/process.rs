@@ -91,7 +91,9 @@ impl Plugin {
         let (program, args) = command
             .split_first()
             .ok_or_else(|| std::io::Error::other("the command is empty"))?;
-        let mut child = Command::new(program)
+        let mut cmd = Command::new(program);
+        crate::open_files::put_back_for(&mut cmd);
+        let mut child = cmd
             .args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
