@@ -166,16 +166,24 @@ impl<W: Write> Hashing<W> {
 }
 
 /// Writes a new file under a temp name with `write`, makes it durable and
-/// renames it over `file`: readers see the old file or the new one.
+/// renames it over `file`: readers see the old file or the new one. The
+/// temp name is fixed (`<file>.part`), so one a crash left is written over
+/// by the next save rather than left behind; two processes saving at once
+/// may tear it, which the file's checksum catches (a void cache only costs
+/// a re-read).
 pub(super) fn write_atomically(
     file: &Path,
     write: impl FnOnce(&mut io::BufWriter<&File>) -> io::Result<()>,
 ) -> io::Result<()> {
     let mut tmp = file.as_os_str().to_owned();
-    tmp.push(format!(".{:016x}.part", rand::random::<u64>()));
+    tmp.push(".part");
     let tmp = PathBuf::from(tmp);
     let result = (|| {
-        let out = OpenOptions::new().write(true).create_new(true).open(&tmp)?;
+        let out = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&tmp)?;
         let mut buffered = io::BufWriter::with_capacity(64 * 1024, &out);
         write(&mut buffered)?;
         buffered.flush()?;
@@ -256,8 +264,15 @@ mod tests {
             map.insert(path_key(&format!("dir/{i}")), entry);
         }
         let bytes = encode(&map, b"/root");
+        // What a save cut short by a crash left behind is written over.
+        fs::write(dir.path().join("files.part"), vec![7; 1 << 20]).unwrap();
         write_atomically(&file, |out| out.write_all(&bytes)).unwrap();
         assert_eq!(load(&file, b"/root"), Some(map));
+        let names: Vec<_> = fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, ["files"], "no temp file left");
         fs::write(&file, &bytes[..bytes.len() / 2]).unwrap();
         assert_eq!(load(&file, b"/root"), None);
         assert_eq!(load(&dir.path().join("missing"), b"/root"), None);
