@@ -419,24 +419,29 @@ impl Tx<'_> {
             .map_err(|e| self.err(e))
     }
 
-    /// How many keys start with `prefix`, counting no further than `cap`.
+    /// How many keys start with `prefix` and hold a value (an empty one is
+    /// a cleared key), counting no further than `cap`.
     pub fn meta_count_under(&self, prefix: &str, cap: u64) -> Res<u64> {
         let (low, high) = prefix_range(prefix);
         self.conn
             .prepare_cached(
-                "SELECT COUNT(*) FROM (SELECT 1 FROM meta WHERE key >= ?1 AND key < ?2 LIMIT ?3)",
+                "SELECT COUNT(*) FROM
+                     (SELECT 1 FROM meta WHERE key >= ?1 AND key < ?2 AND value <> '' LIMIT ?3)",
             )
             .and_then(|mut s| s.query_row(params![low, high, cap as i64], |r| r.get::<_, i64>(0)))
             .map(|n| n as u64)
             .map_err(|e| self.err(e))
     }
 
-    /// Every key starting with `prefix`, without it, with its value.
+    /// Every key starting with `prefix` that holds a value, without the
+    /// prefix, with its value.
     pub fn meta_under(&self, prefix: &str) -> Res<Vec<(String, String)>> {
         let (low, high) = prefix_range(prefix);
         let mut stmt = self
             .conn
-            .prepare_cached("SELECT key, value FROM meta WHERE key >= ?1 AND key < ?2")
+            .prepare_cached(
+                "SELECT key, value FROM meta WHERE key >= ?1 AND key < ?2 AND value <> ''",
+            )
             .map_err(|e| self.err(e))?;
         let rows = stmt
             .query_map(params![low, high], |r| {

@@ -55,10 +55,11 @@ fn blocked_key(id: &ResourceId) -> String {
 
 /// Asked about fewer identities than this, a pass looks each digest up.
 const ASKED_FEW: usize = 64;
-/// Up to this many digests of a kind, a pass asking about many identities
-/// reads them all at once (none at all, on a first sync); beyond, it looks
-/// each up by identity.
+/// Up to this many digests of a kind, and no more than [`READ_PER_ASKED`]
+/// per identity asked about, a pass asking about many reads them all at
+/// once (none at all, on a first sync); beyond, it looks each up.
 const READ_WHOLE: u64 = 4096;
+const READ_PER_ASKED: u64 = 4;
 
 /// The applied or blocked digests, as one pass looks them up.
 pub struct Digests<'r> {
@@ -201,8 +202,8 @@ impl Recorder {
             prefix,
             all: None,
         };
-        if asked >= ASKED_FEW && self.ledger.meta_count_under(prefix, READ_WHOLE + 1)? <= READ_WHOLE
-        {
+        let most = READ_WHOLE.min(READ_PER_ASKED.saturating_mul(asked as u64));
+        if asked >= ASKED_FEW && self.ledger.meta_count_under(prefix, most + 1)? <= most {
             digests.all = Some(self.ledger.meta_under(prefix)?.into_iter().collect());
         }
         Ok(digests)

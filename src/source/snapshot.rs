@@ -385,11 +385,12 @@ impl BlobReader {
 
 impl ContentSource for BlobReader {
     fn read(&self, blob: Oid) -> std::io::Result<Vec<u8>> {
-        let read = self.take().and_then(|repo| {
-            let read = read_blob(&repo, blob);
-            self.put_back(repo);
-            read
-        });
+        // Not opening the mirror (out of descriptors, say) is no missing blob.
+        let repo = self
+            .take()
+            .map_err(|e| std::io::Error::other(e.to_string()))?;
+        let read = read_blob(&repo, blob);
+        self.put_back(repo);
         read.map_err(|e| match e {
             SourceError::NotABlob { .. } => {
                 std::io::Error::new(std::io::ErrorKind::InvalidData, e.to_string())

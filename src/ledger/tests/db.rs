@@ -256,6 +256,7 @@ fn meta_under_a_prefix_is_read_by_range() {
         ("applied", "no colon"),
         ("appliedx:files/file/c", "other"),
         ("blocked:files/file/a", "9"),
+        ("applied:files/file/cleared", ""),
     ] {
         ledger.set_meta(k, v).unwrap();
     }

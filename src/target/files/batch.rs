@@ -9,6 +9,7 @@ use std::collections::HashSet;
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
 
 use rustix::fs as rfs;
 
@@ -40,6 +41,9 @@ const STAGERS: usize = 4;
 /// Changes per staging thread at least: below that, starting a thread
 /// costs more than it saves.
 const PER_STAGER: usize = 64;
+/// Stretches a run is cut into per staging thread: enough that a thread
+/// slowed down (a big file, a busy directory) leaves its share to others.
+const STRETCHES_EACH: usize = 4;
 
 /// A change whose writes are done, waiting for the sync of its directory.
 struct Waiting<'a> {
@@ -287,16 +291,17 @@ impl<'a> Batch<'a> {
 type StageResult = Result<Option<Staged>, TargetError>;
 
 impl FilesTarget {
-    /// Stages each reserved change, in order; with many, split into
-    /// stretches that threads stage at once (the paths are distinct and
-    /// none is under another, so the order among them does not matter).
+    /// Stages each reserved change, results in order. With many, the run
+    /// is cut into stretches of neighbours that a few threads take in turn
+    /// (the paths are distinct and none is under another, so the order
+    /// among them does not matter); this thread works too, so a thread the
+    /// system refuses only costs speed.
     fn stage_all<'a>(
         &self,
         reserved: Vec<Waiting<'a>>,
         content: &dyn ContentSource,
         clock: &mut Clock,
     ) -> Vec<(Waiting<'a>, StageResult)> {
-        let stagers = stagers(reserved.len());
         let stage = |clock: &mut Clock, stretch: Vec<Waiting<'a>>| {
             stretch
                 .into_iter()
@@ -306,36 +311,54 @@ impl FilesTarget {
                 })
                 .collect::<Vec<_>>()
         };
+        let stagers = stagers(reserved.len());
         if stagers < 2 {
             return stage(clock, reserved);
         }
         // One clock reading for the run, as one thread would take.
         clock.read(self);
         let clock = *clock;
-        let mut stretches = Vec::with_capacity(stagers);
+        let size = reserved.len().div_ceil(stagers * STRETCHES_EACH);
+        let mut stretches = Vec::new();
         let mut rest = reserved;
-        let size = rest.len().div_ceil(stagers);
         while rest.len() > size {
             let tail = rest.split_off(size);
-            stretches.push(rest);
+            stretches.push(Mutex::new(Some(rest)));
             rest = tail;
         }
-        stretches.push(rest);
-        std::thread::scope(|scope| {
-            let mut stretches = stretches.into_iter();
-            let first = stretches.next().unwrap_or_default();
-            let others: Vec<_> = stretches
-                .map(|stretch| scope.spawn(move || stage(&mut clock.clone(), stretch)))
+        stretches.push(Mutex::new(Some(rest)));
+        let next = AtomicUsize::new(0);
+        let work = || {
+            let mut done = Vec::new();
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(slot) = stretches.get(i) else {
+                    return done;
+                };
+                let stretch = slot.lock().map(|mut s| s.take()).ok().flatten();
+                done.push((i, stage(&mut clock.clone(), stretch.unwrap_or_default())));
+            }
+        };
+        let mut done = std::thread::scope(|scope| {
+            let helpers: Vec<_> = (1..stagers)
+                .filter_map(|_| {
+                    std::thread::Builder::new()
+                        .name("tend-stage".into())
+                        .spawn_scoped(scope, work)
+                        .ok()
+                })
                 .collect();
-            let mut staged = stage(&mut clock.clone(), first);
-            for other in others {
-                match other.join() {
-                    Ok(more) => staged.extend(more),
+            let mut done = work();
+            for helper in helpers {
+                match helper.join() {
+                    Ok(more) => done.extend(more),
                     Err(panic) => std::panic::resume_unwind(panic),
                 }
             }
-            staged
-        })
+            done
+        });
+        done.sort_unstable_by_key(|(i, _)| *i);
+        done.into_iter().flat_map(|(_, staged)| staged).collect()
     }
 }
 

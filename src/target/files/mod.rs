@@ -83,7 +83,9 @@ impl FilesTarget {
     }
 
     /// Write system calls made on the target since start (renames, chmods,
-    /// chowns, unlinks, mkdirs, symlinks), successful or not in the end.
+    /// chowns, unlinks, mkdirs, symlinks), whether or not the apply they
+    /// were part of succeeded in the end; an unlink or mkdir that found its
+    /// work done already changed nothing and is not counted.
     pub fn writes_total(&self) -> u64 {
         self.writes.load(Ordering::Relaxed)
     }

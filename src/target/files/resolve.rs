@@ -138,11 +138,16 @@ fn repair(parent: BorrowedFd, prefix: &str, name: &str, ops: &mut Ops) -> Result
     make_dir(parent, prefix, name, ops)
 }
 
+/// Removes the file or symlink standing where a directory is needed. Gone
+/// already, or a directory by now (made by a thread staging a neighbour,
+/// say, which removed it first): the caller resolves the path again.
 fn unlink(parent: BorrowedFd, prefix: &str, name: &str, ops: &mut Ops) -> Result<(), TargetError> {
-    ops.writes += 1;
     match rfs::unlinkat(parent, name, AtFlags::empty()) {
-        Ok(()) => Ok(()),
-        Err(e) if e == Errno::NOENT => Ok(()),
+        Ok(()) => {
+            ops.writes += 1;
+            Ok(())
+        }
+        Err(Errno::NOENT | Errno::ISDIR) => Ok(()),
         Err(e) => Err(transient(prefix, "unlink", e)),
     }
 }

@@ -304,7 +304,8 @@ fn a_batch_stays_inside_the_root() {
     assert_eq!(fs::read(sb.at("last")).unwrap(), b"pwned");
 }
 
-/// Content that notes which threads read it.
+/// Content that notes which threads read it, taking a millisecond a read,
+/// so each thread that can help gets there before the work is done.
 #[derive(Default)]
 struct ThreadNoting {
     inner: MapContent,
@@ -317,6 +318,7 @@ impl crate::model::ContentSource for ThreadNoting {
             .lock()
             .unwrap()
             .insert(std::thread::current().id());
+        std::thread::sleep(std::time::Duration::from_millis(1));
         self.inner.read(blob)
     }
 }
@@ -399,4 +401,42 @@ fn a_long_run_staged_by_several_threads_ends_as_one_by_one() {
         cores.min(4),
         "threads that staged, on {cores} cores"
     );
+}
+
+#[test]
+fn a_file_where_a_parent_of_many_must_go_is_replaced_whichever_thread_gets_there() {
+    let sb = Sandbox::new();
+    let t = sb.target();
+    fs::write(sb.at("p"), b"in the way").unwrap();
+    symlink("missing", sb.at("q")).unwrap();
+    let changes: Vec<Change> = (0..1000)
+        .map(|i| {
+            let parent = ["p", "q"][i % 2];
+            create(&format!("{parent}/f{i}"), b"x", 0o644)
+        })
+        .collect();
+    let content = ThreadNoting::default();
+    let content = ThreadNoting {
+        inner: MapContent::of(&[b"x"]),
+        ..content
+    };
+    let backup = RecordingBackup::default();
+    let refs: Vec<&Change> = changes.iter().collect();
+
+    let results = t.apply_batch(&refs, &content, &backup);
+
+    for (c, r) in changes.iter().zip(&results) {
+        assert!(r.is_ok(), "{}: {r:?}", c.path.as_str());
+        assert_eq!(fs::read(sb.at(c.path.as_str())).unwrap(), b"x");
+    }
+    assert!(fs::symlink_metadata(sb.at("p")).unwrap().is_dir());
+    assert!(fs::symlink_metadata(sb.at("q")).unwrap().is_dir());
+    assert!(!sb.at("missing").exists());
+    // Saved before it was removed, by one thread or by each that saw it.
+    let saved = backup.bytes();
+    assert!(
+        !saved.is_empty() && saved.iter().all(|b| b == b"in the way"),
+        "{saved:?}"
+    );
+    no_temp_files_under(&sb.root);
 }
