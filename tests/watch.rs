@@ -318,6 +318,91 @@ fn systemd_hears_ready_extend_watchdog_and_stopping() {
     assert!(stopping, "{got:?}");
 }
 
+/// A wrapper that starts tend in a user namespace of its own whose inotify
+/// `limit` (a file under /proc/sys/user) is 0: the limits are per user
+/// namespace, so the rest of the machine keeps its own. `None` where user
+/// namespaces are not allowed (the test then needs root to be skipped).
+fn with_inotify_limit(limit: &str) -> Option<Vec<String>> {
+    let script = format!("echo 0 > /proc/sys/user/{limit} && exec \"$@\"");
+    let wrapper: Vec<String> = [
+        "unshare",
+        "--user",
+        "--map-root-user",
+        "sh",
+        "-c",
+        &script,
+        "sh",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let probe = std::process::Command::new(&wrapper[0])
+        .args(&wrapper[1..])
+        .arg("true")
+        .output();
+    match probe {
+        Ok(out) if out.status.success() => Some(wrapper),
+        other => {
+            assert!(
+                !rustix::process::geteuid().is_root(),
+                "as root, a user namespace with its own inotify limits must be possible: {other:?}"
+            );
+            eprintln!("skipped: user namespaces are not allowed here: {other:?}");
+            None
+        }
+    }
+}
+
+/// Without the watcher, drift is still put right, by the resync timer, and
+/// status says why reactions are slower.
+fn drift_is_corrected_by_the_resync_and_status_says_why(limit: &str, reason: &str) {
+    let Some(wrapper) = with_inotify_limit(limit) else {
+        return;
+    };
+    let wrapper: Vec<&str> = wrapper.iter().map(String::as_str).collect();
+    let env = Env::new();
+    site(&env);
+    let cfg = env.config("policy:\n  resync: 2s\n");
+    let _d = env.daemon_under(&wrapper, &["--interval", "1h", "-c", cfg.to_str().unwrap()]);
+    assert!(
+        wait_until(30, || env.status()["counts"]["InSync"] == 3),
+        "{}",
+        env.daemon_log()
+    );
+    assert!(
+        wait_until(30, || env.status()["watcher"]
+            .as_str()
+            .is_some_and(|w| w.contains(reason))),
+        "{:?}\n{}",
+        env.status()["watcher"],
+        env.daemon_log()
+    );
+    std::fs::write(env.at("etc/app/a.conf"), "edited\n").unwrap();
+    std::fs::remove_file(env.at("etc/c.conf")).unwrap();
+    assert!(
+        wait_until(30, || env.read("etc/app/a.conf") == "a\n"
+            && env.at("etc/c.conf").exists()),
+        "{}",
+        env.daemon_log()
+    );
+}
+
+#[test]
+fn at_the_inotify_watch_limit_drift_is_found_by_the_resync() {
+    drift_is_corrected_by_the_resync_and_status_says_why(
+        "max_inotify_watches",
+        "inotify watch limit reached",
+    );
+}
+
+#[test]
+fn without_any_inotify_instance_drift_is_found_by_the_resync() {
+    drift_is_corrected_by_the_resync_and_status_says_why(
+        "max_inotify_instances",
+        "cannot watch the file system",
+    );
+}
+
 #[test]
 fn a_full_disk_leaves_no_partial_file_and_recovers() {
     if !rustix::process::geteuid().is_root() {

@@ -250,16 +250,39 @@ impl Env {
     /// Starts `tend run` with the given extra arguments, logs to a file in
     /// the state dir.
     pub fn daemon(&self, args: &[&str]) -> Daemon {
+        self.daemon_under(&[], args)
+    }
+
+    /// [`Env::daemon`], started through `wrapper` (a command that ends by
+    /// exec'ing its arguments, so the child is tend itself).
+    pub fn daemon_under(&self, wrapper: &[&str], args: &[&str]) -> Daemon {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(self.state.path().join("daemon.log"))
             .unwrap();
-        let mut c = self.cmd(&["run", "--listen", "127.0.0.1:0"]);
+        let mut tend = self.cmd(&["run", "--listen", "127.0.0.1:0"]);
         if !args.contains(&"--log-level") {
-            c.args(["--log-level", "info"]);
+            tend.args(["--log-level", "info"]);
         }
-        c.args(args).stdout(log.try_clone().unwrap()).stderr(log);
+        tend.args(args);
+        let mut c = match wrapper.split_first() {
+            None => tend,
+            Some((program, rest)) => {
+                let mut c = Command::new(program);
+                c.args(rest)
+                    .arg(tend.get_program())
+                    .args(tend.get_args())
+                    .env_clear()
+                    .envs(std::env::vars_os().filter(|(k, _)| {
+                        let k = k.to_string_lossy();
+                        !k.starts_with("TEND_") && k != "NO_COLOR"
+                    }))
+                    .envs(tend.get_envs().filter_map(|(k, v)| Some((k, v?))));
+                c
+            }
+        };
+        c.stdout(log.try_clone().unwrap()).stderr(log);
         Daemon {
             child: c.spawn().expect("start tend run"),
         }
