@@ -28,7 +28,6 @@ pub struct Mirror {
     url: RepoUrl,
     wanted: Wanted,
     spec: SourceSpec,
-    repo: Repository,
 }
 
 impl std::fmt::Debug for Mirror {
@@ -53,8 +52,7 @@ impl Mirror {
         if !dir.exists() {
             create(&mirrors, &name, &url)?;
         }
-        let repo = Repository::open_bare(&dir)
-            .map_err(|e| SourceError::git(format!("opening {}", dir.display()), e))?;
+        let repo = open_bare(&dir)?;
         let found = repo
             .config()
             .and_then(|c| c.get_string(URL_KEY))
@@ -71,7 +69,6 @@ impl Mirror {
             url,
             wanted,
             spec,
-            repo,
         })
     }
 
@@ -94,15 +91,20 @@ impl Mirror {
     /// configured ref to a commit and records it for [`Mirror::resolved`].
     /// Waits for another process's fetch into the same mirror for at most the
     /// fetch timeout.
+    ///
+    /// Each fetch opens the mirror afresh, as [`Mirror::resolved`] and
+    /// [`Mirror::snapshot`] do: no handle outlives its use, so packs a
+    /// roll-up replaced are closed, and their space freed, once the
+    /// snapshots reading them are dropped.
     pub fn fetch(&self) -> Result<Oid, SourceError> {
         let _lock = FetchLock::acquire(&self.dir, self.spec.timeout)?;
-        let linked = super::seed::from_local(&self.url, &self.repo);
+        let repo = open_bare(&self.dir)?;
+        let linked = super::seed::from_local(&self.url, &repo);
         if linked > 0 {
             tracing::debug!(files = linked, "mirror seeded from the local repository");
         }
         let session = Session::new(&self.url, &self.spec.auth, self.spec.timeout)?;
-        let mut remote = self
-            .repo
+        let mut remote = repo
             .remote_anonymous(self.url.raw())
             .map_err(|e| session.error(e))?;
         let mut refspecs: Vec<String> = BASE_REFSPECS.iter().map(|s| s.to_string()).collect();
@@ -119,7 +121,7 @@ impl Mirror {
             // A HEAD that names no branch (detached, or an empty remote): fetch
             // it by name. Not from the ref listing, which git2 cannot give for
             // a remote without refs.
-            self.forget_remote_head()?;
+            forget_remote_head(&repo)?;
             if default_branch.is_none() && self.wanted == Wanted::Default {
                 refspecs.push(format!("+HEAD:{REMOTE_HEAD_REF}"));
             }
@@ -136,8 +138,7 @@ impl Mirror {
                 .map_err(|e| session.error(e))?;
             default_branch
         };
-        let head = self
-            .repo
+        let head = repo
             .find_reference(REMOTE_HEAD_REF)
             .ok()
             .and_then(|r| r.target());
@@ -146,12 +147,25 @@ impl Mirror {
             head,
         };
 
-        let commit =
-            match refs::resolve(&self.repo, &self.wanted, &advertised, self.url.redacted())? {
-                Resolution::Found(commit) => commit,
-                Resolution::Missing(commit) => self.fetch_commit(&mut remote, &session, commit)?,
-            };
-        refs::record_resolved(&self.repo, &self.wanted, commit)?;
+        let commit = match refs::resolve(&repo, &self.wanted, &advertised, self.url.redacted())? {
+            Resolution::Found(commit) => commit,
+            Resolution::Missing(commit) => {
+                self.fetch_commit(&repo, &mut remote, &session, commit)?
+            }
+        };
+        refs::record_resolved(&repo, &self.wanted, commit)?;
+        match super::packs::roll_up(&repo, super::packs::MOST) {
+            Ok(Some(done)) => {
+                tracing::info!(
+                    packs = done.packs,
+                    objects = done.objects,
+                    "mirror packs rolled into one"
+                );
+            }
+            Ok(None) => {}
+            // The fetch stands; the packs are rolled at a later one.
+            Err(e) => tracing::warn!(error = %e, "cannot roll the mirror's packs into one"),
+        }
         Ok(commit)
     }
 
@@ -159,6 +173,7 @@ impl Mirror {
     /// fetching by id); a commit the remote lacks is reported as not found.
     fn fetch_commit(
         &self,
+        repo: &Repository,
         remote: &mut git2::Remote<'_>,
         session: &Session<'_>,
         commit: Oid,
@@ -180,40 +195,45 @@ impl Mirror {
             };
         }
         // The resolved ref keeps the commit alive from now on.
-        if let Ok(mut temp) = self.repo.find_reference(FETCHED_COMMIT_REF) {
+        if let Ok(mut temp) = repo.find_reference(FETCHED_COMMIT_REF) {
             let _ = temp.delete();
         }
-        match self.repo.find_commit(commit) {
+        match repo.find_commit(commit) {
             Ok(_) => Ok(commit),
             Err(_) => Err(not_found()),
-        }
-    }
-
-    fn forget_remote_head(&self) -> Result<(), SourceError> {
-        match self.repo.find_reference(REMOTE_HEAD_REF) {
-            Ok(mut stale) => stale
-                .delete()
-                .map_err(|e| SourceError::git(format!("deleting {REMOTE_HEAD_REF}"), e)),
-            Err(_) => Ok(()),
         }
     }
 
     /// The commit the configured ref resolved to at the last successful
     /// fetch, read from the mirror alone; `None` before the first one.
     pub fn resolved(&self) -> Result<Option<Oid>, SourceError> {
-        refs::read_resolved(&self.repo, &self.wanted)
+        refs::read_resolved(&open_bare(&self.dir)?, &self.wanted)
     }
 
     /// A reader of one revision's tree and blobs, with its own handle on the
     /// mirror so it can move to another thread.
     pub fn snapshot(&self, commit: Oid) -> Result<Snapshot, SourceError> {
-        if self.repo.find_commit(commit).is_err() {
+        if open_bare(&self.dir)?.find_commit(commit).is_err() {
             return Err(SourceError::CommitNotFound {
                 id: commit,
                 url: self.url.redacted().to_string(),
             });
         }
         Snapshot::open(&self.dir, commit)
+    }
+}
+
+fn open_bare(dir: &Path) -> Result<Repository, SourceError> {
+    Repository::open_bare(dir)
+        .map_err(|e| SourceError::git(format!("opening {}", dir.display()), e))
+}
+
+fn forget_remote_head(repo: &Repository) -> Result<(), SourceError> {
+    match repo.find_reference(REMOTE_HEAD_REF) {
+        Ok(mut stale) => stale
+            .delete()
+            .map_err(|e| SourceError::git(format!("deleting {REMOTE_HEAD_REF}"), e)),
+        Err(_) => Ok(()),
     }
 }
 

@@ -6,6 +6,7 @@ mod error;
 mod known_hosts;
 mod links;
 mod mirror;
+pub(crate) mod packs;
 mod refs;
 mod remote;
 mod seed;

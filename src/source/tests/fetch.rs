@@ -261,3 +261,115 @@ fn a_first_fetch_from_this_host_links_the_packs_and_later_fetches_add_to_them() 
     assert_eq!(mirror.fetch().unwrap(), next);
     assert!(mirror.snapshot(next).is_ok());
 }
+
+/// The names of the files under `objects/pack` of `git_dir`.
+fn pack_files(git_dir: &std::path::Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(git_dir.join("objects/pack"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    names
+}
+
+fn packs_in(git_dir: &std::path::Path) -> usize {
+    pack_files(git_dir)
+        .iter()
+        .filter(|n| n.ends_with(".pack"))
+        .count()
+}
+
+/// Every file of `commit`, read through `snapshot`.
+fn read_all(snapshot: &crate::source::Snapshot) -> usize {
+    let entries = snapshot.walk("").unwrap();
+    for entry in &entries {
+        snapshot.read(entry.oid).unwrap();
+    }
+    entries.len()
+}
+
+#[test]
+fn many_fetches_keep_the_packs_few_and_every_object_readable() {
+    use crate::source::packs::MOST;
+    let repo = TestRepo::new();
+    // A first history big enough that its pack stays the largest.
+    let mut noise = 0x9e37_79b9_7f4a_7c15_u64;
+    for i in 0..200 {
+        let body: String = (0..64)
+            .map(|_| {
+                noise ^= noise << 13;
+                noise ^= noise >> 7;
+                noise ^= noise << 17;
+                format!("{noise:016x}")
+            })
+            .collect();
+        repo.write(&format!("base/{i}.txt"), &body);
+    }
+    let first = repo.commit("base");
+    repo.git(&["gc", "-q"]);
+    let state = tempfile::tempdir().unwrap();
+    let (mirror, fetched_first) = fetched(state.path(), &repo, None);
+    assert_eq!(fetched_first, first);
+    let base = pack_inodes(mirror.dir());
+    assert_eq!(base.len(), 1, "{:?}", pack_files(mirror.dir()));
+
+    let mut commits = vec![first];
+    let mut early = None;
+    let mut counts = Vec::new();
+    for i in 0..MOST + 10 {
+        repo.write(&format!("n/{i}.txt"), &format!("change {i}\n"));
+        let mut commit = repo.commit(&format!("change {i}"));
+        if i == 5 {
+            // History rewritten: the fetched commit is reachable from no
+            // ref once the next fetch moves the branch.
+            assert_eq!(mirror.fetch().unwrap(), commit);
+            commits.push(commit);
+            repo.git(&["commit", "-q", "--amend", "-m", "change 5, rewritten"]);
+            commit = repo.head();
+        }
+        assert_eq!(mirror.fetch().unwrap(), commit);
+        commits.push(commit);
+        counts.push(packs_in(mirror.dir()));
+        if i == 3 {
+            // A reader that opened its revision before any roll-up.
+            early = Some((mirror.snapshot(commit).unwrap(), commit));
+        }
+    }
+    assert!(
+        counts.windows(2).take(MOST / 2).all(|w| w[1] > w[0]),
+        "each fetch adds a pack: {counts:?}"
+    );
+    assert!(
+        counts.iter().all(|&n| n <= MOST),
+        "at most {MOST} packs after any fetch: {counts:?}"
+    );
+    assert!(
+        counts.windows(2).any(|w| w[1] < w[0]) && *counts.last().unwrap() < 15,
+        "the small packs were rolled into one: {counts:?}"
+    );
+    assert!(
+        base.is_subset(&pack_inodes(mirror.dir())),
+        "the largest pack is left as it was"
+    );
+    // Nothing lost: every revision fetched, the rewritten-away one too,
+    // reads whole through a fresh handle.
+    for commit in &commits {
+        let snapshot = mirror.snapshot(*commit).unwrap();
+        assert!(read_all(&snapshot) >= 200, "{commit}");
+    }
+    let (early, commit) = early.unwrap();
+    assert_eq!(
+        read_all(&early),
+        204,
+        "a handle opened before the roll-up still reads {commit}"
+    );
+    // No temp files or orphaned halves are left in the pack folder.
+    let files = pack_files(mirror.dir());
+    for name in &files {
+        let stem = name.rsplit_once('.').map(|(stem, _)| stem).unwrap();
+        assert!(
+            files.contains(&format!("{stem}.pack")) && files.contains(&format!("{stem}.idx")),
+            "{name} in {files:?}"
+        );
+    }
+}

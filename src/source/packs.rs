@@ -1,0 +1,178 @@
+//! Keeping the mirror's packs few. Every fetch that brings objects adds a
+//! pack, and libgit2 never repacks: a daemon polling for months would look
+//! each object up in thousands of packs and hold a descriptor for each.
+//! Past [`MOST`] packs, all but the largest are rolled into one, as
+//! `git repack --geometric` would: the cost is what the small packs hold,
+//! not the whole history. Every object they hold goes into the new pack,
+//! reachable or not, so nothing a reader of an older revision (a revision
+//! since force-pushed away) may still need is lost.
+//!
+//! The new pack is durable before any old one goes; an old pack's index is
+//! removed before its data, so a reader listing the folder never finds an
+//! index without its pack. Handles that opened an old pack keep reading it
+//! until they close (the file lives on while open).
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use git2::{Oid, Repository};
+
+use super::SourceError;
+
+/// Packs a mirror may hold before the small ones are rolled into one (git's
+/// `gc.autoPackLimit`).
+pub(super) const MOST: usize = 50;
+
+/// What a roll-up did.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) struct RolledUp {
+    /// Packs replaced.
+    pub packs: usize,
+    /// Objects they held, now in one pack.
+    pub objects: usize,
+}
+
+/// One pack in `objects/pack`: `<stem>.pack` and `<stem>.idx`.
+struct Pack {
+    stem: PathBuf,
+    size: u64,
+}
+
+impl Pack {
+    fn with(&self, extension: &str) -> PathBuf {
+        self.stem.with_extension(extension)
+    }
+}
+
+/// Rolls all packs but the largest into one when there are more than
+/// `most`; `None` when there were not.
+pub(super) fn roll_up(repo: &Repository, most: usize) -> Result<Option<RolledUp>, SourceError> {
+    let dir = repo.path().join("objects/pack");
+    let mut packs = list(&dir).map_err(|e| SourceError::io(&dir, e))?;
+    if packs.len() <= most {
+        return Ok(None);
+    }
+    // The largest stays as it is (often a first fetch's whole history).
+    packs.sort_by_key(|p| std::cmp::Reverse(p.size));
+    let small = packs.split_off(1);
+    let mut ids = Vec::new();
+    let mut rolled = Vec::new();
+    for pack in small {
+        let idx = pack.with("idx");
+        // A pack whose index this code does not read stays as it is.
+        match fs::read(&idx).ok().and_then(|bytes| index_ids(&bytes)) {
+            Some(found) => {
+                ids.extend(found);
+                rolled.push(pack);
+            }
+            None => {
+                tracing::debug!(index = %idx.display(), "pack index not understood; left alone")
+            }
+        }
+    }
+    if rolled.len() < 2 {
+        return Ok(None);
+    }
+    ids.sort_unstable();
+    ids.dedup();
+    let git = |what: &str, e| SourceError::git(format!("{what} in {}", dir.display()), e);
+    let mut builder = repo.packbuilder().map_err(|e| git("starting a pack", e))?;
+    for id in &ids {
+        builder
+            .insert_object(*id, None)
+            .map_err(|e| git("packing", e))?;
+    }
+    builder
+        .write(&dir, 0o444)
+        .map_err(|e| git("writing a pack", e))?;
+    let name = builder
+        .name()
+        .map(str::to_string)
+        .ok_or_else(|| SourceError::io(&dir, io::Error::other("the new pack has no name")))?;
+    let new = Pack {
+        stem: dir.join(format!("pack-{name}")),
+        size: 0,
+    };
+    // Everything rolled must be in the new pack, durably, before any old
+    // pack goes.
+    let holds = fs::read(new.with("idx"))
+        .ok()
+        .and_then(|bytes| index_ids(&bytes))
+        .map(|mut held| {
+            held.sort_unstable();
+            ids.iter().all(|id| held.binary_search(id).is_ok())
+        });
+    if holds != Some(true) {
+        return Err(SourceError::io(
+            &new.with("idx"),
+            io::Error::other("the new pack lacks objects of the packs it replaces"),
+        ));
+    }
+    for file in [new.with("pack"), new.with("idx")] {
+        fs::File::open(&file)
+            .and_then(|f| f.sync_all())
+            .map_err(|e| SourceError::io(&file, e))?;
+    }
+    sync_dir(&dir)?;
+    let mut replaced = 0;
+    for old in rolled.iter().filter(|p| p.stem != new.stem) {
+        // Index first: without it the pack is invisible to new readers.
+        for extension in ["idx", "pack", "rev", "bitmap", "mtimes"] {
+            match fs::remove_file(old.with(extension)) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(SourceError::io(&old.with(extension), e)),
+            }
+        }
+        replaced += 1;
+    }
+    sync_dir(&dir)?;
+    Ok(Some(RolledUp {
+        packs: replaced,
+        objects: ids.len(),
+    }))
+}
+
+/// The packs in `dir` that have an index and may be rolled (no `.keep`).
+fn list(dir: &Path) -> io::Result<Vec<Pack>> {
+    let mut packs = Vec::new();
+    for entry in fs::read_dir(dir)? {
+        let path = entry?.path();
+        if path.extension().is_none_or(|x| x != "pack") {
+            continue;
+        }
+        let stem = path.with_extension("");
+        let kept = stem.with_extension("keep").exists();
+        if kept || !stem.with_extension("idx").exists() {
+            continue;
+        }
+        let size = fs::metadata(&path)?.len();
+        packs.push(Pack { stem, size });
+    }
+    Ok(packs)
+}
+
+/// The object ids a pack index lists (index version 2, SHA-1), or `None`
+/// for anything else or a damaged index.
+fn index_ids(bytes: &[u8]) -> Option<Vec<Oid>> {
+    const MAGIC: &[u8] = b"\xfftOc";
+    const FANOUT: usize = 8;
+    const NAMES: usize = FANOUT + 256 * 4;
+    if bytes.get(..4)? != MAGIC || bytes.get(4..8)? != [0, 0, 0, 2] {
+        return None;
+    }
+    let last = bytes.get(NAMES - 4..NAMES)?;
+    let count = u32::from_be_bytes(last.try_into().ok()?) as usize;
+    let names = bytes.get(NAMES..NAMES.checked_add(count.checked_mul(20)?)?)?;
+    names
+        .chunks_exact(20)
+        .map(|raw| Oid::from_bytes(raw).ok())
+        .collect()
+}
+
+fn sync_dir(dir: &Path) -> Result<(), SourceError> {
+    fs::File::open(dir)
+        .and_then(|f| f.sync_all())
+        .map_err(|e| SourceError::io(dir, e))
+}
