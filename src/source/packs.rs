@@ -90,13 +90,11 @@ pub(super) fn roll_up(repo: &Repository, most: usize) -> Result<Option<RolledUp>
         .name()
         .map(str::to_string)
         .ok_or_else(|| SourceError::io(&dir, io::Error::other("the new pack has no name")))?;
-    let new = Pack {
-        stem: dir.join(format!("pack-{name}")),
-        size: 0,
-    };
+    let new = dir.join(format!("pack-{name}"));
+    let (new_pack, new_idx) = (new.with_extension("pack"), new.with_extension("idx"));
     // Everything rolled must be in the new pack, durably, before any old
     // pack goes.
-    let holds = fs::read(new.with("idx"))
+    let holds = fs::read(&new_idx)
         .ok()
         .and_then(|bytes| index_ids(&bytes))
         .map(|mut held| {
@@ -105,24 +103,24 @@ pub(super) fn roll_up(repo: &Repository, most: usize) -> Result<Option<RolledUp>
         });
     if holds != Some(true) {
         return Err(SourceError::io(
-            &new.with("idx"),
+            new_idx,
             io::Error::other("the new pack lacks objects of the packs it replaces"),
         ));
     }
-    for file in [new.with("pack"), new.with("idx")] {
+    for file in [new_pack, new_idx] {
         fs::File::open(&file)
             .and_then(|f| f.sync_all())
             .map_err(|e| SourceError::io(&file, e))?;
     }
     sync_dir(&dir)?;
     let mut replaced = 0;
-    for old in rolled.iter().filter(|p| p.stem != new.stem) {
+    for old in rolled.iter().filter(|p| p.stem != new) {
         // Index first: without it the pack is invisible to new readers.
         for extension in ["idx", "pack", "rev", "bitmap", "mtimes"] {
             match fs::remove_file(old.with(extension)) {
                 Ok(()) => {}
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                Err(e) => return Err(SourceError::io(&old.with(extension), e)),
+                Err(e) => return Err(SourceError::io(old.with(extension), e)),
             }
         }
         replaced += 1;
@@ -175,4 +173,40 @@ fn sync_dir(dir: &Path) -> Result<(), SourceError> {
     fs::File::open(dir)
         .and_then(|f| f.sync_all())
         .map_err(|e| SourceError::io(dir, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::index_ids;
+
+    fn index(ids: &[[u8; 20]], count: u32) -> Vec<u8> {
+        let mut bytes = b"\xfftOc\0\0\0\x02".to_vec();
+        for i in 0..256u32 {
+            let up_to = ids.iter().filter(|id| u32::from(id[0]) <= i).count() as u32;
+            bytes.extend(if i == 255 { count } else { up_to }.to_be_bytes());
+        }
+        for id in ids {
+            bytes.extend(id);
+        }
+        bytes
+    }
+
+    #[test]
+    fn an_index_lists_its_ids_and_a_damaged_one_lists_none() {
+        let ids = [[1u8; 20], [7u8; 20]];
+        let good = index(&ids, 2);
+        let read = index_ids(&good).unwrap();
+        assert_eq!(read.len(), 2);
+        assert_eq!(read[1].as_bytes(), &[7u8; 20]);
+        // A count past the end, a cut-off file, another magic or version.
+        assert_eq!(index_ids(&index(&ids, 3)), None);
+        assert_eq!(index_ids(&index(&ids, u32::MAX)), None);
+        assert_eq!(index_ids(&good[..good.len() - 1]), None);
+        assert_eq!(index_ids(&good[..100]), None);
+        let mut version_3 = good.clone();
+        version_3[7] = 3;
+        assert_eq!(index_ids(&version_3), None);
+        assert_eq!(index_ids(b"PACK"), None);
+        assert_eq!(index_ids(&[]), None);
+    }
 }
