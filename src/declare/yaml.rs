@@ -37,6 +37,8 @@ pub enum IdOrName {
 pub const MAX_DECL_FILE: u64 = 16 << 20;
 /// Most documents read from one file.
 const MAX_DOCS: usize = 100_000;
+/// Most problems reported for one file; the rest are counted in one line.
+const MAX_PROBLEMS: usize = 100;
 
 /// A parse outcome for one document.
 pub enum Parsed {
@@ -100,6 +102,8 @@ pub fn parse(bytes: &[u8]) -> Vec<Parsed> {
     };
     let starts = document_starts(text);
     let mut out = Vec::new();
+    let mut problems = 0;
+    let mut last_error: Option<String> = None;
     for (i, doc) in serde_yaml::Deserializer::from_str(text).enumerate() {
         if i >= MAX_DOCS {
             out.push(Parsed::Problem {
@@ -116,16 +120,30 @@ pub fn parse(bytes: &[u8]) -> Vec<Parsed> {
             }),
             Ok(None) => {}
             Err(e) => {
-                let fatal = e.location().is_none() || e.to_string().contains("recursion limit");
+                // A syntax error leaves the stream unusable: the parser
+                // gives the same error for every document after it, and
+                // later documents cannot be located reliably.
+                let text = e.to_string();
+                if last_error.as_deref() == Some(text.as_str()) {
+                    break;
+                }
+                let fatal = e.location().is_none() || text.contains("recursion limit");
+                problems += 1;
+                if problems > MAX_PROBLEMS {
+                    out.push(Parsed::Problem {
+                        line: line_of(&e, start),
+                        message: format!("more than {MAX_PROBLEMS} problems in this file; the rest are not listed"),
+                    });
+                    break;
+                }
                 out.push(Parsed::Problem {
                     line: line_of(&e, start),
                     message: message(&e),
                 });
-                // A syntax error leaves the stream unusable; later documents
-                // cannot be located reliably.
                 if fatal {
                     break;
                 }
+                last_error = Some(text);
             }
         }
     }
@@ -195,6 +213,37 @@ mod tests {
             "}".repeat(20_000)
         );
         assert!(matches!(parse(t.as_bytes())[..], [Parsed::Problem { .. }]));
+    }
+
+    #[test]
+    fn a_syntax_error_is_reported_once() {
+        let t = "kind: file\npath: a\ncontent: x\n---\nkind: file\npath: b\ncontent: \"unclosed\n";
+        match &parse(t.as_bytes())[..] {
+            [Parsed::Decl { line: 1, .. }, Parsed::Problem { line, message }] => {
+                assert!(*line >= 5, "{line}: {message}");
+                assert!(
+                    message.contains("end of stream") || message.contains("quoted"),
+                    "{message}"
+                );
+            }
+            other => panic!(
+                "expected one declaration and one problem, got {} items",
+                other.len()
+            ),
+        }
+    }
+
+    #[test]
+    fn problems_of_one_file_are_bounded() {
+        let t = "kind: file\npath: a\nbogus: 1\n---\n".repeat(1000);
+        let parsed = parse(t.as_bytes());
+        assert_eq!(parsed.len(), MAX_PROBLEMS + 1);
+        match parsed.last() {
+            Some(Parsed::Problem { message, .. }) => {
+                assert!(message.contains("more than"), "{message}")
+            }
+            _ => panic!("expected a closing problem"),
+        }
     }
 
     #[test]
