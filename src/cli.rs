@@ -133,7 +133,7 @@ pub struct GlobalArgs {
     /// HTTP listen address (run only)
     #[arg(long, env = "TEND_LISTEN", global = true, value_name = "ADDR")]
     pub listen: Option<String>,
-    /// Never write (run only)
+    /// Never write: run and sync observe and record drift only
     #[arg(long, env = "TEND_DRY_RUN", global = true)]
     pub dry_run: bool,
     /// Log format: text or json

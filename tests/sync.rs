@@ -6,7 +6,7 @@ mod util;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
-use util::{mode, stamp, stamps, Env};
+use util::{mode, stamp, stamps, Env, Run};
 
 fn basic(env: &Env) {
     env.repo
@@ -485,4 +485,36 @@ fn temp_files_of_a_target_left_out_of_the_config_are_swept_when_it_returns() {
         std::fs::read(root_b.path().join("etc/b.conf")).unwrap(),
         b"b\n"
     );
+}
+
+/// `--dry-run` is a promise to write nothing, whichever command gets it.
+#[test]
+fn sync_with_dry_run_writes_nothing_and_says_so() {
+    let env = Env::new();
+    basic(&env);
+    let s = env.tend(&["sync", "--dry-run"]);
+    assert_eq!(s.code, 3, "{s:?}");
+    assert!(s.stdout.contains("dry run: nothing written"), "{s:?}");
+    assert!(!env.at("etc").exists(), "a dry run created files");
+    let st = env.tend(&["status", "-o", "json"]);
+    let doc: serde_json::Value = serde_json::from_str(&st.stdout).unwrap();
+    assert_eq!(doc["counts"]["Drifted"], 3, "{st:?}");
+
+    let s = Run::from(
+        env.cmd(&["sync"])
+            .env("TEND_DRY_RUN", "true")
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(s.code, 3, "{s:?}");
+    assert!(!env.at("etc").exists(), "TEND_DRY_RUN=true created files");
+
+    assert_eq!(env.tend(&["sync"]).code, 0);
+    env.repo.remove("motd.tend.yaml");
+    env.repo.commit("motd goes");
+    let s = env.tend(&["sync", "--dry-run"]);
+    assert_eq!(s.code, 3, "{s:?}");
+    assert_eq!(env.read("etc/motd"), "hello\n", "a dry run pruned");
+    assert_eq!(env.tend(&["sync"]).code, 0);
+    assert!(!env.at("etc/motd").exists());
 }

@@ -10,6 +10,9 @@ use crate::config::Settings;
 use crate::reconcile::{self, PassOptions};
 
 pub fn run(g: &GlobalArgs, settings: Settings, allow_mass_prune: bool) -> ExitCode {
+    // `--dry-run` (or TEND_DRY_RUN, or policy.dry_run) is honoured here too:
+    // a user who asked for no writes gets none, whichever command ran.
+    let dry_run = settings.policy.dry_run;
     let (_lock, ctx, mut rec) = match reconcile::open_writer(settings, "tend sync") {
         Ok(w) => w,
         Err(e) => return fail(e),
@@ -35,7 +38,7 @@ pub fn run(g: &GlobalArgs, settings: Settings, allow_mass_prune: bool) -> ExitCo
     };
     let opts = PassOptions {
         allow_mass_prune,
-        dry_run: false,
+        dry_run,
     };
     let rev = match reconcile::load(&ctx, revision) {
         Ok(r) => r,
@@ -61,10 +64,10 @@ pub fn run(g: &GlobalArgs, settings: Settings, allow_mass_prune: bool) -> ExitCo
         report.applied,
         report.deleted,
         report.failed,
-        if report.converged {
-            ", converged"
-        } else {
-            ", not converged"
+        match (report.converged, dry_run) {
+            (true, _) => ", converged",
+            (false, true) => ", not converged (dry run: nothing written)",
+            (false, false) => ", not converged",
         }
     );
     if g.output == crate::cli::Output::Json {
