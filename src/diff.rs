@@ -158,6 +158,10 @@ pub struct Plan {
     pub unknown: Vec<(ResourceId, String)>,
     /// Inventory members no longer declared and already gone.
     pub forgotten: Vec<ResourceId>,
+    /// Declared identities whose object is there, in sync or to be updated,
+    /// but not in the inventory: objects tend did not create, to adopt (or,
+    /// with `policy.adopt: false`, to leave alone).
+    pub unowned: Vec<ResourceId>,
 }
 
 impl Plan {
@@ -228,7 +232,32 @@ pub fn plan(
         let depth = |c: &Change| c.path.components().count();
         depth(b).cmp(&depth(a)).then_with(|| a.id.cmp(&b.id))
     });
+    plan.unowned = unowned(desired.len(), inventory, &plan);
     plan
+}
+
+/// The identities of [`Plan::unowned`]. When the inventory holds every
+/// declared identity (a converged pass) that is known by count alone.
+fn unowned(declared: usize, inventory: &[Owned], plan: &Plan) -> Vec<ResourceId> {
+    if inventory.iter().filter(|o| o.declared).count() >= declared {
+        return Vec::new();
+    }
+    let held: std::collections::HashSet<&ResourceId> = inventory
+        .iter()
+        .filter(|o| o.declared)
+        .map(|o| &o.id)
+        .collect();
+    let updates = plan
+        .applies
+        .iter()
+        .filter(|c| c.action == Action::Update)
+        .map(|c| &c.id);
+    plan.in_sync
+        .iter()
+        .chain(updates)
+        .filter(|id| !held.contains(id))
+        .cloned()
+        .collect()
 }
 
 #[cfg(test)]

@@ -518,3 +518,79 @@ fn sync_with_dry_run_writes_nothing_and_says_so() {
     assert_eq!(env.tend(&["sync"]).code, 0);
     assert!(!env.at("etc/motd").exists());
 }
+
+fn three_files(env: &Env) {
+    env.repo.write(
+        "x.tend.yaml",
+        "kind: file\npath: a\ncontent: \"A\\n\"\n---\nkind: file\npath: b\ncontent: \"B\\n\"\n---\nkind: file\npath: c\ncontent: \"C\\n\"\n",
+    );
+    env.repo.commit("a, b, c");
+    // Already there before tend: `a` as declared, `b` with other content.
+    std::fs::write(env.at("a"), "A\n").unwrap();
+    std::fs::write(env.at("b"), "old\n").unwrap();
+}
+
+/// Objects already in place are taken over: found in sync or updated, they
+/// join the inventory and are pruned once no longer declared, as the ones
+/// tend created are.
+#[test]
+fn objects_already_there_are_adopted_and_pruned_once_undeclared() {
+    let env = Env::new();
+    three_files(&env);
+    let cfg = env.config("policy:\n  max_prune: 100%\n");
+    let cfg = cfg.to_str().unwrap();
+    let s = env.tend(&["sync", "-c", cfg]);
+    assert_eq!(s.code, 0, "{s:?}");
+    assert_eq!(env.read("b"), "B\n");
+    env.repo
+        .write("x.tend.yaml", "kind: file\npath: c\ncontent: \"C\\n\"\n");
+    env.repo.commit("only c");
+    let s = env.tend(&["sync", "-c", cfg]);
+    assert_eq!(s.code, 0, "{s:?}");
+    assert!(s.stdout.contains("2 pruned"), "{s:?}");
+    assert!(!env.at("a").exists() && !env.at("b").exists());
+    assert_eq!(env.read("c"), "C\n");
+}
+
+/// With `policy.adopt: false` what tend did not create is left alone: one
+/// that differs is Blocked, saying why, until a human removes it; one
+/// already as declared is never pruned.
+#[test]
+fn with_adopt_false_objects_already_there_are_left_alone() {
+    let env = Env::new();
+    three_files(&env);
+    let cfg = env.config("policy:\n  adopt: false\n  max_prune: 100%\n");
+    let cfg = cfg.to_str().unwrap();
+    let s = env.tend(&["sync", "-c", cfg]);
+    assert_eq!(s.code, 3, "{s:?}");
+    assert_eq!(
+        env.read("b"),
+        "old\n",
+        "an object tend did not create was overwritten"
+    );
+    assert_eq!(env.read("c"), "C\n");
+    let b = env.resource("files/file/b").unwrap();
+    assert_eq!(b["state"], "Blocked", "{b}");
+    assert!(b["reason"].as_str().unwrap().contains("adopt"), "{b}");
+    assert_eq!(env.resource("files/file/a").unwrap()["state"], "InSync");
+
+    std::fs::remove_file(env.at("b")).unwrap();
+    let s = env.tend(&["sync", "-c", cfg]);
+    assert_eq!(s.code, 0, "{s:?}");
+    assert_eq!(env.read("b"), "B\n");
+
+    env.repo
+        .write("x.tend.yaml", "kind: file\npath: c\ncontent: \"C\\n\"\n");
+    env.repo.commit("only c");
+    let s = env.tend(&["sync", "-c", cfg]);
+    assert_eq!(s.code, 0, "{s:?}");
+    assert_eq!(
+        env.read("a"),
+        "A\n",
+        "an object tend never took over was pruned"
+    );
+    assert!(
+        !env.at("b").exists(),
+        "b was created by tend, so it is pruned"
+    );
+}

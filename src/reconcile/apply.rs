@@ -143,6 +143,7 @@ pub fn apply(
     }
 
     let todo = decide(&mut run, rec, p, opts)?;
+    adopt(&run, rec, p, opts, &todo)?;
     let mut applied: Vec<(ResourceId, Vec<SystemTime>)> = Vec::new();
     for chunk in growing_chunks(&todo) {
         ctl.beat();
@@ -218,6 +219,7 @@ fn decide<'a>(
     opts: PassOptions,
 ) -> Result<Vec<Todo<'a>>, LedgerError> {
     let policy = &run.ctx.settings.policy;
+    let unowned: std::collections::HashSet<&ResourceId> = p.plan.unowned.iter().collect();
     let paused = rec.paused()?;
     let applied = rec.applied_digests(p.plan.applies.len())?;
     let blocked = rec.blocked_digests(p.plan.applies.len())?;
@@ -262,6 +264,16 @@ fn decide<'a>(
             );
             continue;
         }
+        if !policy.adopt && unowned.contains(&change.id) {
+            run.set(
+                &change.id,
+                State::Blocked,
+                Some(format!(
+                    "differs in {why}, but tend did not create what is there and policy.adopt is false; remove it, or set adopt: true"
+                )),
+            );
+            continue;
+        }
         if blocked.get(&change.id)?.as_deref() == Some(digest.as_str()) {
             let reason = run
                 .previous
@@ -293,6 +305,48 @@ fn decide<'a>(
         });
     }
     Ok(todo)
+}
+
+/// Takes over the objects tend did not create that this pass finds in sync
+/// or will update: their identities join the inventory (before any write),
+/// so they are pruned once no longer declared, as created ones are.
+fn adopt(
+    run: &Run,
+    rec: &mut Recorder,
+    p: &Prepared,
+    opts: PassOptions,
+    todo: &[Todo],
+) -> Result<(), LedgerError> {
+    if p.plan.unowned.is_empty() || !run.ctx.settings.policy.adopt || opts.dry_run {
+        return Ok(());
+    }
+    let written: std::collections::HashSet<&ResourceId> =
+        todo.iter().map(|t| &t.change.id).collect();
+    let in_sync: std::collections::HashSet<&ResourceId> = p.plan.in_sync.iter().collect();
+    let adopted: Vec<&Desired> = p
+        .plan
+        .unowned
+        .iter()
+        .filter(|id| written.contains(id) || in_sync.contains(id))
+        .filter_map(|id| run.rev.declared.resources.get(id))
+        .collect();
+    if adopted.is_empty() {
+        return Ok(());
+    }
+    tracing::info!(
+        resources = adopted.len(),
+        "adopting objects tend did not create"
+    );
+    rec.ledger.transaction(|tx| {
+        for d in &adopted {
+            tx.inventory_add(&InventoryEntry {
+                id: d.id.to_string(),
+                target: d.target().to_string(),
+                path: d.path.to_string(),
+            })?;
+        }
+        Ok(())
+    })
 }
 
 /// Writes one batch: intents (inventory for creates, pending hooks) in one
