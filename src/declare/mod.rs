@@ -2,6 +2,7 @@
 //! under the source path (or mirrors every file), and collects every problem
 //! with its file and line instead of stopping at the first.
 
+mod depth;
 mod expand;
 mod update;
 mod yaml;

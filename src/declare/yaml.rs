@@ -100,6 +100,15 @@ pub fn parse(bytes: &[u8]) -> Vec<Parsed> {
             }];
         }
     };
+    if let Some(line) = super::depth::too_deep(text) {
+        return vec![Parsed::Problem {
+            line,
+            message: format!(
+                "collections nested deeper than {} levels; the file is not read",
+                super::depth::MAX_DEPTH
+            ),
+        }];
+    }
     let starts = document_starts(text);
     let mut out = Vec::new();
     let mut problems = 0;
