@@ -594,3 +594,29 @@ fn with_adopt_false_objects_already_there_are_left_alone() {
         "b was created by tend, so it is pruned"
     );
 }
+
+/// `tend diff | head` and the like: a reader that goes away ends the output
+/// quietly, and the exit code still tells what the command found.
+#[test]
+fn output_into_a_closed_pipe_is_not_a_crash() {
+    let env = Env::new();
+    basic(&env);
+    // A ledger with drift in it for status to print.
+    assert_eq!(env.tend(&["sync", "--dry-run"]).code, 3);
+    for (args, code) in [
+        (["diff"].as_slice(), 1),
+        (["status", "-o", "json"].as_slice(), 1),
+    ] {
+        let mut child = env
+            .cmd(args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        drop(child.stdout.take());
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        assert_eq!(out.status.code(), Some(code), "{args:?}: {stderr}");
+    }
+}

@@ -63,11 +63,11 @@ pub fn run(g: &GlobalArgs, settings: Settings) -> ExitCode {
                 .collect();
             let v =
                 serde_json::json!({"revision": fetched.revision.to_string(), "changes": changes});
-            println!("{}", serde_json::to_string_pretty(&v).expect("serializes"));
+            super::outln!("{}", serde_json::to_string_pretty(&v).expect("serializes"));
         }
         Output::Text => {
             for s in &shown_changes {
-                print!("{s}");
+                super::out(s);
             }
         }
     }

@@ -52,6 +52,29 @@ fn init_logging(format: &str, level: &str) {
 
 /// Runs one command. Call it from the main thread before starting any other:
 /// it sets libgit2's process-wide transport options.
+/// Writes command output to stdout. A reader that went away (`tend diff |
+/// head`) ends the output, not the command: its exit code still tells.
+pub(crate) fn out(text: &str) {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    if let Err(e) = stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        if e.kind() != std::io::ErrorKind::BrokenPipe {
+            eprintln!("tend: cannot write the output: {e}");
+        }
+    }
+}
+
+/// [`out`] with a newline, as `println!` takes its arguments.
+macro_rules! outln {
+    ($($arg:tt)*) => {
+        $crate::commands::out(&format!("{}\n", format_args!($($arg)*)))
+    };
+}
+pub(crate) use outln;
+
 pub fn run(cli: Cli) -> ExitCode {
     let g = &cli.global;
     // The daemon logs as its settings say (flag, env, then the config's

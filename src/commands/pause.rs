@@ -30,8 +30,8 @@ pub fn pause(g: &GlobalArgs, ids: &[String], duration: Option<Duration>) -> Exit
         }
         let what = id.unwrap_or("all resources");
         match duration {
-            Some(d) => println!("paused {what} for {}", humantime::format_duration(d)),
-            None => println!("paused {what} until `tend resume`"),
+            Some(d) => super::outln!("paused {what} for {}", humantime::format_duration(d)),
+            None => super::outln!("paused {what} until `tend resume`"),
         }
     }
     ExitCode::SUCCESS
@@ -51,7 +51,7 @@ pub fn resume(g: &GlobalArgs, ids: &[String]) -> ExitCode {
         if let Err(e) = ledger.resume(id) {
             return fail(e);
         }
-        println!("resumed {}", id.unwrap_or("all resources"));
+        super::outln!("resumed {}", id.unwrap_or("all resources"));
     }
     ExitCode::SUCCESS
 }

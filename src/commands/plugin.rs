@@ -17,7 +17,7 @@ pub fn check(g: &GlobalArgs, command: &[String], timeout: Duration) -> ExitCode 
                 (false, true) => "skip",
                 (false, false) => "FAIL",
             };
-            println!("{mark} {}: {}", o.check, o.detail);
+            super::outln!("{mark} {}: {}", o.check, o.detail);
         }
         results.push(o.clone());
     });
@@ -28,11 +28,11 @@ pub fn check(g: &GlobalArgs, command: &[String], timeout: Duration) -> ExitCode 
                 "check": o.check, "passed": o.passed, "skipped": o.skipped, "detail": o.detail,
             })).collect::<Vec<_>>(),
         });
-        println!("{v}");
+        super::outln!("{v}");
     } else if failed == 0 {
-        println!("all {} checks passed", results.len());
+        super::outln!("all {} checks passed", results.len());
     } else {
-        println!("{failed} of {} checks failed", results.len());
+        super::outln!("{failed} of {} checks failed", results.len());
     }
     if failed == 0 {
         ExitCode::SUCCESS

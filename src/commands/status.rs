@@ -26,11 +26,11 @@ pub fn run(g: &GlobalArgs) -> ExitCode {
         Err(e) => return fail(e),
     };
     match g.output {
-        Output::Json => println!(
+        Output::Json => super::outln!(
             "{}",
             serde_json::to_string_pretty(&doc).expect("status serializes")
         ),
-        Output::Text => print!("{}", crate::status::text(&doc, false)),
+        Output::Text => super::out(&crate::status::text(&doc, false)),
     }
     if doc.all_in_sync() {
         ExitCode::SUCCESS

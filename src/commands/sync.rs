@@ -76,9 +76,9 @@ pub fn run(g: &GlobalArgs, settings: Settings, allow_mass_prune: bool) -> ExitCo
             "failed": report.failed, "converged": report.converged,
             "problems": report.problems.iter().map(|p| p.to_string()).collect::<Vec<_>>(),
         });
-        println!("{v}");
+        super::outln!("{v}");
     } else {
-        println!("{summary}");
+        super::outln!("{summary}");
     }
     if report.converged {
         ExitCode::SUCCESS

@@ -30,12 +30,12 @@ pub fn run(g: &GlobalArgs, settings: Settings) -> ExitCode {
             "resources": declared.resources.len(),
             "problems": declared.problems.iter().map(|p| serde_json::json!({"file": p.file, "line": p.line, "message": p.message})).collect::<Vec<_>>(),
         });
-        println!("{v}");
+        super::outln!("{v}");
     } else {
         for p in &declared.problems {
-            println!("{p}");
+            super::outln!("{p}");
         }
-        println!(
+        super::outln!(
             "{} resources declared, {} problems",
             declared.resources.len() + declared.blocked.len(),
             declared.problems.len()
