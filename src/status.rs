@@ -53,13 +53,20 @@ pub struct StatusDoc {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub watcher: Option<String>,
     pub counts: BTreeMap<String, usize>,
+    /// What is wrong with the declarations of the revision last worked on
+    /// (`file:line: message`); while there are any, nothing is pruned.
+    pub problems: Vec<String>,
     pub resources: Vec<ResourceStatus>,
 }
+
+/// The ledger's meta key holding the problems of the revision last worked on.
+pub const PROBLEMS_KEY: &str = "problems";
 
 impl StatusDoc {
     pub fn all_in_sync(&self) -> bool {
         self.resources.iter().all(|r| r.state == State::InSync)
             && self.source.as_ref().is_none_or(|s| s.drift_since.is_none())
+            && self.problems.is_empty()
     }
 }
 
@@ -127,6 +134,11 @@ pub fn build(ledger: &Ledger, now: SystemTime) -> Result<StatusDoc, LedgerError>
         source: ledger.source()?.map(|s| source_status(s, now)),
         watcher: ledger.meta("watcher")?.filter(|w| !w.is_empty()),
         counts,
+        problems: ledger
+            .meta(PROBLEMS_KEY)?
+            .filter(|p| !p.is_empty())
+            .and_then(|p| serde_json::from_str(&p).ok())
+            .unwrap_or_default(),
         resources: records
             .into_iter()
             .map(|r| resource_status(r, now))
@@ -177,6 +189,15 @@ pub fn text(doc: &StatusDoc, all: bool) -> String {
             counts.join(", ")
         }
     ));
+    if !doc.problems.is_empty() {
+        out.push_str(&format!(
+            "declaration problems: {} (nothing is pruned until they are fixed)\n",
+            doc.problems.len()
+        ));
+        for p in &doc.problems {
+            out.push_str(&format!("  {p}\n"));
+        }
+    }
     let rows: Vec<&ResourceStatus> = doc
         .resources
         .iter()

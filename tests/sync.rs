@@ -620,3 +620,43 @@ fn output_into_a_closed_pipe_is_not_a_crash() {
         assert_eq!(out.status.code(), Some(code), "{args:?}: {stderr}");
     }
 }
+
+/// A revision with invalid documents: the valid ones apply, the invalid
+/// ones are Blocked when their path is known, every problem is in `tend
+/// status` (which exits 1) until a revision fixes them.
+#[test]
+fn invalid_declarations_show_in_status_until_fixed() {
+    let env = Env::new();
+    env.repo
+        .write(
+            "a.tend.yaml",
+            "kind: file\npath: ok\ncontent: \"ok\\n\"\n---\nkind: file\npath: b\nmode: \"999\"\ncontent: x\n---\nkind: file\ncontent: no path\n",
+        )
+        .write("c.tend.yaml", "kind: file\npath: c\ncontent: \"unclosed\n");
+    env.repo.commit("some invalid");
+    let s = env.tend(&["sync"]);
+    assert_eq!(s.code, 3, "{s:?}");
+    assert_eq!(env.read("ok"), "ok\n");
+    assert!(!env.at("b").exists());
+
+    let st = env.tend(&["status"]);
+    assert_eq!(st.code, 1, "{st:?}");
+    assert!(st.stdout.contains("declaration problems: 3"), "{st:?}");
+    assert!(st.stdout.contains("c.tend.yaml:"), "{st:?}");
+    let b = env.resource("files/file/b").expect("b has a record");
+    assert_eq!(b["state"], "Blocked", "{b}");
+    assert!(b["reason"].as_str().unwrap().contains("999"), "{b}");
+    let doc = env.status();
+    assert_eq!(doc["problems"].as_array().unwrap().len(), 3, "{doc}");
+
+    env.repo
+        .write("a.tend.yaml", "kind: file\npath: ok\ncontent: \"ok\\n\"\n")
+        .remove("c.tend.yaml");
+    env.repo.commit("fixed");
+    let s = env.tend(&["sync"]);
+    assert_eq!(s.code, 0, "{s:?}");
+    let st = env.tend(&["status"]);
+    assert_eq!(st.code, 0, "{st:?}");
+    assert!(!st.stdout.contains("problems"), "{st:?}");
+    assert_eq!(env.status()["problems"], serde_json::json!([]));
+}

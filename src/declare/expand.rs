@@ -237,14 +237,44 @@ impl<'a> Builder<'a> {
     }
 
     /// One document. Errors before an identity is known are returned;
-    /// errors after it block that identity.
+    /// errors after it block that identity (a `file` or `symlink` whose
+    /// target and path are known; a `directory` names no one identity).
     fn decl(&mut self, d: Decl, origin: &Origin) -> Result<(), String> {
-        let kind = d.kind.as_str();
-        let serves = match kind {
+        let kind = d.kind.clone();
+        let serves = match kind.as_str() {
             "file" | "directory" => "file",
             "symlink" => "symlink",
             _ => return self.structured(d, origin),
         };
+        let target = self.pick_target(d.target.as_deref(), serves)?;
+        let raw = d
+            .path
+            .as_deref()
+            .ok_or_else(|| format!("kind {kind} needs `path`"))?;
+        let path = RelPath::parse(raw)?;
+        let id = match kind.as_str() {
+            "directory" => None,
+            _ => Some(ResourceId::new(&target, &kind, path.as_str())),
+        };
+        match (self.file_like(d, origin, target, path), id) {
+            (Err(reason), Some(id)) => {
+                self.block(id, origin, reason);
+                Ok(())
+            }
+            (result, _) => result,
+        }
+    }
+
+    /// The rest of a `file`, `symlink` or `directory` document, once its
+    /// target and path are known.
+    fn file_like(
+        &mut self,
+        d: Decl,
+        origin: &Origin,
+        target: String,
+        path: RelPath,
+    ) -> Result<(), String> {
+        let kind = d.kind.as_str();
         let misplaced = |field: &str, present: bool| -> Result<(), String> {
             if present {
                 return Err(format!("`{field}` does not apply to kind {kind}"));
@@ -254,12 +284,6 @@ impl<'a> Builder<'a> {
         misplaced("name", d.name.is_some())?;
         misplaced("spec", d.spec.is_some())?;
         misplaced("ignore", d.ignore.is_some())?;
-        let target = self.pick_target(d.target.as_deref(), serves)?;
-        let raw = d
-            .path
-            .as_deref()
-            .ok_or_else(|| format!("kind {kind} needs `path`"))?;
-        let path = RelPath::parse(raw)?;
         match kind {
             "symlink" => {
                 misplaced("source", d.source.is_some())?;
@@ -465,6 +489,11 @@ impl<'a> Builder<'a> {
             }
         }
         self.nested_conflicts();
+        // An identity also declared by an invalid document is not applied:
+        // which of the two was meant is for a human to say.
+        for id in self.blocked.keys() {
+            self.resources.remove(id);
+        }
         Declared {
             resources: self.resources,
             blocked: self.blocked,

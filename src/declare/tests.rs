@@ -121,6 +121,36 @@ fn every_problem_is_reported_with_file_and_line() {
     assert!(!d.is_complete());
 }
 
+/// An invalid document whose kind, target and path are known blocks that
+/// identity, so status shows it; one whose path is not known is a problem.
+#[test]
+fn an_invalid_document_with_a_known_path_blocks_that_identity() {
+    let repo = TestRepo::new();
+    repo.write("a.tend.yaml", "kind: file\npath: ok\ncontent: x\n---\nkind: file\npath: b\nmode: \"999\"\ncontent: x\n---\nkind: symlink\npath: l\ncontent: x\ntarget_path: ok\n---\nkind: file\ncontent: no path\n---\nkind: file\npath: ok2\ncontent: x\n---\nkind: file\npath: ok2\nmode: \"abc\"\ncontent: y\n");
+    repo.commit("bad");
+    let d = run(&repo, "", false);
+    let reason = |id: &str| {
+        let (target, rest) = id.split_once('/').unwrap();
+        let (kind, path) = rest.split_once('/').unwrap();
+        d.blocked.get(&ResourceId::new(target, kind, path)).cloned()
+    };
+    assert!(
+        reason("files/file/b").unwrap().contains("999"),
+        "{:?}",
+        d.blocked
+    );
+    assert!(
+        reason("files/symlink/l").unwrap().contains("content"),
+        "{:?}",
+        d.blocked
+    );
+    // Declared twice, once invalidly: neither is applied.
+    assert!(reason("files/file/ok2").is_some(), "{:?}", d.blocked);
+    assert_eq!(ids(&d), vec!["files/file/ok"]);
+    assert_eq!(d.blocked.len(), 3, "{:?}", d.blocked);
+    assert_eq!(d.problems.len(), 4, "{:?}", d.problems);
+}
+
 #[test]
 fn a_file_inside_a_declared_file_is_caught_past_sibling_names() {
     let repo = TestRepo::new();

@@ -192,6 +192,9 @@ impl Loop {
         };
         let changed = scope.keys().map(|k| k.len());
         tracing::info!(revision = %id, resources = rev.declared.resources.len(), changed, "new revision");
+        for problem in rev.declared.problems.iter().take(20) {
+            tracing::warn!(revision = %id, %problem, "invalid declaration; nothing is pruned until it is fixed");
+        }
         let rev = Arc::new(rev);
         *self.shared.current.lock().expect("current revision") = Some(rev.clone());
         self.current = Some(rev);

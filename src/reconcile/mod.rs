@@ -176,8 +176,43 @@ pub fn pruning_pass(
     debug_assert!(scope.prunes());
     let prepared = prepare(ctx, rev, &rec.ledger, scope)?;
     let report = apply(ctx, rec, rev, &prepared, opts, ctl)?;
+    record_problems(rec, &rev.declared.problems)?;
     if !opts.dry_run && !report.cancelled {
         record_applied(rec, rev.id)?;
     }
     Ok(report)
+}
+
+/// Problems listed in the ledger at most; the rest are counted.
+const PROBLEMS_KEPT: usize = 100;
+
+/// Keeps the problems of the revision a pass worked on in the ledger, so
+/// `tend status` and the page show them (a document without a path has no
+/// resource to be Blocked). Written only when they change.
+fn record_problems(
+    rec: &Recorder,
+    problems: &[crate::declare::Problem],
+) -> Result<(), LedgerError> {
+    let mut lines: Vec<String> = problems
+        .iter()
+        .take(PROBLEMS_KEPT)
+        .map(|p| p.to_string())
+        .collect();
+    if problems.len() > PROBLEMS_KEPT {
+        lines.push(format!("... and {} more", problems.len() - PROBLEMS_KEPT));
+    }
+    let text = if lines.is_empty() {
+        String::new()
+    } else {
+        serde_json::to_string(&lines).expect("strings serialize")
+    };
+    if rec
+        .ledger
+        .meta(crate::status::PROBLEMS_KEY)?
+        .unwrap_or_default()
+        != text
+    {
+        rec.ledger.set_meta(crate::status::PROBLEMS_KEY, &text)?;
+    }
+    Ok(())
 }

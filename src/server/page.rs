@@ -106,6 +106,22 @@ fn counts_section(out: &mut String, doc: &StatusDoc) {
     out.push_str("</ul>");
 }
 
+/// What is wrong with the declarations, when anything is.
+fn problems_section(out: &mut String, doc: &StatusDoc) {
+    if doc.problems.is_empty() {
+        return;
+    }
+    let _ = write!(
+        out,
+        "<h2>Declaration problems ({})</h2><p class=\"muted\">Nothing is pruned until they are fixed.</p><ul class=\"problems\">",
+        doc.problems.len()
+    );
+    for p in &doc.problems {
+        let _ = write!(out, "<li><code>{}</code></li>", escape(p));
+    }
+    out.push_str("</ul>");
+}
+
 /// Resources not in sync, the longest drifting first.
 fn drift_table(out: &mut String, doc: &StatusDoc) {
     let mut rows: Vec<&ResourceStatus> = doc
@@ -228,10 +244,11 @@ pub fn render_index(doc: Result<&StatusDoc, &str>, audit: Result<&[Value], &str>
         .iter()
         .filter(|r| r.state != ResourceState::InSync)
         .count();
-    let (class, summary) = match (behind, doc.all_in_sync()) {
-        (0, true) => ("ok", "All in sync".to_string()),
-        (0, false) => ("warn", "A fetched revision is not applied yet".to_string()),
-        (n, _) => ("bad", format!("{n} not in sync")),
+    let (class, summary) = match (behind, doc.problems.len(), doc.all_in_sync()) {
+        (0, 0, true) => ("ok", "All in sync".to_string()),
+        (0, 0, false) => ("warn", "A fetched revision is not applied yet".to_string()),
+        (0, n, _) => ("bad", format!("{n} declaration problems")),
+        (n, _, _) => ("bad", format!("{n} not in sync")),
     };
     let mut out = String::new();
     let _ = write!(
@@ -247,6 +264,7 @@ pub fn render_index(doc: Result<&StatusDoc, &str>, audit: Result<&[Value], &str>
         None => out.push_str("<h2>Source</h2><p class=\"muted\">Never fetched.</p>"),
     }
     counts_section(&mut out, doc);
+    problems_section(&mut out, doc);
     drift_table(&mut out, doc);
     audit_section(&mut out, audit, now);
     document(&format!("tend: {summary}"), Some(REFRESH_SECS), &out)
