@@ -163,7 +163,7 @@ fn hand_edit_is_restored_and_the_old_content_is_in_the_backup() {
     let backup = last["backup"]
         .as_str()
         .expect("the audit log names the backup");
-    let hex = backup.strip_prefix("sha256:").unwrap();
+    let hex = backup.strip_prefix("hmac-sha256:").unwrap();
     let saved = std::fs::read(env.state.path().join("backups").join(&hex[..2]).join(hex)).unwrap();
     assert_eq!(saved, b"edited by hand\n");
 }
@@ -352,11 +352,24 @@ fn sensitive_content_never_shows() {
     assert!(!d.all().contains(&canary), "{d:?}");
     assert!(d.stdout.contains("(sensitive)"), "{d:?}");
     assert_eq!(env.tend(&["sync", "--log-level", "debug"]).code, 0);
-    std::fs::write(env.at("etc/token"), "changed").unwrap();
+    // A hand edit puts another secret there; it is backed up, and named
+    // in the audit log by a keyed hash, never by one anyone could check
+    // guesses against.
+    let edited = format!("edited-{canary}");
+    std::fs::write(env.at("etc/token"), &edited).unwrap();
     let s = env.tend(&["sync", "--log-level", "debug", "--log-format", "json"]);
     assert!(!s.all().contains(&canary), "{s:?}");
     let audit = std::fs::read_to_string(env.state.path().join("audit.jsonl")).unwrap();
     assert!(!audit.contains(&canary));
+    let unkeyed = {
+        use sha2::Digest;
+        hex::encode(sha2::Sha256::digest(edited.as_bytes()))
+    };
+    assert!(
+        !audit.contains(&unkeyed),
+        "the audit log names a backup by its plain SHA-256"
+    );
+    assert!(audit.contains("\"backup\":\"hmac-sha256:"), "{audit}");
     assert!(!env.tend(&["status", "-o", "json"]).all().contains(&canary));
     // The ledger and everything else tend keeps, but the Git mirror (which
     // holds the repository as it is) and the backups of replaced content.

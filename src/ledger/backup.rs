@@ -1,5 +1,9 @@
 //! Content-addressed backups of what tend overwrites or prunes, under
-//! `<state_dir>/backups/<2 hex>/<sha256 hex>`, durable before they are named.
+//! `<state_dir>/backups/<2 hex>/<hex>`, durable before they are named. The
+//! address is an HMAC-SHA256 of the content under the state dir's key
+//! ([`HashKey`]): the audit log and the status page name backups, and an
+//! unkeyed hash of what was there (a hand-edited secret, say) could be
+//! checked against guesses. References from before (`sha256:`) still read.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
@@ -9,14 +13,17 @@ use std::time::{Duration, SystemTime};
 
 use sha2::{Digest, Sha256};
 
-use super::{create_state_dir, sync_dir, LedgerError};
+use super::{create_state_dir, sync_dir, HashKey, LedgerError};
 use crate::model::{Backup, ResourceId};
 
 pub const BACKUP_DIR: &str = "backups";
-const REF_PREFIX: &str = "sha256:";
+const REF_PREFIX: &str = "hmac-sha256:";
+/// References written before backups were keyed.
+const OLD_REF_PREFIX: &str = "sha256:";
 
 pub struct BackupStore {
     dir: PathBuf,
+    key: HashKey,
 }
 
 /// One stored backup, as the pruner sees it.
@@ -31,20 +38,21 @@ type Res<T> = Result<T, LedgerError>;
 impl BackupStore {
     pub fn new(state_dir: &Path) -> Res<BackupStore> {
         create_state_dir(state_dir)?;
+        let key = HashKey::load_or_create(state_dir)?;
         let dir = state_dir.join(BACKUP_DIR);
         create_private_dir(&dir)?;
-        Ok(BackupStore { dir })
+        Ok(BackupStore { dir, key })
     }
 
     pub fn dir(&self) -> &Path {
         &self.dir
     }
 
-    /// Stores `bytes` and returns `sha256:<hex>`. The blob is on disk, synced,
+    /// Stores `bytes` and returns `hmac-sha256:<hex>`. The blob is on disk, synced,
     /// under its final name before this returns. Saving content already
     /// stored rewrites nothing; it only renews the blob's age for pruning.
     pub fn save_bytes(&self, bytes: &[u8]) -> Res<String> {
-        let hex = hex::encode(Sha256::digest(bytes));
+        let hex = self.key.hex(bytes);
         let shard = self.dir.join(&hex[..2]);
         let path = shard.join(&hex);
         if let Ok(meta) = fs::metadata(&path) {
@@ -73,13 +81,17 @@ impl BackupStore {
     /// The bytes behind a reference from [`BackupStore::save_bytes`], checked
     /// against their hash.
     pub fn read(&self, reference: &str) -> Res<Vec<u8>> {
-        let hex = parse_reference(reference).ok_or_else(|| LedgerError::BadReference {
+        let (hex, keyed) = parse_reference(reference).ok_or_else(|| LedgerError::BadReference {
             path: self.dir.clone(),
             reference: reference.to_string(),
         })?;
         let path = self.dir.join(&hex[..2]).join(hex);
         let bytes = fs::read(&path).map_err(|e| LedgerError::io(&path, e))?;
-        if hex::encode(Sha256::digest(&bytes)) != hex {
+        let found = match keyed {
+            true => self.key.hex(&bytes),
+            false => hex::encode(Sha256::digest(&bytes)),
+        };
+        if found != hex {
             return Err(LedgerError::Corrupt {
                 path,
                 detail: "content does not match its hash".into(),
@@ -173,10 +185,14 @@ impl Backup for BackupStore {
 }
 
 /// Only 64 lowercase hex digits: a reference from the audit log must not be
-/// able to name a path outside the store.
-fn parse_reference(reference: &str) -> Option<&str> {
-    let hex = reference.strip_prefix(REF_PREFIX)?;
-    (hex.len() == 64 && hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))).then_some(hex)
+/// able to name a path outside the store. Says whether the hex is keyed.
+fn parse_reference(reference: &str) -> Option<(&str, bool)> {
+    let (hex, keyed) = match reference.strip_prefix(REF_PREFIX) {
+        Some(hex) => (hex, true),
+        None => (reference.strip_prefix(OLD_REF_PREFIX)?, false),
+    };
+    let valid = hex.len() == 64 && hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+    valid.then_some((hex, keyed))
 }
 
 fn is_temp(path: &Path) -> bool {

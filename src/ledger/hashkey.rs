@@ -69,11 +69,15 @@ impl HashKey {
 
     /// `hmac-sha256:` and the first 16 hex digits of HMAC-SHA256(key, bytes).
     pub fn hash(&self, bytes: &[u8]) -> String {
+        format!("hmac-sha256:{}", &self.hex(bytes)[..16])
+    }
+
+    /// All 64 hex digits of HMAC-SHA256(key, bytes).
+    pub fn hex(&self, bytes: &[u8]) -> String {
         let mut mac =
             Hmac::<Sha256>::new_from_slice(&self.key).expect("HMAC takes keys of any length");
         mac.update(bytes);
-        let digest = hex::encode(mac.finalize().into_bytes());
-        format!("hmac-sha256:{}", &digest[..16])
+        hex::encode(mac.finalize().into_bytes())
     }
 }
 

@@ -74,7 +74,7 @@ pub enum LedgerError {
     /// there, its pid and command.
     #[error("state dir is locked by {holder}")]
     Locked { holder: String },
-    #[error("{}: invalid backup reference {reference:?}: expected sha256:<64 hex digits>", path.display())]
+    #[error("{}: invalid backup reference {reference:?}: expected hmac-sha256:<64 hex digits>", path.display())]
     BadReference { path: PathBuf, reference: String },
 }
 

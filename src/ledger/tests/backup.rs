@@ -15,7 +15,7 @@ use crate::model::{Backup, ResourceId};
 const WEEK: Duration = Duration::from_secs(7 * 24 * 3600);
 
 fn blob_path(store: &BackupStore, reference: &str) -> std::path::PathBuf {
-    let hex = reference.strip_prefix("sha256:").unwrap();
+    let hex = reference.rsplit(':').next().unwrap();
     store.dir().join(&hex[..2]).join(hex)
 }
 
@@ -45,8 +45,12 @@ fn save_is_content_addressed_private_and_readable() {
     let store = BackupStore::new(tmp.path()).unwrap();
     let id = ResourceId::new("files", "file", "etc/secret");
     let reference = store.save(&id, b"old content").unwrap();
-    let hex = hex::encode(Sha256::digest(b"old content"));
-    assert_eq!(reference, format!("sha256:{hex}"));
+    // Named by a hash under the state dir's key: an unkeyed one could be
+    // checked against guessed content by anyone who sees the audit log.
+    let key = crate::ledger::HashKey::load(tmp.path()).unwrap().unwrap();
+    let hex = key.hex(b"old content");
+    assert_eq!(reference, format!("hmac-sha256:{hex}"));
+    assert_ne!(hex, hex::encode(Sha256::digest(b"old content")));
     let path = tmp.path().join("backups").join(&hex[..2]).join(&hex);
     assert_eq!(fs::read(&path).unwrap(), b"old content");
     assert_eq!(mode_of(&path), 0o600);
@@ -161,4 +165,22 @@ fn leftover_temp_files_are_removed_and_never_counted() {
     assert_eq!(store.remove_leftover_temp().unwrap(), 1);
     assert_eq!(files_under(store.dir()).len(), 1);
     assert_eq!(store.read(&reference).unwrap(), b"kept");
+}
+
+#[test]
+fn references_written_before_backups_were_keyed_still_read() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = BackupStore::new(tmp.path()).unwrap();
+    let hex = hex::encode(Sha256::digest(b"from before"));
+    fs::create_dir_all(store.dir().join(&hex[..2])).unwrap();
+    fs::write(store.dir().join(&hex[..2]).join(&hex), b"from before").unwrap();
+    assert_eq!(
+        store.read(&format!("sha256:{hex}")).unwrap(),
+        b"from before"
+    );
+    // Read as a keyed reference, the same bytes do not match their name.
+    assert!(matches!(
+        store.read(&format!("hmac-sha256:{hex}")),
+        Err(LedgerError::Corrupt { .. })
+    ));
 }
