@@ -217,7 +217,7 @@ fn an_empty_directory_or_a_symlink_in_the_way_is_replaced() {
 }
 
 #[test]
-fn a_file_or_dangling_symlink_in_a_parent_position_becomes_a_directory() {
+fn a_file_in_a_parent_position_is_backed_up_and_a_dangling_symlink_followed() {
     let sb = Sandbox::new();
     let t = sb.target();
     fs::write(sb.at("etc"), b"was a file").unwrap();
@@ -234,9 +234,26 @@ fn a_file_or_dangling_symlink_in_a_parent_position_becomes_a_directory() {
     assert_eq!(applied.backups.len(), 1);
     assert_eq!(fs::read(sb.at("etc/app.conf")).unwrap(), b"a");
 
+    // The link is the operator's: the directory is made where it points.
     put(&t, "var/log/x", b"b", 0o644).unwrap();
-    assert!(fs::symlink_metadata(sb.at("var")).unwrap().is_dir());
-    assert_eq!(fs::read(sb.at("var/log/x")).unwrap(), b"b");
+    assert!(fs::symlink_metadata(sb.at("var")).unwrap().is_symlink());
+    assert_eq!(fs::read(sb.at("nowhere/at/all/log/x")).unwrap(), b"b");
+
+    // A link to a file inside the root leads to that file, which is backed
+    // up and replaced as a file in the way is.
+    fs::write(sb.at("plain"), b"plain file").unwrap();
+    std::os::unix::fs::symlink("plain", sb.at("opt")).unwrap();
+    let backup = RecordingBackup::default();
+    let c = change(
+        "opt/tool.conf",
+        Action::Create,
+        Some(Spec::File(file_spec(b"c", 0o644))),
+        vec![],
+    );
+    t.apply(&c, &MapContent::of(&[b"c"]), &backup).unwrap();
+    assert_eq!(backup.bytes(), vec![b"plain file".to_vec()]);
+    assert!(fs::symlink_metadata(sb.at("opt")).unwrap().is_symlink());
+    assert_eq!(fs::read(sb.at("plain/tool.conf")).unwrap(), b"c");
 }
 
 #[test]

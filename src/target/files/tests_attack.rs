@@ -36,20 +36,63 @@ fn an_absolute_parent_symlink_resolves_inside_the_root() {
     ));
 }
 
+/// A parent symlink that dangles inside the root (its target exists only
+/// outside) is followed as the kernel resolves it inside the root: the
+/// directory is made there, and the link, not tend's, stays.
 #[test]
-fn an_absolute_parent_symlink_dangling_inside_the_root_becomes_a_directory() {
+fn an_absolute_parent_symlink_dangling_inside_the_root_is_followed_inside() {
     let sb = Sandbox::new();
     let t = sb.target();
     let before = sb.sentinel_state();
-    // The link's target exists outside the root only: inside, it dangles.
     symlink(&sb.sentinel, sb.at("a")).unwrap();
 
     assert_eq!(observe(&t, "a/secret"), Observed::Absent);
     put(&t, "a/secret", b"pwned", 0o644).unwrap();
 
     assert_eq!(sb.sentinel_state(), before);
-    assert!(fs::symlink_metadata(sb.at("a")).unwrap().is_dir());
-    assert_eq!(fs::read(sb.at("a/secret")).unwrap(), b"pwned");
+    assert!(fs::symlink_metadata(sb.at("a")).unwrap().is_symlink());
+    assert_eq!(
+        fs::read(sb.inside(&sb.sentinel).join("secret")).unwrap(),
+        b"pwned"
+    );
+    // Read through the link as the root sees it.
+    assert!(matches!(
+        observe(&t, "a/secret"),
+        Observed::Present(Live::File { size: 5, .. })
+    ));
+}
+
+#[test]
+fn relative_parent_symlinks_climbing_out_make_their_directory_at_the_root() {
+    let sb = Sandbox::new();
+    let t = sb.target();
+    let before = sb.sentinel_state();
+    fs::create_dir_all(sb.at("deep/er")).unwrap();
+    // From root/deep/er, ../../../outside climbs past the root: inside, it
+    // stops there, at root/outside.
+    symlink("../../../outside/dir", sb.at("deep/er/link")).unwrap();
+    put(&t, "deep/er/link/x", b"x", 0o644).unwrap();
+    assert_eq!(sb.sentinel_state(), before);
+    assert!(fs::symlink_metadata(sb.at("deep/er/link"))
+        .unwrap()
+        .is_symlink());
+    assert_eq!(fs::read(sb.at("outside/dir/x")).unwrap(), b"x");
+}
+
+#[test]
+fn parent_symlinks_in_a_loop_are_refused_and_nothing_is_made() {
+    let sb = Sandbox::new();
+    let t = sb.target();
+    symlink("b", sb.at("a")).unwrap();
+    symlink("a", sb.at("b")).unwrap();
+    let err = put(&t, "a/x", b"x", 0o644).unwrap_err();
+    assert!(matches!(err, TargetError::Terminal(_)), "{err:?}");
+    let mut names: Vec<String> = fs::read_dir(&sb.root)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["a", "b"]);
 }
 
 #[test]
@@ -161,15 +204,18 @@ fn a_chmod_planned_for_a_file_is_not_applied_through_a_swapped_in_symlink() {
 }
 
 #[test]
-fn a_parent_symlink_to_a_file_outside_is_replaced_not_followed() {
+fn a_parent_symlink_to_a_file_outside_is_followed_inside_never_outside() {
     let sb = Sandbox::new();
     let t = sb.target();
     let before = sb.sentinel_state();
     symlink(sb.sentinel.join("secret"), sb.at("p")).unwrap();
     put(&t, "p/x", b"inside", 0o644).unwrap();
     assert_eq!(sb.sentinel_state(), before);
-    assert!(fs::symlink_metadata(sb.at("p")).unwrap().is_dir());
-    assert_eq!(fs::read(sb.at("p/x")).unwrap(), b"inside");
+    assert!(fs::symlink_metadata(sb.at("p")).unwrap().is_symlink());
+    assert_eq!(
+        fs::read(sb.inside(&sb.sentinel.join("secret")).join("x")).unwrap(),
+        b"inside"
+    );
 }
 
 #[test]
