@@ -116,8 +116,11 @@ pub struct GlobalArgs {
     #[arg(long, env = "TEND_PATH", global = true, value_name = "DIR")]
     pub path: Option<String>,
     /// Mirror every file under --path to the same path under the root
-    #[arg(long, env = "TEND_MIRROR", global = true)]
-    pub mirror: bool,
+    /// (`--mirror=false` or TEND_MIRROR=false turns off a config's `true`)
+    #[arg(long, env = "TEND_MIRROR", global = true, num_args = 0..=1,
+          require_equals = true, default_missing_value = "true",
+          value_parser = clap::builder::BoolishValueParser::new(), value_name = "BOOL")]
+    pub mirror: Option<bool>,
     /// Poll period (with jitter)
     #[arg(long, env = "TEND_INTERVAL", global = true, value_name = "DUR")]
     pub interval: Option<Dur>,
@@ -134,8 +137,11 @@ pub struct GlobalArgs {
     #[arg(long, env = "TEND_LISTEN", global = true, value_name = "ADDR")]
     pub listen: Option<String>,
     /// Never write: run and sync observe and record drift only
-    #[arg(long, env = "TEND_DRY_RUN", global = true)]
-    pub dry_run: bool,
+    /// (`--dry-run=false` or TEND_DRY_RUN=false turns off a config's `true`)
+    #[arg(long, env = "TEND_DRY_RUN", global = true, num_args = 0..=1,
+          require_equals = true, default_missing_value = "true",
+          value_parser = clap::builder::BoolishValueParser::new(), value_name = "BOOL")]
+    pub dry_run: Option<bool>,
     /// Log format: text or json
     #[arg(long, env = "TEND_LOG_FORMAT", global = true, value_name = "FORMAT")]
     pub log_format: Option<String>,

@@ -673,3 +673,44 @@ fn invalid_declarations_show_in_status_until_fixed() {
     assert!(!st.stdout.contains("problems"), "{st:?}");
     assert_eq!(env.status()["problems"], serde_json::json!([]));
 }
+
+/// Switches follow the same precedence as every other setting: a flag or
+/// environment variable set to false turns off a config file's true.
+#[test]
+fn boolean_switches_can_be_turned_off_by_flag_or_environment() {
+    let env = Env::new();
+    basic(&env);
+    let cfg = env.config("source:\n  mirror: true\n");
+    let cfg = cfg.to_str().unwrap();
+    let mirrored = |r: &Run| r.stdout.contains("files/file/motd.tend.yaml: create");
+    let declared = |r: &Run| r.stdout.contains("files/file/etc/motd: create");
+
+    let d = env.tend(&["diff", "-c", cfg]);
+    assert!(mirrored(&d) && !declared(&d), "{d:?}");
+    let d = env.tend(&["diff", "-c", cfg, "--mirror=false"]);
+    assert!(declared(&d) && !mirrored(&d), "{d:?}");
+    for off in ["false", "0", "no"] {
+        let d = Run::from(
+            env.cmd(&["diff", "-c", cfg])
+                .env("TEND_MIRROR", off)
+                .output()
+                .unwrap(),
+        );
+        assert!(declared(&d) && !mirrored(&d), "TEND_MIRROR={off}: {d:?}");
+    }
+    let d = Run::from(env.cmd(&["diff"]).env("TEND_MIRROR", "1").output().unwrap());
+    assert!(mirrored(&d), "TEND_MIRROR=1: {d:?}");
+
+    let cfg = env.config("policy:\n  dry_run: true\n");
+    let cfg = cfg.to_str().unwrap();
+    assert_eq!(env.tend(&["sync", "-c", cfg]).code, 3);
+    assert!(!env.at("etc").exists());
+    let s = Run::from(
+        env.cmd(&["sync", "-c", cfg])
+            .env("TEND_DRY_RUN", "false")
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(s.code, 0, "{s:?}");
+    assert_eq!(env.read("etc/motd"), "hello\n");
+}

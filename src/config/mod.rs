@@ -206,7 +206,7 @@ pub fn resolve(args: &GlobalArgs) -> Result<Settings, ConfigError> {
         repo,
         reference: args.reference.clone().or(src.reference),
         path,
-        mirror: args.mirror || src.mirror.unwrap_or(false),
+        mirror: args.mirror.or(src.mirror).unwrap_or(false),
         interval: args
             .interval
             .map(|d| d.0)
@@ -319,7 +319,7 @@ pub fn resolve(args: &GlobalArgs) -> Result<Settings, ConfigError> {
             Some(s) => parse_size(&s).map_err(|e| bad(format!("policy.backup_max: {e}")))?,
             None => 1 << 30,
         },
-        dry_run: args.dry_run || p.dry_run.unwrap_or(false),
+        dry_run: args.dry_run.or(p.dry_run).unwrap_or(false),
         watch: p.watch.unwrap_or(true),
     };
 
