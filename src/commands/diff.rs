@@ -1,6 +1,6 @@
 //! `tend diff`: what `sync` would change, changing nothing. Exit 0 no
-//! differences, 1 differences, 2 error (incl. invalid declarations or
-//! resources that could not be observed).
+//! differences, 1 differences (prunes held back included), 2 error (incl.
+//! invalid declarations or resources that could not be observed).
 
 use std::process::ExitCode;
 
@@ -83,7 +83,9 @@ pub fn run(g: &GlobalArgs, settings: Settings) -> ExitCode {
     if !rev.declared.problems.is_empty() || !p.plan.unknown.is_empty() {
         return ExitCode::from(super::ERROR);
     }
-    if shown_changes.is_empty() {
+    // Prunes held back are differences too: the root holds what the
+    // revision no longer declares, and `sync` would not converge.
+    if shown_changes.is_empty() && p.plan.deletes.is_empty() {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
