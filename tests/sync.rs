@@ -714,3 +714,22 @@ fn boolean_switches_can_be_turned_off_by_flag_or_environment() {
     assert_eq!(s.code, 0, "{s:?}");
     assert_eq!(env.read("etc/motd"), "hello\n");
 }
+
+/// `tend validate` touches no target, so it needs none: in CI a repository
+/// is checked without saying where it would be applied.
+#[test]
+fn validate_needs_no_target() {
+    let env = Env::new();
+    basic(&env);
+    let state = env.state.path().to_str().unwrap();
+    let v = env.raw(&["validate", "--repo", &env.repo.url(), "--state-dir", state]);
+    assert_eq!(v.code, 0, "{v:?}");
+    assert!(
+        v.stdout.contains("3 resources declared, 0 problems"),
+        "{v:?}"
+    );
+    // sync still needs one.
+    let s = env.raw(&["sync", "--repo", &env.repo.url(), "--state-dir", state]);
+    assert_eq!(s.code, 2, "{s:?}");
+    assert!(s.stderr.contains("no target"), "{s:?}");
+}

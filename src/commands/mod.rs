@@ -21,7 +21,11 @@ fn fail(message: impl std::fmt::Display) -> ExitCode {
 }
 
 fn settings(args: &GlobalArgs) -> Result<Settings, ExitCode> {
-    let settings = config::resolve(args).map_err(fail)?;
+    configured(config::resolve(args).map_err(fail)?)
+}
+
+/// Settings with libgit2 configured for them.
+fn configured(settings: Settings) -> Result<Settings, ExitCode> {
     let source = &settings.source;
     let tls = crate::source::may_use_tls(&source.repo);
     // SAFETY: `run` is called by main on the process's only thread: nothing
@@ -88,7 +92,10 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Status => status::run(g),
         Command::Pause { ids, duration } => pause::pause(g, ids, duration.map(|d| d.0)),
         Command::Resume { ids } => pause::resume(g, ids),
-        Command::Validate => match settings(g) {
+        Command::Validate => match config::resolve_for_validate(g)
+            .map_err(fail)
+            .and_then(configured)
+        {
             Ok(s) => validate::run(g, s),
             Err(code) => code,
         },

@@ -174,6 +174,17 @@ pub fn state_dir_only(args: &GlobalArgs) -> Result<PathBuf, ConfigError> {
 /// Merges flags/env (already combined by clap) over the config file over
 /// defaults, and checks what can be checked without I/O.
 pub fn resolve(args: &GlobalArgs) -> Result<Settings, ConfigError> {
+    resolve_with(args, false)
+}
+
+/// [`resolve`] for `tend validate`, which touches no target: without one
+/// configured, declarations are checked as a `files` target would read
+/// them.
+pub fn resolve_for_validate(args: &GlobalArgs) -> Result<Settings, ConfigError> {
+    resolve_with(args, true)
+}
+
+fn resolve_with(args: &GlobalArgs, any_target: bool) -> Result<Settings, ConfigError> {
     let file = match &args.config {
         Some(p) => load_file(p)?,
         None => FileConfig::default(),
@@ -272,6 +283,12 @@ pub fn resolve(args: &GlobalArgs) -> Result<Settings, ConfigError> {
         targets.push(TargetSettings {
             name: "files".into(),
             kind: TargetKind::Files { root: root.clone() },
+        });
+    }
+    if targets.is_empty() && any_target {
+        targets.push(TargetSettings {
+            name: "files".into(),
+            kind: TargetKind::Files { root: "/".into() },
         });
     }
     if targets.is_empty() {
