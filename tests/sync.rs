@@ -733,3 +733,45 @@ fn validate_needs_no_target() {
     assert_eq!(s.code, 2, "{s:?}");
     assert!(s.stderr.contains("no target"), "{s:?}");
 }
+
+/// `resume ID` under a global pause restarts correcting that one resource
+/// while the others stay paused; a new global pause pauses it again.
+#[test]
+fn resuming_one_resource_under_a_global_pause_corrects_it_alone() {
+    let env = Env::new();
+    basic(&env);
+    let state = env.state.path().to_str().unwrap();
+    assert_eq!(env.tend(&["sync", "--dry-run"]).code, 3);
+    assert_eq!(env.raw(&["pause", "--state-dir", state]).code, 0);
+    let r = env.raw(&["resume", "files/file/etc/motd", "--state-dir", state]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.contains("all others stay paused"), "{r:?}");
+    assert_eq!(env.tend(&["sync"]).code, 3);
+    assert_eq!(env.read("etc/motd"), "hello\n");
+    assert!(!env.at("etc/app").exists(), "a paused resource was written");
+    assert_eq!(
+        env.resource("files/file/etc/app/app.conf").unwrap()["state"],
+        "Paused"
+    );
+
+    std::fs::write(env.at("etc/motd"), "by hand\n").unwrap();
+    assert_eq!(env.raw(&["pause", "--state-dir", state]).code, 0);
+    assert_eq!(env.tend(&["sync"]).code, 3);
+    assert_eq!(
+        env.read("etc/motd"),
+        "by hand\n",
+        "a new global pause covers it again"
+    );
+
+    // A typo is pointed out, not silently recorded.
+    let p = env.raw(&["pause", "files/file/etc/mtod", "--state-dir", state]);
+    assert_eq!(p.code, 0, "{p:?}");
+    assert!(
+        p.stderr.contains("no resource files/file/etc/mtod"),
+        "{p:?}"
+    );
+
+    assert_eq!(env.raw(&["resume", "--state-dir", state]).code, 0);
+    assert_eq!(env.tend(&["sync"]).code, 0);
+    assert_eq!(env.read("etc/motd"), "hello\n");
+}

@@ -25,6 +25,9 @@ pub fn pause(g: &GlobalArgs, ids: &[String], duration: Option<Duration>) -> Exit
         ids.iter().map(|i| Some(i.as_str())).collect()
     };
     for id in targets {
+        if let Some(id) = id {
+            warn_if_unknown(&ledger, id);
+        }
         if let Err(e) = ledger.pause(id, until) {
             return fail(e);
         }
@@ -47,11 +50,33 @@ pub fn resume(g: &GlobalArgs, ids: &[String]) -> ExitCode {
     } else {
         ids.iter().map(|i| Some(i.as_str())).collect()
     };
+    let global = match ledger.pauses() {
+        Ok(p) => p.iter().any(|p| p.id.is_none()),
+        Err(e) => return fail(e),
+    };
     for id in targets {
+        if let Some(id) = id {
+            warn_if_unknown(&ledger, id);
+        }
         if let Err(e) = ledger.resume(id) {
             return fail(e);
         }
-        super::outln!("resumed {}", id.unwrap_or("all resources"));
+        match id {
+            Some(id) if global => {
+                super::outln!("resumed {id}; all others stay paused until `tend resume`")
+            }
+            _ => super::outln!("resumed {}", id.unwrap_or("all resources")),
+        }
     }
     ExitCode::SUCCESS
+}
+
+/// A typo pauses nothing: say so, while still recording the pause (the
+/// identity may be declared by a later revision).
+fn warn_if_unknown(ledger: &Ledger, id: &str) {
+    if let Ok(found) = ledger.resources_of(std::iter::once(id)) {
+        if found.is_empty() {
+            eprintln!("tend: note: no resource {id} has been seen yet; check the identity (`tend status -o json` lists them)");
+        }
+    }
 }

@@ -129,12 +129,15 @@ pub struct PauseRecord {
     pub id: Option<String>,
     /// `None` lasts until resumed.
     pub until: Option<SystemTime>,
+    /// Not a pause: `id` was resumed while the global pause lasts, and is
+    /// corrected meanwhile.
+    pub excepted: bool,
 }
 
 impl PauseRecord {
     /// Whether this pause stops corrections of `id`.
     pub fn covers(&self, id: &str) -> bool {
-        self.id.as_deref().is_none_or(|p| p == id)
+        !self.excepted && self.id.as_deref().is_none_or(|p| p == id)
     }
 }
 

@@ -5,6 +5,9 @@ use std::cell::Cell;
 use std::path::Path;
 use std::time::SystemTime;
 
+/// Scope prefix of a resource resumed while a global pause lasts.
+const RESUMED: &str = "!";
+
 use rusqlite::{params, Connection, OptionalExtension, Row};
 
 use super::records::{
@@ -281,6 +284,18 @@ impl Tx<'_> {
     /// Pauses one resource, or all with `None`; a second pause of the same
     /// scope replaces the first's expiry.
     pub fn pause(&self, id: Option<&str>, until: Option<SystemTime>) -> Res<()> {
+        // A global pause pauses everything, resources resumed under an
+        // earlier one too; pausing one resource ends its exception.
+        match id {
+            Some(id) => self.exec(
+                "DELETE FROM pauses WHERE scope = ?1",
+                params![format!("{RESUMED}{id}")],
+            )?,
+            None => self.exec(
+                "DELETE FROM pauses WHERE substr(scope, 1, 1) = ?1",
+                params![RESUMED],
+            )?,
+        }
         self.exec(
             "INSERT OR REPLACE INTO pauses (scope, until) VALUES (?1, ?2)",
             params![id.unwrap_or(""), opt_ms(until)],
@@ -288,10 +303,18 @@ impl Tx<'_> {
     }
 
     /// Lifts the pause of one resource; `None` lifts every pause, global and
-    /// per resource. A resource stays paused while a global pause lasts.
+    /// per resource. A resource resumed while a global pause lasts is
+    /// excepted from it for as long as it lasts.
     pub fn resume(&self, id: Option<&str>) -> Res<()> {
         match id {
-            Some(id) => self.exec("DELETE FROM pauses WHERE scope = ?1", params![id]),
+            Some(id) => {
+                self.exec("DELETE FROM pauses WHERE scope = ?1", params![id])?;
+                self.exec(
+                    "INSERT OR REPLACE INTO pauses (scope, until) \
+                     SELECT ?1, until FROM pauses WHERE scope = ''",
+                    params![format!("{RESUMED}{id}")],
+                )
+            }
             None => self.exec("DELETE FROM pauses", []),
         }
     }
@@ -313,8 +336,10 @@ impl Tx<'_> {
         let rows = stmt
             .query_map(params![to_millis(now)], |r| {
                 let scope: String = r.get(0)?;
+                let resumed = scope.strip_prefix(RESUMED).map(str::to_string);
                 Ok(PauseRecord {
-                    id: (!scope.is_empty()).then_some(scope),
+                    excepted: resumed.is_some(),
+                    id: resumed.or((!scope.is_empty()).then_some(scope)),
                     until: opt_time(r.get(1)?),
                 })
             })

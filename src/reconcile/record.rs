@@ -16,11 +16,13 @@ use crate::model::{Backup, Desired, Live, Observed, ResourceId, Spec};
 pub struct Paused {
     all: bool,
     ids: HashSet<String>,
+    /// Resumed while the global pause lasts.
+    excepted: HashSet<String>,
 }
 
 impl Paused {
     pub fn is(&self, id: &ResourceId) -> bool {
-        self.all || self.ids.contains(id.as_str())
+        (self.all && !self.excepted.contains(id.as_str())) || self.ids.contains(id.as_str())
     }
 }
 
@@ -172,10 +174,14 @@ impl Recorder {
         let mut p = Paused {
             all: false,
             ids: HashSet::new(),
+            excepted: HashSet::new(),
         };
         for rec in self.ledger.pauses()? {
             match rec.id {
                 None => p.all = true,
+                Some(id) if rec.excepted => {
+                    p.excepted.insert(id);
+                }
                 Some(id) => {
                     p.ids.insert(id);
                 }

@@ -205,7 +205,8 @@ fn pauses_expire_and_resume_clears() {
         later,
         vec![PauseRecord {
             id: Some("files/file/b".into()),
-            until: None
+            until: None,
+            excepted: false,
         }]
     );
 
