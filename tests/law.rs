@@ -77,7 +77,14 @@ fn build_live(env: &Env, desired: &BTreeMap<String, (String, u32, Hostile)>, ext
                 if matches!(h, Hostile::ParentIsFile) {
                     std::fs::write(&parent, "in the way").unwrap();
                 } else {
-                    std::os::unix::fs::symlink(sentinel, &parent).unwrap();
+                    // Each link leads somewhere of its own: two declared
+                    // paths behind links to one folder would name one file.
+                    let rel = parent
+                        .strip_prefix(root)
+                        .unwrap()
+                        .to_string_lossy()
+                        .replace('/', "-");
+                    std::os::unix::fs::symlink(sentinel.join(rel), &parent).unwrap();
                 }
                 continue;
             }
