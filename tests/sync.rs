@@ -775,3 +775,29 @@ fn resuming_one_resource_under_a_global_pause_corrects_it_alone() {
     assert_eq!(env.tend(&["sync"]).code, 0);
     assert_eq!(env.read("etc/motd"), "hello\n");
 }
+
+/// `policy.prune: false`: what a revision no longer declares is released,
+/// not deleted. It stays where it is, tend stops managing it, and the pass
+/// converges (the setting is a choice, not a fault to report forever).
+#[test]
+fn with_prune_false_undeclared_files_are_released_and_left_in_place() {
+    let env = Env::new();
+    basic(&env);
+    let cfg = env.config("policy:\n  prune: false\n");
+    let cfg = cfg.to_str().unwrap();
+    assert_eq!(env.tend(&["sync", "-c", cfg]).code, 0);
+    env.repo.remove("motd.tend.yaml");
+    env.repo.commit("motd goes");
+    let d = env.tend(&["diff", "-c", cfg]);
+    assert_eq!(d.code, 0, "{d:?}");
+    assert!(d.stderr.contains("releases"), "{d:?}");
+    let s = env.tend(&["sync", "-c", cfg]);
+    assert_eq!(s.code, 0, "{s:?}");
+    assert_eq!(env.read("etc/motd"), "hello\n");
+    let st = env.tend(&["status"]);
+    assert_eq!(st.code, 0, "{st:?}");
+    assert!(env.resource("files/file/etc/motd").is_none());
+    // Released for good: with prune back on, it is not tend's to delete.
+    assert_eq!(env.tend(&["sync"]).code, 0);
+    assert_eq!(env.read("etc/motd"), "hello\n");
+}

@@ -46,13 +46,21 @@ pub fn run(g: &GlobalArgs, settings: Settings) -> ExitCode {
         Err(e) => return fail(e),
     };
     let held = reconcile::prune_guard(&ctx, &rev, &p, PassOptions::default());
+    // With `policy.prune: false`, sync releases what is no longer declared
+    // and deletes nothing: no difference it would act on.
+    let released = held.is_none() && !ctx.settings.policy.prune;
     let color = g.use_color();
     let json = g.output == Output::Json;
     let shown_changes: Vec<String> = p
         .plan
         .applies
         .iter()
-        .chain(p.plan.deletes.iter().filter(|_| held.is_none()))
+        .chain(
+            p.plan
+                .deletes
+                .iter()
+                .filter(|_| held.is_none() && !released),
+        )
         .map(|c| reconcile::show::change(&ctx, &rev, c, &key, color, json))
         .collect();
     match g.output {
@@ -80,12 +88,18 @@ pub fn run(g: &GlobalArgs, settings: Settings) -> ExitCode {
     if let Some(reason) = &held {
         eprintln!("tend: {} prune(s) held: {reason}", p.plan.deletes.len());
     }
+    if released && !p.plan.deletes.is_empty() {
+        eprintln!(
+            "tend: {} no longer declared: sync releases them, deleting nothing (policy.prune is false)",
+            p.plan.deletes.len()
+        );
+    }
     if !rev.declared.problems.is_empty() || !p.plan.unknown.is_empty() {
         return ExitCode::from(super::ERROR);
     }
     // Prunes held back are differences too: the root holds what the
     // revision no longer declares, and `sync` would not converge.
-    if shown_changes.is_empty() && p.plan.deletes.is_empty() {
+    if shown_changes.is_empty() && (p.plan.deletes.is_empty() || released) {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)

@@ -492,6 +492,21 @@ fn prune(
     report: &mut PassReport,
 ) -> Result<(), LedgerError> {
     let guard = prune_guard(run.ctx, run.rev, p, opts);
+    // `policy.prune: false`: what the revision no longer declares is
+    // released, not deleted. It leaves the inventory (tend no longer
+    // manages it) and stays where it is; the pass can still converge.
+    if guard.is_none() && !run.ctx.settings.policy.prune && !p.plan.deletes.is_empty() {
+        if !opts.dry_run {
+            let released: Vec<ResourceId> = p.plan.deletes.iter().map(|c| c.id.clone()).collect();
+            tracing::info!(
+                resources = released.len(),
+                "no longer declared: released, not deleted (policy.prune is false)"
+            );
+            rec.forget_all(&released)?;
+            rec.forget_all(&p.plan.forgotten)?;
+        }
+        return Ok(());
+    }
     let paused = rec.paused()?;
     let mut todo = Vec::new();
     for change in &p.plan.deletes {

@@ -161,7 +161,8 @@ pub fn prepare(
     })
 }
 
-/// Why prune is held back this pass, if it is.
+/// Why prune is held back this pass, if it is. (`policy.prune: false` is
+/// no hold: what is no longer declared is then released, see `apply`.)
 pub fn prune_guard(
     ctx: &Context,
     rev: &Revision,
@@ -174,9 +175,6 @@ pub fn prune_guard(
     }
     if !p.scope.prunes() {
         return Some("only full passes prune".into());
-    }
-    if !policy.prune {
-        return Some("policy.prune is false".into());
     }
     if !rev.declared.is_complete() {
         return Some(
