@@ -801,3 +801,21 @@ fn with_prune_false_undeclared_files_are_released_and_left_in_place() {
     assert_eq!(env.tend(&["sync"]).code, 0);
     assert_eq!(env.read("etc/motd"), "hello\n");
 }
+
+/// Each failure is logged with its resource and reason, not only counted.
+#[test]
+fn a_failed_write_is_logged_with_its_resource_and_reason() {
+    let env = Env::new();
+    basic(&env);
+    // A folder with something in it where a file must go: nothing in it is
+    // touched, the write fails and is retried later.
+    std::fs::create_dir_all(env.at("etc/motd/keep")).unwrap();
+    let s = env.tend(&["sync"]);
+    assert_eq!(s.code, 3, "{s:?}");
+    assert!(
+        s.stderr.contains("failed; retried with backoff")
+            && s.stderr.contains("files/file/etc/motd"),
+        "{s:?}"
+    );
+    assert!(env.at("etc/motd/keep").is_dir());
+}

@@ -402,6 +402,15 @@ fn write_batch(
                 .zip(target.apply_batch(&batch, &run.rev.content, rec.backups()))
         {
             let c = changes[i];
+            if let Err(e) = &result {
+                let kind = match e {
+                    TargetError::Transient(_) => "failed; retried with backoff",
+                    TargetError::Terminal(_) => {
+                        "blocked; needs the declaration or the live state changed"
+                    }
+                };
+                tracing::warn!(id = %c.id, action = c.action.as_str(), error = %e, "{kind}");
+            }
             results[i] = Some(result.map(|applied| {
                 let sensitive = c.desired.as_ref().is_some_and(|d| d.sensitive);
                 let why: Vec<String> = if c.action == Action::Create {
