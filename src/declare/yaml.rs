@@ -59,6 +59,19 @@ pub fn message(e: &serde_yaml::Error) -> String {
     }
 }
 
+/// [`message`] for a problem already headed `file:line:`: the column only.
+fn message_at_line(e: &serde_yaml::Error) -> String {
+    let text = e.to_string();
+    match e.location() {
+        Some(loc) => {
+            let suffix = format!(" at line {} column {}", loc.line(), loc.column());
+            let bare = text.strip_suffix(&suffix).unwrap_or(&text);
+            format!("column {}: {bare}", loc.column())
+        }
+        None => text,
+    }
+}
+
 fn line_of(e: &serde_yaml::Error, fallback: usize) -> usize {
     e.location().map(|l| l.line()).unwrap_or(fallback)
 }
@@ -147,7 +160,7 @@ pub fn parse(bytes: &[u8]) -> Vec<Parsed> {
                 }
                 out.push(Parsed::Problem {
                     line: line_of(&e, start),
-                    message: message(&e),
+                    message: message_at_line(&e),
                 });
                 if fatal {
                     break;
