@@ -84,6 +84,13 @@ pub fn run(cli: Cli) -> ExitCode {
     // The daemon logs as its settings say (flag, env, then the config's
     // `log` section; info by default); the short commands stay quiet
     // unless asked.
+    if let Some(e) = g
+        .log_level
+        .as_deref()
+        .and_then(|l| config::check_log_level(l).err())
+    {
+        return fail(e);
+    }
     if !matches!(cli.command, Command::Run) {
         let level = g.log_level.clone().unwrap_or_else(|| "warn".into());
         init_logging(g.log_format.as_deref().unwrap_or("text"), &level);

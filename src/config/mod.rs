@@ -350,6 +350,12 @@ fn resolve_with(args: &GlobalArgs, any_target: bool) -> Result<Settings, ConfigE
     if log_format != "text" && log_format != "json" {
         return Err(bad(format!("log format {log_format:?}: use text or json")));
     }
+    let log_level = args
+        .log_level
+        .clone()
+        .or(log.level)
+        .unwrap_or_else(|| "info".into());
+    check_log_level(&log_level).map_err(bad)?;
     Ok(Settings {
         source,
         targets,
@@ -379,17 +385,48 @@ fn resolve_with(args: &GlobalArgs, any_target: bool) -> Result<Settings, ConfigE
                 .collect(),
         },
         log_format,
-        log_level: args
-            .log_level
-            .clone()
-            .or(log.level)
-            .unwrap_or_else(|| "info".into()),
+        log_level,
     })
+}
+
+/// A level name, or filter directives naming one (`info,tend=debug`): a bare
+/// word is otherwise taken as a module name, and `loud` would silence all.
+pub fn check_log_level(level: &str) -> Result<(), String> {
+    const LEVELS: [&str; 6] = ["error", "warn", "info", "debug", "trace", "off"];
+    let known = |l: &str| LEVELS.contains(&l.trim().to_ascii_lowercase().as_str());
+    let valid = level
+        .split(',')
+        .all(|directive| match directive.rsplit_once('=') {
+            Some((_, l)) => known(l),
+            None => known(directive),
+        });
+    match valid {
+        true => Ok(()),
+        false => Err(format!(
+            "log level {level:?}: use error, warn, info, debug, trace or off (or directives like info,tend=debug)"
+        )),
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn log_levels_are_names_or_directives_naming_them() {
+        for ok in [
+            "info",
+            "WARN",
+            "off",
+            "info,tend=debug",
+            "tend::source=trace",
+        ] {
+            assert!(check_log_level(ok).is_ok(), "{ok}");
+        }
+        for bad in ["loud", "", "info,tend=loud", "verbose"] {
+            assert!(check_log_level(bad).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn prune_limits() {

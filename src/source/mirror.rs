@@ -98,6 +98,19 @@ impl Mirror {
     /// snapshots reading them are dropped.
     pub fn fetch(&self) -> Result<Oid, SourceError> {
         let _lock = FetchLock::acquire(&self.dir, self.spec.timeout)?;
+        // libgit2 takes a plain path that is not there for an address in a
+        // scheme it does not know ("unsupported URL protocol").
+        if self.url.transport == super::url::Transport::Local {
+            if let Some(path) = super::seed::local_path(self.url.raw()).filter(|p| !p.exists()) {
+                return Err(SourceError::Fetch {
+                    url: self.url.redacted().to_string(),
+                    message: format!(
+                        "no repository at {}: no such file or directory",
+                        path.display()
+                    ),
+                });
+            }
+        }
         let repo = open_bare(&self.dir)?;
         let linked = super::seed::from_local(&self.url, &repo);
         if linked > 0 {

@@ -53,7 +53,7 @@ pub(super) fn from_local(url: &RepoUrl, mirror: &Repository) -> usize {
 
 /// The path a `file://` address or a plain path names; `None` for forms
 /// libgit2 would decode differently (a host, percent escapes).
-fn local_path(raw: &str) -> Option<PathBuf> {
+pub(super) fn local_path(raw: &str) -> Option<PathBuf> {
     let path = match raw.strip_prefix("file://") {
         Some(rest) if rest.starts_with('/') && !rest.contains('%') => rest,
         Some(_) => return None,

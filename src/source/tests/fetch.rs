@@ -373,3 +373,20 @@ fn many_fetches_keep_the_packs_few_and_every_object_readable() {
         );
     }
 }
+
+#[test]
+fn a_local_repository_that_is_not_there_is_named_as_missing() {
+    let state = tempfile::tempdir().unwrap();
+    let gone = state.path().join("no-such-repo");
+    for address in [
+        gone.display().to_string(),
+        format!("file://{}", gone.display()),
+    ] {
+        let mirror = Mirror::open(state.path(), spec(&address, None)).unwrap();
+        let err = mirror.fetch().unwrap_err().to_string();
+        assert!(
+            err.contains("no repository at") && err.contains("no-such-repo"),
+            "{address}: {err}"
+        );
+    }
+}
