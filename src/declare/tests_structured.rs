@@ -91,7 +91,10 @@ fn misuse_is_reported_with_file_and_line() {
     assert!(has(21, "may not be"), "{shown:?}");
     assert!(has(24, "unknown kind \"a/b\""), "{shown:?}");
     assert!(
-        has(27, "no configured target serves kind \"widget\""),
+        has(
+            27,
+            "unknown kind \"widget\": no configured target serves it"
+        ),
         "{shown:?}"
     );
     assert!(has(30, "missing"), "{shown:?}");

@@ -27,6 +27,18 @@ fn check_name(name: &str) -> Result<(), String> {
 impl Builder<'_> {
     pub(super) fn structured(&mut self, d: Decl, origin: &Origin) -> Result<(), String> {
         let kind = d.kind.clone();
+        // A misspelt built-in kind (`filez`) is named as such, not told
+        // what fields a plugin's objects take.
+        let served = self
+            .opts
+            .targets
+            .iter()
+            .any(|t| t.kinds_unknown.is_some() || t.kinds.iter().any(|k| *k == kind));
+        if !served {
+            return Err(format!(
+                "unknown kind {kind:?}: no configured target serves it (built in: file, directory, symlink; other kinds come from exec targets' plugins)"
+            ));
+        }
         let misplaced = [
             ("path", d.path.is_some()),
             ("source", d.source.is_some()),
