@@ -33,7 +33,7 @@ impl Builder<'_> {
             .opts
             .targets
             .iter()
-            .any(|t| t.kinds_unknown.is_some() || t.kinds.iter().any(|k| *k == kind));
+            .any(|t| t.kinds_unknown.is_some() || t.kinds.contains(&kind));
         if !served {
             return Err(format!(
                 "unknown kind {kind:?}: no configured target serves it (built in: file, directory, symlink; other kinds come from exec targets' plugins)"
