@@ -264,6 +264,28 @@ fn config_file_errors_name_file_and_line() {
         r.stderr.contains("line 2") && r.stderr.contains("soon"),
         "{r:?}"
     );
+    // Values of the right type but no meaning name their line too.
+    for (text, line, needle) in [
+        (
+            "policy:\n  prune: true\n  max_prune: lots\n",
+            3,
+            "max_prune",
+        ),
+        ("log:\n  format: text\n  level: loud\n", 3, "loud"),
+        (
+            "targets:\n  files: {type: file, root: /tmp}\n",
+            2,
+            "unknown type",
+        ),
+    ] {
+        std::fs::write(&cfg, text).unwrap();
+        let r = env.tend(&["diff", "-c", cfg.to_str().unwrap()]);
+        assert_eq!(r.code, 2, "{r:?}");
+        assert!(
+            r.stderr.contains(&format!("tend.yaml:{line}: ")) && r.stderr.contains(needle),
+            "{text}: {r:?}"
+        );
+    }
 }
 
 #[test]

@@ -185,20 +185,21 @@ pub fn resolve_for_validate(args: &GlobalArgs) -> Result<Settings, ConfigError> 
 }
 
 fn resolve_with(args: &GlobalArgs, any_target: bool) -> Result<Settings, ConfigError> {
-    let file = match &args.config {
-        Some(p) => load_file(p)?,
-        None => FileConfig::default(),
+    let (file, text) = match &args.config {
+        Some(p) => file::load_file_and_text(p)?,
+        None => (FileConfig::default(), String::new()),
     };
     let cfg_name = args
         .config
         .as_ref()
         .map(|p| p.display().to_string())
         .unwrap_or_default();
-    let bad = |m: String| {
-        ConfigError::Setting(if cfg_name.is_empty() {
-            m
-        } else {
-            format!("{cfg_name}: {m}")
+    // Names the file, and the line of `key` when the file has it.
+    let bad = |key: &str, m: String| {
+        ConfigError::Setting(match (cfg_name.is_empty(), file::line_of_key(&text, key)) {
+            (true, _) => m,
+            (false, Some(line)) => format!("{cfg_name}:{line}: {m}"),
+            (false, None) => format!("{cfg_name}: {m}"),
         })
     };
     let src = file.source.unwrap_or_default();
@@ -210,7 +211,10 @@ fn resolve_with(args: &GlobalArgs, any_target: bool) -> Result<Settings, ConfigE
     let path = args.path.clone().or(src.path).unwrap_or_default();
     let path = path.trim_matches('/').to_string();
     if path.split('/').any(|c| c == "..") {
-        return Err(bad(format!("source path {path:?} may not contain `..`")));
+        return Err(bad(
+            "source.path",
+            format!("source path {path:?} may not contain `..`"),
+        ));
     }
     let a = src.auth.unwrap_or_default();
     let source = SourceSettings {
@@ -240,9 +244,10 @@ fn resolve_with(args: &GlobalArgs, any_target: bool) -> Result<Settings, ConfigE
     let mut targets = Vec::new();
     for (name, t) in file.targets.unwrap_or_default() {
         if name.is_empty() || name.contains('/') {
-            return Err(bad(format!(
-                "target name {name:?} may not be empty or contain `/`"
-            )));
+            return Err(bad(
+                &format!("targets.{name}"),
+                format!("target name {name:?} may not be empty or contain `/`"),
+            ));
         }
         let misplaced = match t.kind.as_str() {
             "files" if t.command.is_some() => Some("command"),
@@ -251,29 +256,37 @@ fn resolve_with(args: &GlobalArgs, any_target: bool) -> Result<Settings, ConfigE
             _ => None,
         };
         if let Some(key) = misplaced {
-            return Err(bad(format!(
-                "target {name}: `{key}` does not apply to type {}",
-                t.kind
-            )));
+            return Err(bad(
+                &format!("targets.{name}.{key}"),
+                format!("target {name}: `{key}` does not apply to type {}", t.kind),
+            ));
         }
         let kind = match t.kind.as_str() {
             "files" => TargetKind::Files {
-                root: t
-                    .root
-                    .ok_or_else(|| bad(format!("target {name}: type files needs `root`")))?,
+                root: t.root.ok_or_else(|| {
+                    bad(
+                        &format!("targets.{name}"),
+                        format!("target {name}: type files needs `root`"),
+                    )
+                })?,
             },
             "exec" => {
                 let command = t.command.filter(|c| !c.is_empty());
                 TargetKind::Exec {
-                    command: command
-                        .ok_or_else(|| bad(format!("target {name}: type exec needs `command`")))?,
+                    command: command.ok_or_else(|| {
+                        bad(
+                            &format!("targets.{name}"),
+                            format!("target {name}: type exec needs `command`"),
+                        )
+                    })?,
                     timeout: t.timeout.map(|d| d.0).unwrap_or(Duration::from_secs(30)),
                 }
             }
             other => {
-                return Err(bad(format!(
-                    "target {name}: unknown type {other:?} (known: files, exec)"
-                )))
+                return Err(bad(
+                    &format!("targets.{name}.type"),
+                    format!("target {name}: unknown type {other:?} (known: files, exec)"),
+                ))
             }
         };
         targets.push(TargetSettings { name, kind });
@@ -300,7 +313,10 @@ fn resolve_with(args: &GlobalArgs, any_target: bool) -> Result<Settings, ConfigE
     let mut hooks = BTreeMap::new();
     for (name, h) in file.hooks.unwrap_or_default() {
         if h.run.is_empty() {
-            return Err(bad(format!("hook {name}: `run` is empty")));
+            return Err(bad(
+                &format!("hooks.{name}"),
+                format!("hook {name}: `run` is empty"),
+            ));
         }
         hooks.insert(
             name,
@@ -319,7 +335,8 @@ fn resolve_with(args: &GlobalArgs, any_target: bool) -> Result<Settings, ConfigE
     let policy = Policy {
         prune: p.prune.unwrap_or(true),
         max_prune: match p.max_prune {
-            Some(s) => PruneLimit::parse(&s).map_err(|e| bad(format!("policy.max_prune: {e}")))?,
+            Some(s) => PruneLimit::parse(&s)
+                .map_err(|e| bad("policy.max_prune", format!("policy.max_prune: {e}")))?,
             None => PruneLimit::Percent(50.0),
         },
         self_heal: p.self_heal.unwrap_or(true),
@@ -333,7 +350,8 @@ fn resolve_with(args: &GlobalArgs, any_target: bool) -> Result<Settings, ConfigE
             .map(|d| d.0)
             .unwrap_or(Duration::from_secs(7 * 86400)),
         backup_max: match p.backup_max {
-            Some(s) => parse_size(&s).map_err(|e| bad(format!("policy.backup_max: {e}")))?,
+            Some(s) => parse_size(&s)
+                .map_err(|e| bad("policy.backup_max", format!("policy.backup_max: {e}")))?,
             None => 1 << 30,
         },
         dry_run: args.dry_run.or(p.dry_run).unwrap_or(false),
@@ -348,14 +366,17 @@ fn resolve_with(args: &GlobalArgs, any_target: bool) -> Result<Settings, ConfigE
         .or(log.format)
         .unwrap_or_else(|| "text".into());
     if log_format != "text" && log_format != "json" {
-        return Err(bad(format!("log format {log_format:?}: use text or json")));
+        return Err(bad(
+            "log.format",
+            format!("log format {log_format:?}: use text or json"),
+        ));
     }
     let log_level = args
         .log_level
         .clone()
         .or(log.level)
         .unwrap_or_else(|| "info".into());
-    check_log_level(&log_level).map_err(bad)?;
+    check_log_level(&log_level).map_err(|m| bad("log.level", m))?;
     Ok(Settings {
         source,
         targets,
