@@ -77,14 +77,19 @@ fn build_live(env: &Env, desired: &BTreeMap<String, (String, u32, Hostile)>, ext
                 if matches!(h, Hostile::ParentIsFile) {
                     std::fs::write(&parent, "in the way").unwrap();
                 } else {
-                    // Each link leads somewhere of its own: two declared
-                    // paths behind links to one folder would name one file.
+                    // Each link leads somewhere of its own (two declared
+                    // paths behind links to one folder would name one
+                    // file): a folder that outside the root is the
+                    // sentinel's and inside it exists, so it is followed
+                    // there.
                     let rel = parent
                         .strip_prefix(root)
                         .unwrap()
                         .to_string_lossy()
                         .replace('/', "-");
-                    std::os::unix::fs::symlink(sentinel.join(rel), &parent).unwrap();
+                    let to = sentinel.join(rel);
+                    std::fs::create_dir_all(root.join(to.strip_prefix("/").unwrap())).unwrap();
+                    std::os::unix::fs::symlink(to, &parent).unwrap();
                 }
                 continue;
             }

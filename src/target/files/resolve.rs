@@ -19,9 +19,6 @@ const IN_ROOT: ResolveFlags = ResolveFlags::IN_ROOT.union(ResolveFlags::NO_MAGIC
 
 /// Mode of the parent directories tend creates.
 const DIR_MODE: u32 = 0o755;
-/// Symlinks followed, one into another, while making a directory path
-/// (the kernel's own limit).
-const MAX_HOPS: usize = 40;
 
 /// An open handle on a target root.
 pub(super) struct Root {
@@ -82,19 +79,11 @@ impl Root {
 
     /// Opens the directory at `rel` for writing, creating missing components
     /// (mode 0755). A regular file where a directory is needed is backed up
-    /// and replaced; a symlink that leads nowhere (yet) is followed as the
-    /// kernel resolves it inside the root, and the directory made where it
-    /// points: `var/run -> /run` makes `<root>/run`, and the link stays.
+    /// and replaced. A symlink is followed as the kernel resolves it inside
+    /// the root (`var/run -> /run`); one that leads nowhere there, or to
+    /// something that is no directory, is the operator's to settle: the
+    /// write fails, is retried with backoff, and the link is left alone.
     pub(super) fn ensure_dir(&self, rel: &str, ops: &mut Ops) -> Result<OwnedFd, TargetError> {
-        self.ensure_dir_within(rel, ops, 0)
-    }
-
-    fn ensure_dir_within(
-        &self,
-        rel: &str,
-        ops: &mut Ops,
-        hops: usize,
-    ) -> Result<OwnedFd, TargetError> {
         match self.open_dir(rel, true) {
             Ok(fd) => return Ok(fd),
             Err(e) if is_absent(e) => {}
@@ -111,7 +100,7 @@ impl Root {
                 match self.open_dir(prefix, true) {
                     Ok(fd) => break fd,
                     Err(e) if is_absent(e) && !repaired => {
-                        self.repair(dir.as_fd(), prefix, component, ops, hops)?;
+                        repair(dir.as_fd(), prefix, component, ops)?;
                         repaired = true;
                     }
                     Err(e) => return Err(resolve_error(prefix, e)),
@@ -120,75 +109,28 @@ impl Root {
         }
         Ok(dir)
     }
-
-    /// Makes `name` in `parent` a directory, or makes the directory it
-    /// links to. `prefix` is its root-relative path.
-    fn repair(
-        &self,
-        parent: BorrowedFd,
-        prefix: &str,
-        name: &str,
-        ops: &mut Ops,
-        hops: usize,
-    ) -> Result<(), TargetError> {
-        let meta = match stat_at(parent, name) {
-            Ok(meta) => Some(meta),
-            Err(e) if is_absent(e) => None,
-            Err(e) => return Err(transient(prefix, "stat", e)),
-        };
-        if meta.map(|m| m.file_type()) != Some(FileType::Symlink) {
-            return repair(parent, prefix, name, meta, ops);
-        }
-        if hops >= MAX_HOPS {
-            return Err(TargetError::Terminal(format!(
-                "{}: too many levels of symbolic links",
-                super::shown(prefix)
-            )));
-        }
-        let link = rfs::readlinkat(parent, name, Vec::new())
-            .map_err(|e| transient(prefix, "read link", e))?;
-        let link = link.to_str().map_err(|_| {
-            TargetError::Transient(format!(
-                "{}: a symlink whose target is not UTF-8 stands where a directory is needed",
-                super::shown(prefix)
-            ))
-        })?;
-        // The caller resolves `prefix` again, through the link.
-        self.ensure_dir_within(&link_destination(prefix, link), ops, hops + 1)
-            .map(drop)
-    }
 }
 
-/// Where the link at root-relative `at` points, as a root-relative path:
-/// absolute targets start from the root (as RESOLVE_IN_ROOT reads them),
-/// relative ones from the link's folder; `..` is left for the kernel to
-/// resolve, which stops it at the root.
-fn link_destination(at: &str, link: &str) -> String {
-    let folder = match link.starts_with('/') {
-        true => "",
-        false => at.rsplit_once('/').map_or("", |(folder, _)| folder),
+/// Makes `name` in `parent` a directory. `prefix` is its root-relative path.
+fn repair(parent: BorrowedFd, prefix: &str, name: &str, ops: &mut Ops) -> Result<(), TargetError> {
+    let meta = match stat_at(parent, name) {
+        Ok(meta) => Some(meta),
+        Err(e) if is_absent(e) => None,
+        Err(e) => return Err(transient(prefix, "stat", e)),
     };
-    folder
-        .split('/')
-        .chain(link.split('/'))
-        .filter(|c| !c.is_empty() && *c != ".")
-        .collect::<Vec<_>>()
-        .join("/")
-}
-
-/// Makes `name` in `parent`, which `meta` found as it is (no symlink), a
-/// directory. `prefix` is its root-relative path.
-fn repair(
-    parent: BorrowedFd,
-    prefix: &str,
-    name: &str,
-    meta: Option<super::observe::Meta>,
-    ops: &mut Ops,
-) -> Result<(), TargetError> {
     match meta.map(|m| m.file_type()) {
         None => {}
         // Someone made it meanwhile; the caller resolves it again.
         Some(FileType::Directory) => return Ok(()),
+        Some(FileType::Symlink) => {
+            let link = rfs::readlinkat(parent, name, Vec::new())
+                .map(|l| l.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            return Err(TargetError::Transient(format!(
+                "{}: a symlink to {link:?} stands where a directory is needed, and it leads to no directory inside the root; make its target a directory, or remove it",
+                super::shown(prefix)
+            )));
+        }
         Some(FileType::RegularFile) => {
             if let Some(bytes) =
                 read_regular(parent, name).map_err(|e| transient(prefix, "read", e))?
