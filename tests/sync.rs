@@ -841,3 +841,40 @@ fn a_failed_write_is_logged_with_its_resource_and_reason() {
     );
     assert!(env.at("etc/motd/keep").is_dir());
 }
+
+/// Releasing deletes nothing, so `max_prune` does not hold it back.
+#[test]
+fn with_prune_false_a_mass_release_is_not_held() {
+    let env = Env::new();
+    basic(&env);
+    let cfg = env.config("policy:\n  prune: false\n  max_prune: 10%\n");
+    let cfg = cfg.to_str().unwrap();
+    assert_eq!(env.tend(&["sync", "-c", cfg]).code, 0);
+    env.repo.remove("app.tend.yaml");
+    env.repo.commit("app goes");
+    let s = env.tend(&["sync", "-c", cfg]);
+    assert_eq!(s.code, 0, "{s:?}");
+    assert_eq!(env.read("etc/app/app.conf"), "port=80\n");
+}
+
+/// Many failures in one pass: the first are logged one by one, the rest
+/// counted, so a read-only root cannot flood the log.
+#[test]
+fn failures_beyond_the_first_twenty_are_not_logged_one_by_one() {
+    let env = Env::new();
+    env.repo
+        .write("a.tend.yaml", "kind: directory\npath: srv\nsource: www\n");
+    for i in 0..30 {
+        env.repo.write(&format!("www/p{i}"), format!("{i}"));
+        std::fs::create_dir_all(env.at(&format!("srv/p{i}/keep"))).unwrap();
+    }
+    env.repo.commit("site");
+    let s = env.tend(&["sync"]);
+    assert_eq!(s.code, 3, "{s:?}");
+    assert_eq!(
+        s.stderr.matches("failed; retried with backoff").count(),
+        20,
+        "{s:?}"
+    );
+    assert!(s.stderr.contains("more writes failed this pass"), "{s:?}");
+}

@@ -252,6 +252,10 @@ fn a_hook_pending_when_tend_is_killed_runs_after_the_restart() {
         !log.exists(),
         "a killed tend's hook must not finish behind its back"
     );
+    // A dry run runs no command, pending hooks included.
+    let dry = env.tend(&["sync", "--dry-run", "-c", cfg]);
+    assert_eq!(dry.code, 0, "{dry:?}");
+    assert!(!log.exists(), "a dry run ran a pending hook");
     let _d = env.daemon(&["--interval", "1h", "-c", cfg]);
     assert!(
         wait_until(60, || std::fs::read_to_string(&log)

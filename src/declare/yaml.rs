@@ -125,6 +125,7 @@ pub fn parse(bytes: &[u8]) -> Vec<Parsed> {
     let starts = document_starts(text);
     let mut out = Vec::new();
     let mut problems = 0;
+    let mut unlisted: Option<usize> = None;
     let mut last_error: Option<String> = None;
     for (i, doc) in serde_yaml::Deserializer::from_str(text).enumerate() {
         if i >= MAX_DOCS {
@@ -152,11 +153,14 @@ pub fn parse(bytes: &[u8]) -> Vec<Parsed> {
                 let fatal = e.location().is_none() || text.contains("recursion limit");
                 problems += 1;
                 if problems > MAX_PROBLEMS {
-                    out.push(Parsed::Problem {
-                        line: line_of(&e, start),
-                        message: format!("more than {MAX_PROBLEMS} problems in this file; the rest are not listed"),
-                    });
-                    break;
+                    // Valid documents further on still count; only the
+                    // listing stops.
+                    unlisted.get_or_insert(line_of(&e, start));
+                    last_error = Some(text);
+                    if fatal {
+                        break;
+                    }
+                    continue;
                 }
                 out.push(Parsed::Problem {
                     line: line_of(&e, start),
@@ -168,6 +172,15 @@ pub fn parse(bytes: &[u8]) -> Vec<Parsed> {
                 last_error = Some(text);
             }
         }
+    }
+    if let Some(line) = unlisted {
+        out.push(Parsed::Problem {
+            line,
+            message: format!(
+                "{} more problems in this file from here on are not listed",
+                problems - MAX_PROBLEMS
+            ),
+        });
     }
     out
 }
@@ -256,13 +269,19 @@ mod tests {
     }
 
     #[test]
-    fn problems_of_one_file_are_bounded() {
-        let t = "kind: file\npath: a\nbogus: 1\n---\n".repeat(1000);
+    fn problems_of_one_file_are_bounded_and_later_documents_still_read() {
+        let t = "kind: file\npath: a\nbogus: 1\n---\n".repeat(1000)
+            + "kind: file\npath: ok\ncontent: x\n";
         let parsed = parse(t.as_bytes());
-        assert_eq!(parsed.len(), MAX_PROBLEMS + 1);
+        assert_eq!(parsed.len(), MAX_PROBLEMS + 2);
+        assert!(matches!(
+            parsed[MAX_PROBLEMS],
+            Parsed::Decl { line: 4001, .. }
+        ));
         match parsed.last() {
-            Some(Parsed::Problem { message, .. }) => {
-                assert!(message.contains("more than"), "{message}")
+            Some(Parsed::Problem { message, line }) => {
+                assert!(message.contains("900 more problems"), "{message}");
+                assert_eq!(*line, 4 * MAX_PROBLEMS + 3);
             }
             _ => panic!("expected a closing problem"),
         }

@@ -92,9 +92,13 @@ impl BackupStore {
             false => hex::encode(Sha256::digest(&bytes)),
         };
         if found != hex {
+            let detail = match keyed {
+                true => "content does not match its keyed hash (damaged, or the state dir's hash.key was replaced)",
+                false => "content does not match its hash",
+            };
             return Err(LedgerError::Corrupt {
                 path,
-                detail: "content does not match its hash".into(),
+                detail: detail.into(),
             });
         }
         Ok(bytes)

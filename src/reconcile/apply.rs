@@ -38,8 +38,13 @@ fn growing_chunks<T>(mut todo: &[T]) -> impl Iterator<Item = &[T]> {
     })
 }
 
+/// Failed writes logged one by one in a pass; the rest are counted.
+const FAILURES_LOGGED: usize = 20;
+
 struct Run<'a> {
     ctx: &'a super::Context,
+    /// Failed writes this pass, for [`FAILURES_LOGGED`].
+    failures: std::cell::Cell<usize>,
     rev: &'a Revision,
     previous: BTreeMap<String, ResourceRecord>,
     outcomes: BTreeMap<ResourceId, Outcome>,
@@ -99,6 +104,7 @@ pub fn apply(
     };
     let previous = records.into_iter().map(|r| (r.id.clone(), r)).collect();
     let mut run = Run {
+        failures: std::cell::Cell::new(0),
         ctx,
         rev,
         previous,
@@ -182,7 +188,11 @@ pub fn apply(
 
     // Every pending hook runs once at the end of the pass: those this pass
     // triggered and those still pending from earlier passes or processes.
-    for (hook, ids, result) in rec.run_pending_hooks(ctx, ctl.cancelled())? {
+    let hooks = match opts.dry_run {
+        true => Vec::new(),
+        false => rec.run_pending_hooks(ctx, ctl.cancelled())?,
+    };
+    for (hook, ids, result) in hooks {
         report.hooks.push((hook, result.is_ok()));
         if let Err(reason) = result {
             for id in ids.iter().filter(|id| p.scope.contains(id)) {
@@ -409,7 +419,13 @@ fn write_batch(
                         "blocked; needs the declaration or the live state changed"
                     }
                 };
-                tracing::warn!(id = %c.id, action = c.action.as_str(), error = %e, "{kind}");
+                let n = run.failures.get() + 1;
+                run.failures.set(n);
+                if n <= FAILURES_LOGGED {
+                    tracing::warn!(id = %c.id, action = c.action.as_str(), error = %e, "{kind}");
+                } else if n == FAILURES_LOGGED + 1 {
+                    tracing::warn!("more writes failed this pass; `tend status` lists every one");
+                }
             }
             results[i] = Some(result.map(|applied| {
                 let sensitive = c.desired.as_ref().is_some_and(|d| d.sensitive);

@@ -53,6 +53,11 @@ pub fn open_writer(
 /// (unless the ledger says no write happened since a sweep that left none)
 /// and run hooks that were pending when the last process stopped.
 pub fn recover(ctx: &Context, rec: &mut Recorder) -> Result<(), LedgerError> {
+    // A dry run touches no target and runs no command: what is pending
+    // waits for a process that may act.
+    if ctx.settings.policy.dry_run {
+        return Ok(());
+    }
     if !rec.temp_swept() {
         sweep_temp(ctx, rec)?;
     }

@@ -181,6 +181,8 @@ pub fn prune_guard(
             "the revision has invalid declarations; nothing is pruned until they are fixed".into(),
         );
     }
+    // Releasing (`policy.prune: false`) deletes nothing: only an empty
+    // revision, most likely a mistake, holds it back.
     if rev.declared.resources.is_empty() && rev.declared.blocked.is_empty() && !policy.allow_empty {
         return Some(format!(
             "the revision declares nothing; pruning all {} managed resources needs policy.allow_empty",
@@ -188,7 +190,7 @@ pub fn prune_guard(
         ));
     }
     let allowed = policy.max_prune.allowed(p.managed_count);
-    if p.plan.deletes.len() > allowed && !opts.allow_mass_prune {
+    if policy.prune && p.plan.deletes.len() > allowed && !opts.allow_mass_prune {
         return Some(format!(
             "the pass would prune {} of {} managed resources, over policy.max_prune ({allowed}); raise the limit or run `tend sync --allow-mass-prune`",
             p.plan.deletes.len(),
