@@ -95,6 +95,7 @@ pub struct Metrics {
     revision: Family<RevisionLabel, Gauge>,
     last_converged: FloatGauge,
     queue_depth: Gauge,
+    declaration_problems: Gauge,
     last_successful_fetch: FloatGauge,
     hooks: Family<ResultLabel, Counter>,
     webhooks: Family<WebhookLabel, Counter>,
@@ -130,6 +131,7 @@ impl Metrics {
             revision: Family::default(),
             last_converged: FloatGauge::default(),
             queue_depth: Gauge::default(),
+            declaration_problems: Gauge::default(),
             last_successful_fetch: FloatGauge::default(),
             hooks: Family::default(),
             webhooks: Family::default(),
@@ -202,6 +204,11 @@ impl Metrics {
             "tend_queue_depth",
             "Resources waiting to be reconciled",
             self.queue_depth.clone(),
+        );
+        r.register(
+            "tend_declaration_problems",
+            "Problems in the declarations of the revision last worked on; while any, nothing is pruned",
+            self.declaration_problems.clone(),
         );
         r.register(
             "tend_source_last_successful_fetch_timestamp_seconds",
@@ -308,6 +315,10 @@ impl Metrics {
 
     pub fn set_queue_depth(&self, n: usize) {
         self.queue_depth.set(n as i64);
+    }
+
+    pub fn set_declaration_problems(&self, n: usize) {
+        self.declaration_problems.set(n as i64);
     }
 
     pub fn set_last_successful_fetch(&self, unix_secs: f64) {

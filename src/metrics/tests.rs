@@ -178,3 +178,16 @@ fn promtool_accepts_the_output() {
         "promtool: {report}"
     );
 }
+
+#[test]
+fn declaration_problems_have_a_gauge() {
+    let m = Metrics::new();
+    let text = m.encode();
+    assert_eq!(
+        sample(&text, "tend_declaration_problems"),
+        Some(0.0),
+        "{text}"
+    );
+    m.set_declaration_problems(3);
+    assert_eq!(sample(&m.encode(), "tend_declaration_problems"), Some(3.0));
+}

@@ -33,6 +33,7 @@ pub fn pass(metrics: &Metrics, report: &PassReport, seconds_each: f64) {
     for (_, ok) in &report.hooks {
         metrics.hook(*ok);
     }
+    metrics.set_declaration_problems(report.problems.len());
     if report.converged {
         metrics.set_last_converged(unix_secs(SystemTime::now()));
     }

@@ -196,3 +196,24 @@ async fn reading_the_page_writes_nothing_to_the_state_dir() {
     assert_eq!(status, StatusCode::OK);
     assert!(!nowhere.exists(), "a reader created the state dir");
 }
+
+#[tokio::test]
+async fn declaration_problems_are_listed_escaped_and_in_the_banner() {
+    let f = fixture(&[], None);
+    populate(f.dir.path());
+    let ledger = crate::ledger::Ledger::open(f.dir.path()).unwrap();
+    let problems = serde_json::json!(["a.tend.yaml:3: mode \"<9>\" & more"]).to_string();
+    ledger
+        .set_meta(crate::status::PROBLEMS_KEY, &problems)
+        .unwrap();
+    let (_, _, page) = call(f.app(), get("/")).await;
+    at(&page, "Declaration problems (1)");
+    at(
+        &page,
+        "a.tend.yaml:3: mode &quot;&lt;9&gt;&quot; &amp; more",
+    );
+    assert!(!page.contains("<9>"), "raw markup from the ledger");
+    let (_, _, json) = call(f.app(), get("/api/v1/status")).await;
+    let doc: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(doc["problems"][0], "a.tend.yaml:3: mode \"<9>\" & more");
+}
