@@ -8,7 +8,7 @@ use super::{fail, fetch_or_last};
 use crate::cli::{GlobalArgs, Output};
 use crate::config::Settings;
 use crate::ledger::{HashKey, Ledger, DATABASE_FILE};
-use crate::reconcile::{self, Context, PassOptions, Scope};
+use crate::reconcile::{self, Context, PassOptions, Pruning, Scope};
 
 pub fn run(g: &GlobalArgs, settings: Settings) -> ExitCode {
     let ctx = match Context::build(settings) {
@@ -45,22 +45,14 @@ pub fn run(g: &GlobalArgs, settings: Settings) -> ExitCode {
         Ok(p) => p,
         Err(e) => return fail(e),
     };
-    let held = reconcile::prune_guard(&ctx, &rev, &p, PassOptions::default());
-    // With `policy.prune: false`, sync releases what is no longer declared
-    // and deletes nothing: no difference it would act on.
-    let released = held.is_none() && !ctx.settings.policy.prune;
+    let pruning = reconcile::pruning(&ctx, &rev, &p, PassOptions::default());
     let color = g.use_color();
     let json = g.output == Output::Json;
     let shown_changes: Vec<String> = p
         .plan
         .applies
         .iter()
-        .chain(
-            p.plan
-                .deletes
-                .iter()
-                .filter(|_| held.is_none() && !released),
-        )
+        .chain(p.plan.deletes.iter().filter(|_| pruning == Pruning::Delete))
         .map(|c| reconcile::show::change(&ctx, &rev, c, &key, color, json))
         .collect();
     match g.output {
@@ -85,21 +77,23 @@ pub fn run(g: &GlobalArgs, settings: Settings) -> ExitCode {
     for (id, reason) in &p.plan.unknown {
         eprintln!("tend: {id}: could not observe: {reason}");
     }
-    if let Some(reason) = &held {
-        eprintln!("tend: {} prune(s) held: {reason}", p.plan.deletes.len());
-    }
-    if released && !p.plan.deletes.is_empty() {
-        eprintln!(
+    match &pruning {
+        Pruning::Held(reason) => {
+            eprintln!("tend: {} prune(s) held: {reason}", p.plan.deletes.len())
+        }
+        Pruning::Release => eprintln!(
             "tend: {} no longer declared: sync releases them, deleting nothing (policy.prune is false)",
             p.plan.deletes.len()
-        );
+        ),
+        Pruning::Delete => {}
     }
     if !rev.declared.problems.is_empty() || !p.plan.unknown.is_empty() {
         return ExitCode::from(super::ERROR);
     }
     // Prunes held back are differences too: the root holds what the
-    // revision no longer declares, and `sync` would not converge.
-    if shown_changes.is_empty() && (p.plan.deletes.is_empty() || released) {
+    // revision no longer declares, and `sync` would not converge. Releases
+    // are not: sync acts on nothing there.
+    if shown_changes.is_empty() && (p.plan.deletes.is_empty() || pruning == Pruning::Release) {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)

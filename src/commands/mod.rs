@@ -54,8 +54,6 @@ fn init_logging(format: &str, level: &str) {
     };
 }
 
-/// Runs one command. Call it from the main thread before starting any other:
-/// it sets libgit2's process-wide transport options.
 /// Writes command output to stdout. A reader that went away (`tend diff |
 /// head`) ends the output, not the command: its exit code still tells.
 pub(crate) fn out(text: &str) {
@@ -79,6 +77,8 @@ macro_rules! outln {
 }
 pub(crate) use outln;
 
+/// Runs one command. Call it from the main thread before starting any other:
+/// it sets libgit2's process-wide transport options.
 pub fn run(cli: Cli) -> ExitCode {
     let g = &cli.global;
     // The daemon logs as its settings say (flag, env, then the config's

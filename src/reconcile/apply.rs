@@ -8,7 +8,7 @@ use std::time::SystemTime;
 
 use super::control::Control;
 use super::pass::{PassError, PassOptions, PassReport, Revision};
-use super::prepare::{claim_fields, prune_guard, spec_digest, Prepared};
+use super::prepare::{claim_fields, pruning, spec_digest, Prepared, Pruning};
 use super::record::{clear_temp_swept, Outcome, Recorder};
 use crate::diff::{self, Comparison};
 use crate::ledger::{AuditEntry, IntentKind, InventoryEntry, LedgerError, ResourceRecord, State};
@@ -516,12 +516,13 @@ fn prune(
     ctl: &Control,
     report: &mut PassReport,
 ) -> Result<(), LedgerError> {
-    let guard = prune_guard(run.ctx, run.rev, p, opts);
-    // `policy.prune: false`: what the revision no longer declares is
-    // released, not deleted. It leaves the inventory (tend no longer
-    // manages it) and stays where it is; the pass can still converge.
-    if guard.is_none() && !run.ctx.settings.policy.prune && !p.plan.deletes.is_empty() {
-        if !opts.dry_run {
+    let guard = match pruning(run.ctx, run.rev, p, opts) {
+        Pruning::Delete => None,
+        Pruning::Held(reason) => Some(reason),
+        // Released, not deleted: out of the inventory (tend no longer
+        // manages them) and left where they are; the pass can converge.
+        Pruning::Release if opts.dry_run => return Ok(()),
+        Pruning::Release => {
             let released: Vec<ResourceId> = p.plan.deletes.iter().map(|c| c.id.clone()).collect();
             tracing::info!(
                 resources = released.len(),
@@ -529,9 +530,9 @@ fn prune(
             );
             rec.forget_all(&released)?;
             rec.forget_all(&p.plan.forgotten)?;
+            return Ok(());
         }
-        return Ok(());
-    }
+    };
     let paused = rec.paused()?;
     let mut todo = Vec::new();
     for change in &p.plan.deletes {

@@ -27,7 +27,7 @@ pub use context::{BuildError, Context, PassContent};
 pub use control::Control;
 pub use pass::{load, PassError, PassOptions, PassReport, Revision, Scope};
 pub use pass_next::{load_next, Next};
-pub use prepare::{prepare, prune_guard, spec_digest, Prepared};
+pub use prepare::{prepare, pruning, spec_digest, Prepared, Pruning};
 pub use queue::{Action, Queue};
 pub use record::{Outcome, Recorder};
 

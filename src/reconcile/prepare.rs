@@ -161,14 +161,31 @@ pub fn prepare(
     })
 }
 
-/// Why prune is held back this pass, if it is. (`policy.prune: false` is
-/// no hold: what is no longer declared is then released, see `apply`.)
-pub fn prune_guard(
-    ctx: &Context,
-    rev: &Revision,
-    p: &Prepared,
-    opts: PassOptions,
-) -> Option<String> {
+/// What a pass does with the inventory members its revision no longer
+/// declares.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Pruning {
+    /// Deletes them (there may be none).
+    Delete,
+    /// Keeps them, `Blocked`, for this reason.
+    Held(String),
+    /// `policy.prune: false`: releases them, left in place and no longer
+    /// managed.
+    Release,
+}
+
+/// The [`Pruning`] of this pass.
+pub fn pruning(ctx: &Context, rev: &Revision, p: &Prepared, opts: PassOptions) -> Pruning {
+    match prune_guard(ctx, rev, p, opts) {
+        Some(reason) => Pruning::Held(reason),
+        None if !ctx.settings.policy.prune && !p.plan.deletes.is_empty() => Pruning::Release,
+        None => Pruning::Delete,
+    }
+}
+
+/// Why prune is held back this pass, if it is (releasing too, except for
+/// the share `max_prune` limits, since a release deletes nothing).
+fn prune_guard(ctx: &Context, rev: &Revision, p: &Prepared, opts: PassOptions) -> Option<String> {
     let policy = &ctx.settings.policy;
     if p.plan.deletes.is_empty() {
         return None;
