@@ -158,10 +158,18 @@ pub struct Plan {
     pub unknown: Vec<(ResourceId, String)>,
     /// Inventory members no longer declared and already gone.
     pub forgotten: Vec<ResourceId>,
-    /// Declared identities whose object is there, in sync or to be updated,
-    /// but not in the inventory: objects tend did not create, to adopt (or,
-    /// with `policy.adopt: false`, to leave alone).
-    pub unowned: Vec<ResourceId>,
+    /// Declared identities whose object is there but not in the
+    /// inventory (objects tend did not create, to adopt or, with
+    /// `policy.adopt: false`, to leave alone): those in sync, and those to
+    /// be updated.
+    pub unowned: Unowned,
+}
+
+/// See [`Plan::unowned`].
+#[derive(Debug, Default)]
+pub struct Unowned {
+    pub in_sync: Vec<ResourceId>,
+    pub updates: Vec<ResourceId>,
 }
 
 impl Plan {
@@ -238,26 +246,28 @@ pub fn plan(
 
 /// The identities of [`Plan::unowned`]. When the inventory holds every
 /// declared identity (a converged pass) that is known by count alone.
-fn unowned(declared: usize, inventory: &[Owned], plan: &Plan) -> Vec<ResourceId> {
+fn unowned(declared: usize, inventory: &[Owned], plan: &Plan) -> Unowned {
     if inventory.iter().filter(|o| o.declared).count() >= declared {
-        return Vec::new();
+        return Unowned::default();
     }
     let held: std::collections::HashSet<&ResourceId> = inventory
         .iter()
         .filter(|o| o.declared)
         .map(|o| &o.id)
         .collect();
-    let updates = plan
-        .applies
-        .iter()
-        .filter(|c| c.action == Action::Update)
-        .map(|c| &c.id);
-    plan.in_sync
-        .iter()
-        .chain(updates)
-        .filter(|id| !held.contains(id))
-        .cloned()
-        .collect()
+    let not_held = |ids: &mut dyn Iterator<Item = &ResourceId>| {
+        ids.filter(|id| !held.contains(id)).cloned().collect()
+    };
+    Unowned {
+        in_sync: not_held(&mut plan.in_sync.iter()),
+        updates: not_held(
+            &mut plan
+                .applies
+                .iter()
+                .filter(|c| c.action == Action::Update)
+                .map(|c| &c.id),
+        ),
+    }
 }
 
 #[cfg(test)]

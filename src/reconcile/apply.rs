@@ -229,7 +229,7 @@ fn decide<'a>(
     opts: PassOptions,
 ) -> Result<Vec<Todo<'a>>, LedgerError> {
     let policy = &run.ctx.settings.policy;
-    let unowned: std::collections::HashSet<&ResourceId> = p.plan.unowned.iter().collect();
+    let unowned: std::collections::HashSet<&ResourceId> = p.plan.unowned.updates.iter().collect();
     let paused = rec.paused()?;
     let applied = rec.applied_digests(p.plan.applies.len())?;
     let blocked = rec.blocked_digests(p.plan.applies.len())?;
@@ -327,17 +327,22 @@ fn adopt(
     opts: PassOptions,
     todo: &[Todo],
 ) -> Result<(), LedgerError> {
-    if p.plan.unowned.is_empty() || !run.ctx.settings.policy.adopt || opts.dry_run {
+    let unowned = &p.plan.unowned;
+    let none = unowned.in_sync.is_empty() && unowned.updates.is_empty();
+    if none || !run.ctx.settings.policy.adopt || opts.dry_run {
         return Ok(());
     }
-    let written: std::collections::HashSet<&ResourceId> =
-        todo.iter().map(|t| &t.change.id).collect();
-    let in_sync: std::collections::HashSet<&ResourceId> = p.plan.in_sync.iter().collect();
-    let adopted: Vec<&Desired> = p
-        .plan
-        .unowned
+    // Updates a policy check held back (paused, self_heal off) are not
+    // taken over: only those about to be written.
+    let updates: std::collections::HashSet<&ResourceId> = unowned.updates.iter().collect();
+    let written = todo
         .iter()
-        .filter(|id| written.contains(id) || in_sync.contains(id))
+        .map(|t| &t.change.id)
+        .filter(|id| updates.contains(id));
+    let adopted: Vec<&Desired> = unowned
+        .in_sync
+        .iter()
+        .chain(written)
         .filter_map(|id| run.rev.declared.resources.get(id))
         .collect();
     if adopted.is_empty() {
