@@ -10,7 +10,7 @@ use git2::{AutotagOption, Direction, FetchPrune, Oid, Repository, RepositoryInit
 
 use super::refs::{self, Advertised, Resolution, Wanted, BASE_REFSPECS, FETCHED_COMMIT_REF};
 use super::remote::Session;
-use super::snapshot::Snapshot;
+use super::snapshot::{open_mirror, Snapshot};
 use super::url::RepoUrl;
 use super::{SourceError, SourceSpec};
 
@@ -52,7 +52,7 @@ impl Mirror {
         if !dir.exists() {
             create(&mirrors, &name, &url)?;
         }
-        let repo = open_bare(&dir)?;
+        let repo = open_mirror(&dir)?;
         let found = repo
             .config()
             .and_then(|c| c.get_string(URL_KEY))
@@ -111,7 +111,7 @@ impl Mirror {
                 });
             }
         }
-        let repo = open_bare(&self.dir)?;
+        let repo = open_mirror(&self.dir)?;
         let linked = super::seed::from_local(&self.url, &repo);
         if linked > 0 {
             tracing::debug!(files = linked, "mirror seeded from the local repository");
@@ -220,25 +220,21 @@ impl Mirror {
     /// The commit the configured ref resolved to at the last successful
     /// fetch, read from the mirror alone; `None` before the first one.
     pub fn resolved(&self) -> Result<Option<Oid>, SourceError> {
-        refs::read_resolved(&open_bare(&self.dir)?, &self.wanted)
+        refs::read_resolved(&open_mirror(&self.dir)?, &self.wanted)
     }
 
     /// A reader of one revision's tree and blobs, with its own handle on the
     /// mirror so it can move to another thread.
     pub fn snapshot(&self, commit: Oid) -> Result<Snapshot, SourceError> {
-        if open_bare(&self.dir)?.find_commit(commit).is_err() {
+        let repo = open_mirror(&self.dir)?;
+        if repo.find_commit(commit).is_err() {
             return Err(SourceError::CommitNotFound {
                 id: commit,
                 url: self.url.redacted().to_string(),
             });
         }
-        Snapshot::open(&self.dir, commit)
+        Snapshot::open(repo, &self.dir, commit)
     }
-}
-
-fn open_bare(dir: &Path) -> Result<Repository, SourceError> {
-    Repository::open_bare(dir)
-        .map_err(|e| SourceError::git(format!("opening {}", dir.display()), e))
 }
 
 fn forget_remote_head(repo: &Repository) -> Result<(), SourceError> {

@@ -82,9 +82,8 @@ impl std::fmt::Debug for Snapshot {
 }
 
 impl Snapshot {
-    pub(super) fn open(dir: &Path, commit: Oid) -> Result<Snapshot, SourceError> {
-        let repo = Repository::open_bare(dir)
-            .map_err(|e| SourceError::git(format!("opening {}", dir.display()), e))?;
+    /// Reads `commit` through `repo`, a handle on the mirror at `dir`.
+    pub(super) fn open(repo: Repository, dir: &Path, commit: Oid) -> Result<Snapshot, SourceError> {
         let tree = repo
             .find_commit(commit)
             .map_err(|e| SourceError::git(format!("reading commit {commit}"), e))?
@@ -354,7 +353,8 @@ impl Snapshot {
     }
 }
 
-fn open_mirror(dir: &Path) -> Result<Repository, SourceError> {
+/// A new handle on the mirror at `dir`.
+pub(super) fn open_mirror(dir: &Path) -> Result<Repository, SourceError> {
     Repository::open_bare(dir)
         .map_err(|e| SourceError::git(format!("opening {}", dir.display()), e))
 }
