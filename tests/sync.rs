@@ -535,12 +535,7 @@ fn sync_with_dry_run_writes_nothing_and_says_so() {
     let doc: serde_json::Value = serde_json::from_str(&st.stdout).unwrap();
     assert_eq!(doc["counts"]["Drifted"], 3, "{st:?}");
 
-    let s = Run::from(
-        env.cmd(&["sync"])
-            .env("TEND_DRY_RUN", "true")
-            .output()
-            .unwrap(),
-    );
+    let s = env.tend_with(("TEND_DRY_RUN", "true"), &["sync"]);
     assert_eq!(s.code, 3, "{s:?}");
     assert!(!env.at("etc").exists(), "TEND_DRY_RUN=true created files");
 
@@ -712,27 +707,17 @@ fn boolean_switches_can_be_turned_off_by_flag_or_environment() {
     let d = env.tend(&["diff", "-c", cfg, "--mirror=false"]);
     assert!(declared(&d) && !mirrored(&d), "{d:?}");
     for off in ["false", "0", "no"] {
-        let d = Run::from(
-            env.cmd(&["diff", "-c", cfg])
-                .env("TEND_MIRROR", off)
-                .output()
-                .unwrap(),
-        );
+        let d = env.tend_with(("TEND_MIRROR", off), &["diff", "-c", cfg]);
         assert!(declared(&d) && !mirrored(&d), "TEND_MIRROR={off}: {d:?}");
     }
-    let d = Run::from(env.cmd(&["diff"]).env("TEND_MIRROR", "1").output().unwrap());
+    let d = env.tend_with(("TEND_MIRROR", "1"), &["diff"]);
     assert!(mirrored(&d), "TEND_MIRROR=1: {d:?}");
 
     let cfg = env.config("policy:\n  dry_run: true\n");
     let cfg = cfg.to_str().unwrap();
     assert_eq!(env.tend(&["sync", "-c", cfg]).code, 3);
     assert!(!env.at("etc").exists());
-    let s = Run::from(
-        env.cmd(&["sync", "-c", cfg])
-            .env("TEND_DRY_RUN", "false")
-            .output()
-            .unwrap(),
-    );
+    let s = env.tend_with(("TEND_DRY_RUN", "false"), &["sync", "-c", cfg]);
     assert_eq!(s.code, 0, "{s:?}");
     assert_eq!(env.read("etc/motd"), "hello\n");
 }

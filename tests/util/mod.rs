@@ -25,7 +25,7 @@ pub struct Run {
 }
 
 impl Run {
-    pub fn from(out: Output) -> Run {
+    fn from(out: Output) -> Run {
         Run {
             code: out.status.code().unwrap_or(-1),
             stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -115,6 +115,11 @@ impl Env {
     /// Runs `tend <args> --repo .. --root .. --state-dir ..`.
     pub fn tend(&self, args: &[&str]) -> Run {
         Run::from(self.cmd(args).output().expect("run tend"))
+    }
+
+    /// [`Env::tend`] with one environment variable set.
+    pub fn tend_with(&self, var: (&str, &str), args: &[&str]) -> Run {
+        Run::from(self.cmd(args).env(var.0, var.1).output().expect("run tend"))
     }
 
     /// Runs tend with exactly these arguments (no defaults added).
