@@ -327,38 +327,11 @@ impl FilesTarget {
             rest = tail;
         }
         stretches.push(Mutex::new(Some(rest)));
-        let next = AtomicUsize::new(0);
-        let work = || {
-            let mut done = Vec::new();
-            loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                let Some(slot) = stretches.get(i) else {
-                    return done;
-                };
-                let stretch = slot.lock().map(|mut s| s.take()).ok().flatten();
-                done.push((i, stage(&mut clock.clone(), stretch.unwrap_or_default())));
-            }
-        };
-        let mut done = std::thread::scope(|scope| {
-            let helpers: Vec<_> = (1..stagers)
-                .filter_map(|_| {
-                    std::thread::Builder::new()
-                        .name("tend-stage".into())
-                        .spawn_scoped(scope, work)
-                        .ok()
-                })
-                .collect();
-            let mut done = work();
-            for helper in helpers {
-                match helper.join() {
-                    Ok(more) => done.extend(more),
-                    Err(panic) => std::panic::resume_unwind(panic),
-                }
-            }
-            done
+        let staged = in_turn(&stretches, stagers, "tend-stage", |slot| {
+            let stretch = slot.lock().map(|mut s| s.take()).ok().flatten();
+            stage(&mut clock.clone(), stretch.unwrap_or_default())
         });
-        done.sort_unstable_by_key(|(i, _)| *i);
-        done.into_iter().flat_map(|(_, staged)| staged).collect()
+        staged.into_iter().flatten().collect()
     }
 }
 
@@ -404,32 +377,48 @@ fn sync_all(staged: &[&Staged]) -> Vec<io::Result<()>> {
     if staged.len() < 2 {
         return staged.iter().map(|s| s.sync()).collect();
     }
+    in_turn(staged, POOL.min(staged.len()), "tend-sync", |s| s.sync())
+}
+
+/// `work` done on each of `items` by up to `threads` threads, each taking
+/// the next item not yet taken; results in the order of `items`. This
+/// thread works too, so a thread the system refuses only costs speed; a
+/// panic in a helper is resumed here.
+fn in_turn<T: Sync, R: Send>(
+    items: &[T],
+    threads: usize,
+    name: &str,
+    work: impl Fn(&T) -> R + Sync,
+) -> Vec<R> {
     let next = AtomicUsize::new(0);
-    let work = || {
+    let take_turns = || {
         let mut done = Vec::new();
         loop {
             let i = next.fetch_add(1, Ordering::Relaxed);
-            let Some(s) = staged.get(i) else {
+            let Some(item) = items.get(i) else {
                 return done;
             };
-            done.push((i, s.sync()));
+            done.push((i, work(item)));
         }
     };
-    let mut results: Vec<Option<io::Result<()>>> = (0..staged.len()).map(|_| None).collect();
-    std::thread::scope(|scope| {
-        // This thread works too, so a thread that cannot be started only
-        // costs speed.
-        let helpers: Vec<_> = (1..POOL.min(staged.len()))
-            .filter_map(|_| std::thread::Builder::new().spawn_scoped(scope, work).ok())
+    let mut done = std::thread::scope(|scope| {
+        let helpers: Vec<_> = (1..threads)
+            .filter_map(|_| {
+                std::thread::Builder::new()
+                    .name(name.into())
+                    .spawn_scoped(scope, take_turns)
+                    .ok()
+            })
             .collect();
-        let mut all = vec![work()];
-        all.extend(helpers.into_iter().filter_map(|h| h.join().ok()));
-        for (i, result) in all.into_iter().flatten() {
-            results[i] = Some(result);
+        let mut done = take_turns();
+        for helper in helpers {
+            match helper.join() {
+                Ok(more) => done.extend(more),
+                Err(panic) => std::panic::resume_unwind(panic),
+            }
         }
+        done
     });
-    results
-        .into_iter()
-        .map(|r| r.unwrap_or_else(|| Err(io::Error::other("sync thread failed"))))
-        .collect()
+    done.sort_unstable_by_key(|(i, _)| *i);
+    done.into_iter().map(|(_, r)| r).collect()
 }
