@@ -637,14 +637,16 @@ fn output_into_a_closed_pipe_is_not_a_crash() {
         (["diff"].as_slice(), 1),
         (["status", "-o", "json"].as_slice(), 1),
     ] {
-        let mut child = env
+        // The reading end is closed before tend starts: its first write
+        // meets a pipe nobody reads.
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let out = env
             .cmd(args)
-            .stdout(std::process::Stdio::piped())
+            .stdout(writer)
             .stderr(std::process::Stdio::piped())
-            .spawn()
+            .output()
             .unwrap();
-        drop(child.stdout.take());
-        let out = child.wait_with_output().unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
         assert_eq!(out.status.code(), Some(code), "{args:?}: {stderr}");
