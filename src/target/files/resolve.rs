@@ -149,7 +149,7 @@ fn repair(parent: BorrowedFd, prefix: &str, name: &str, ops: &mut Ops) -> Result
     make_dir(parent, prefix, name, ops)
 }
 
-/// Removes the file or symlink standing where a directory is needed. Gone
+/// Removes the file standing where a directory is needed. Gone
 /// already, or a directory by now (made by a thread staging a neighbour,
 /// say, which removed it first): the caller resolves the path again.
 fn unlink(parent: BorrowedFd, prefix: &str, name: &str, ops: &mut Ops) -> Result<(), TargetError> {
