@@ -19,7 +19,7 @@ pub fn is_root() -> bool {
 }
 
 /// Whether every program in `programs` exists. Missing ones fail the test
-/// when running as root (scripts/test installs them then), and skip it with
+/// under CI or as root (scripts/test installs them then), and skip it with
 /// a printed reason otherwise.
 pub fn available(what: &str, programs: &[&Path]) -> bool {
     let missing: Vec<_> = programs.iter().filter(|p| !p.exists()).collect();
@@ -27,7 +27,7 @@ pub fn available(what: &str, programs: &[&Path]) -> bool {
         return true;
     }
     assert!(
-        !is_root(),
+        !super::strict(),
         "{what}: {missing:?} missing; scripts/test installs them \
          (apt-get install nginx fcgiwrap openssh-server openssl)"
     );
