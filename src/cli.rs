@@ -14,6 +14,7 @@ Examples:
   tend status -o json
   tend validate --repo . --path hosts/web-1
   tend pause files/file/etc/motd --for 1h
+  tend health --listen 127.0.0.1:9420
   tend plugin check -- ./fixtures/plugins/settings --file /tmp/settings.json";
 
 #[derive(Debug, Parser)]
@@ -59,6 +60,18 @@ pub enum Command {
     },
     /// Restart correcting (all, or the named resources)
     Resume { ids: Vec<String> },
+    /// Ask the daemon at --listen whether its loop is alive (container health checks)
+    #[command(
+        after_help = "Asks GET /healthz (with --ready, GET /readyz) of the daemon at --listen\n(TEND_LISTEN, the config's server.listen, or 127.0.0.1:9420); an address\nof every interface (0.0.0.0) is asked on loopback.\n\nExit codes: 0 it answered 200, 1 anything else (no answer in time, an error\nanswer, a bad address or config)."
+    )]
+    Health {
+        /// Ask /readyz instead: the first pass has ended
+        #[arg(long)]
+        ready: bool,
+        /// Give up after this long without an answer
+        #[arg(long, value_name = "DUR", default_value = "2s")]
+        max_time: Dur,
+    },
     /// Work with exec plugins
     Plugin {
         #[command(subcommand)]

@@ -1,6 +1,7 @@
 //! The subcommands, each returning its exit code (SPEC §2).
 
 mod diff;
+mod health;
 mod pause;
 mod plugin;
 mod status;
@@ -97,6 +98,7 @@ pub fn run(cli: Cli) -> ExitCode {
     }
     match &cli.command {
         Command::Status => status::run(g),
+        Command::Health { ready, max_time } => health::run(g, *ready, max_time.0),
         Command::Pause { ids, duration } => pause::pause(g, ids, duration.map(|d| d.0)),
         Command::Resume { ids } => pause::resume(g, ids),
         Command::Validate => match config::resolve_for_validate(g)
