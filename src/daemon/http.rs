@@ -8,11 +8,11 @@ use std::sync::Arc;
 
 use tokio::sync::{mpsc, Notify};
 
-use super::daemon::{Shared, Trigger, Worker};
-use super::{prepare, Scope};
+use super::{Shared, Trigger, Worker};
 use crate::config::Settings;
 use crate::ledger::HashKey;
 use crate::model::ResourceId;
+use crate::reconcile;
 use crate::server::{self, AppState};
 
 fn read_secret(path: &Path, what: &str) -> Result<Vec<u8>, String> {
@@ -29,18 +29,19 @@ fn read_secret(path: &Path, what: &str) -> Result<Vec<u8>, String> {
 
 /// The current diff of one resource, rendered as `tend diff` would.
 fn resource_diff(shared: &Shared) -> server::ResourceDiff {
-    let (worker, current) = (shared.worker.clone(), shared.current.clone());
+    let (worker, current) = (shared.worker.clone(), shared.current_handle());
     Arc::new(move |id: &str| {
         let rev = current.lock().ok()?.clone()?;
         let w = worker.lock().ok()?;
         let Worker { ctx, rec } = &*w;
         let key = HashKey::load_or_create(&ctx.settings.state_dir).ok()?;
         let id = ResourceId::from_string(id.to_string());
-        let p = prepare(ctx, &rev, &rec.ledger, Scope::Keys([id].into())).ok()?;
+        let p =
+            reconcile::prepare(ctx, &rev, &rec.ledger, reconcile::Scope::Keys([id].into())).ok()?;
         let text: String = p
             .plan
             .changes()
-            .map(|c| super::show::change(ctx, &rev, c, &key, false, false))
+            .map(|c| reconcile::show::change(ctx, &rev, c, &key, false, false))
             .collect::<Vec<_>>()
             .concat();
         Some(text)
