@@ -61,18 +61,23 @@ impl Context {
             };
             targets.insert(t.name.clone(), target);
         }
-        let s = &settings.source;
-        let spec = SourceSpec {
-            repo: s.repo.clone(),
-            reference: s.reference.clone(),
-            timeout: s.timeout,
-            auth: s.auth.clone(),
-        };
-        let mirror = Mirror::open(&settings.state_dir, spec)?;
+        let mirror = Mirror::open(&settings.state_dir, mirror_spec(&settings))?;
         Ok(Context {
             settings,
             mirror,
             targets,
+        })
+    }
+
+    /// A context for a reader beside the writer (the status page's diff
+    /// view): its own mirror handle, the same targets, which observe through
+    /// `&self` and never write on their own.
+    pub fn reader(&self) -> Result<Context, BuildError> {
+        let mirror = Mirror::open(&self.settings.state_dir, mirror_spec(&self.settings))?;
+        Ok(Context {
+            settings: self.settings.clone(),
+            mirror,
+            targets: self.targets.clone(),
         })
     }
 
@@ -182,6 +187,16 @@ impl Context {
         for t in self.targets.values() {
             t.subscribe(sink.clone());
         }
+    }
+}
+
+fn mirror_spec(settings: &Settings) -> SourceSpec {
+    let s = &settings.source;
+    SourceSpec {
+        repo: s.repo.clone(),
+        reference: s.reference.clone(),
+        timeout: s.timeout,
+        auth: s.auth.clone(),
     }
 }
 
