@@ -241,6 +241,26 @@ fn refs_branch_tag_commit_and_force_push() {
     assert!(bad.stderr.contains("no-such-branch"), "{bad:?}");
 }
 
+/// A webhook provider tend does not know was refused only when the daemon
+/// started; `validate` must name it with its line.
+#[test]
+fn validate_names_an_unknown_webhook_provider_with_its_line() {
+    let env = Env::new();
+    basic(&env);
+    let cfg = env.state.path().join("tend.yaml");
+    std::fs::write(
+        &cfg,
+        "server:\n  webhooks:\n    github: {secret_file: /x}\n    bitbucket: {secret_file: /y}\n",
+    )
+    .unwrap();
+    let r = env.tend(&["validate", "-c", cfg.to_str().unwrap()]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.stderr.contains("line 4") && r.stderr.contains("bitbucket"),
+        "{r:?}"
+    );
+}
+
 #[test]
 fn config_file_errors_name_file_and_line() {
     let env = Env::new();

@@ -93,9 +93,34 @@ pub struct ContestedConfig {
 pub struct ServerConfig {
     pub listen: Option<String>,
     pub refresh_token_file: Option<PathBuf>,
-    pub webhooks: Option<BTreeMap<String, WebhookConfig>>,
+    pub webhooks: Option<WebhooksConfig>,
     /// `/healthz` fails when the loop shows no sign of life for this long.
     pub stuck_after: Option<Dur>,
+}
+
+/// One field per provider tend understands: another name is an unknown key,
+/// reported with its line by `validate` as by every command.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WebhooksConfig {
+    pub github: Option<WebhookConfig>,
+    pub gitlab: Option<WebhookConfig>,
+    pub gitea: Option<WebhookConfig>,
+    pub generic: Option<WebhookConfig>,
+}
+
+impl WebhooksConfig {
+    /// (provider, secret file) for each configured provider.
+    pub fn secret_files(self) -> impl Iterator<Item = (String, PathBuf)> {
+        [
+            ("github", self.github),
+            ("gitlab", self.gitlab),
+            ("gitea", self.gitea),
+            ("generic", self.generic),
+        ]
+        .into_iter()
+        .filter_map(|(name, c)| c.map(|c| (name.to_string(), c.secret_file)))
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]

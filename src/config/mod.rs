@@ -398,12 +398,7 @@ fn resolve_with(args: &GlobalArgs, any_target: bool) -> Result<Settings, ConfigE
                 .stuck_after
                 .map(|d| d.0)
                 .unwrap_or(Duration::from_secs(60)),
-            webhooks: server
-                .webhooks
-                .unwrap_or_default()
-                .into_iter()
-                .map(|(k, v)| (k, v.secret_file))
-                .collect(),
+            webhooks: server.webhooks.unwrap_or_default().secret_files().collect(),
         },
         log_format,
         log_level,
