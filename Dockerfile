@@ -37,8 +37,10 @@ ENV TEND_STATE_DIR=/var/lib/tend \
     TEND_LISTEN=0.0.0.0:9420
 VOLUME ["/var/lib/tend"]
 EXPOSE 9420
-# Liveness of the loop (GET /healthz), asked at TEND_LISTEN; a first clone
-# of a large repository may take a while, hence the start period.
-HEALTHCHECK --interval=30s --timeout=5s --start-period=2m --retries=3 CMD ["tend", "health"]
+# Healthy once the first pass has ended (GET /readyz) while the loop is
+# alive (GET /healthz), asked at TEND_LISTEN: compose's service_healthy then
+# means the volume is filled. A first clone of a large repository may take
+# a while, hence the start period.
+HEALTHCHECK --interval=30s --timeout=5s --start-period=2m --retries=3 CMD ["tend", "health", "--ready"]
 ENTRYPOINT ["tend"]
 CMD ["run"]

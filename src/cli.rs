@@ -62,10 +62,10 @@ pub enum Command {
     Resume { ids: Vec<String> },
     /// Ask the daemon at --listen whether its loop is alive (container health checks)
     #[command(
-        after_help = "Asks GET /healthz (with --ready, GET /readyz) of the daemon at --listen\n(TEND_LISTEN, the config's server.listen, or 127.0.0.1:9420); an address\nof every interface (0.0.0.0) is asked on loopback.\n\nExit codes: 0 it answered 200, 1 anything else (no answer in time, an error\nanswer, a bad address or config)."
+        after_help = "Asks GET /healthz (with --ready, GET /readyz first) of the daemon at --listen\n(TEND_LISTEN, the config's server.listen, or 127.0.0.1:9420); an address\nof every interface (0.0.0.0) is asked on loopback.\n\nExit codes: 0 it answered 200, 1 anything else (no answer in time, an error\nanswer, a bad address or config)."
     )]
     Health {
-        /// Ask /readyz instead: the first pass has ended
+        /// Ask /readyz as well: the first pass has ended (the image's health check)
         #[arg(long)]
         ready: bool,
         /// Give up after this long without an answer

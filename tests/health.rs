@@ -1,6 +1,6 @@
 //! `tend health` against a real daemon over a real port (SPEC §10): 0 while
 //! the loop answers, 1 when the daemon is frozen (SIGSTOP), gone, or
-//! answers an error; `--ready` follows the first pass.
+//! answers an error; `--ready` also needs the first pass to have ended.
 
 mod util;
 
@@ -41,6 +41,12 @@ fn healthy_while_the_loop_answers_unhealthy_when_frozen_or_gone() {
     );
     let ok = health(&["--listen", &addr]);
     assert!(ok.stdout.contains("/healthz: ok"), "{ok:?}");
+    assert!(wait_until(30, || health(&["--listen", &addr, "--ready"])
+        .code
+        == 0));
+    let ready = health(&["--listen", &addr, "--ready"]);
+    assert!(ready.stdout.contains("/readyz: ready"), "{ready:?}");
+    assert!(ready.stdout.contains("/healthz: ok"), "{ready:?}");
 
     // Frozen: the port still accepts (the kernel's backlog), nothing answers.
     s.daemon.signal(libc::SIGSTOP);
@@ -48,6 +54,8 @@ fn healthy_while_the_loop_answers_unhealthy_when_frozen_or_gone() {
     let frozen = health(&["--listen", &addr, "--max-time", "1s"]);
     assert_eq!(frozen.code, 1, "{frozen:?}");
     assert!(frozen.stderr.contains("no answer within 1s"), "{frozen:?}");
+    let frozen = health(&["--listen", &addr, "--ready", "--max-time", "1s"]);
+    assert_eq!(frozen.code, 1, "ready but frozen is unhealthy: {frozen:?}");
     assert!(
         asked.elapsed() < Duration::from_secs(10),
         "the check is bounded: {:?}",

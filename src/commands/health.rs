@@ -1,6 +1,7 @@
 //! `tend health`: whether the daemon at the listen address answers
-//! `/healthz` (or `/readyz`), for container health checks in images that
-//! carry no curl (SPEC §10). One plain HTTP/1.1 GET, bounded in time.
+//! `/healthz` (with `--ready`, `/readyz` first), for container health
+//! checks in images that carry no curl (SPEC §10). Plain HTTP/1.1 GETs,
+//! bounded in time together.
 
 use std::io::{Read, Write};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpStream, ToSocketAddrs};
@@ -16,19 +17,26 @@ const RESPONSE_CAP: usize = 4096;
 /// reserves 2, so errors of usage or config say 1 as well.
 const UNHEALTHY: u8 = 1;
 
+/// With `ready`, the first pass must have ended and the loop be alive: a
+/// container is healthy once the volume is filled, and not while frozen.
 pub fn run(g: &GlobalArgs, ready: bool, max_time: Duration) -> ExitCode {
-    let path = if ready { "/readyz" } else { "/healthz" };
+    let paths: &[&str] = if ready {
+        &["/readyz", "/healthz"]
+    } else {
+        &["/healthz"]
+    };
     let listen = match crate::config::listen_only(g) {
         Ok(l) => l,
         Err(e) => return unhealthy(format_args!("{e}")),
     };
-    match check(&listen, path, max_time) {
-        Ok(reason) => {
-            super::outln!("{listen}{path}: {reason}");
-            ExitCode::SUCCESS
+    let deadline = Instant::now() + max_time;
+    for path in paths {
+        match check(&listen, path, deadline, max_time) {
+            Ok(reason) => super::outln!("{listen}{path}: {reason}"),
+            Err(reason) => return unhealthy(format_args!("{listen}{path}: {reason}")),
         }
-        Err(reason) => unhealthy(format_args!("{listen}{path}: {reason}")),
     }
+    ExitCode::SUCCESS
 }
 
 fn unhealthy(message: std::fmt::Arguments) -> ExitCode {
@@ -37,8 +45,12 @@ fn unhealthy(message: std::fmt::Arguments) -> ExitCode {
 }
 
 /// The answer's first body line when it is 200, otherwise why not.
-fn check(listen: &str, path: &str, max_time: Duration) -> Result<String, String> {
-    let deadline = Instant::now() + max_time;
+fn check(
+    listen: &str,
+    path: &str,
+    deadline: Instant,
+    max_time: Duration,
+) -> Result<String, String> {
     let addr = target(listen)?;
     let left = || {
         deadline
