@@ -232,3 +232,324 @@ fn the_container_is_healthy_after_the_first_pass_and_unhealthy_while_frozen() {
         health_log(&name)
     );
 }
+
+/// docs/sidecar/compose.yaml with tests/container/compose.test.yaml: a Git
+/// server serving `remote`, tend-init, the tend sidecar and the reader app
+/// (`mode`: pair or tree), the published volume on `site`.
+struct Scenario {
+    remote: Remote,
+    site: tempfile::TempDir,
+    results: tempfile::TempDir,
+    compose: util::docker::Compose,
+    env: Vec<(&'static str, String)>,
+    // Last: everything in Docker goes before the directories do.
+    _scratch: Scratch,
+}
+
+impl Scenario {
+    fn new(test: &str, mode: &str, remote: Remote) -> Option<Scenario> {
+        let images = images()?;
+        let mut scratch = Scratch::new(test);
+        let compose = scratch.project(&[
+            &repo_dir().join("docs/sidecar/compose.yaml"),
+            &repo_dir().join("tests/container/compose.test.yaml"),
+        ]);
+        let site = writable_dir("tend-site-");
+        let results = tempfile::Builder::new()
+            .prefix("tend-results-")
+            .tempdir()
+            .unwrap();
+        let fixtures = repo_dir().join("tests/container");
+        let env = vec![
+            ("TEND_IMAGE", images.tend.clone()),
+            ("BASE_IMAGE", images.base.clone()),
+            ("APP_IMAGE", images.base.clone()),
+            ("APP_MODE", mode.to_string()),
+            ("TEND_REPO", "http://git/site.git".to_string()),
+            ("TEND_INTERVAL", "1s".to_string()),
+            ("TEND_HEALTH_INTERVAL", "1s".to_string()),
+            ("TEST_REMOTE", remote.root().display().to_string()),
+            ("TEST_FIXTURES", fixtures.display().to_string()),
+            ("TEST_RESULTS", results.path().display().to_string()),
+            ("TEST_SITE", site.path().display().to_string()),
+        ];
+        let s = Scenario {
+            remote,
+            site,
+            results,
+            compose,
+            env,
+            _scratch: scratch,
+        };
+        s.compose.run(&s.env, &["up", "-d"]);
+        let tend = s.id("tend");
+        assert!(
+            wait_until(120, || health(&tend) == "healthy"),
+            "the sidecar never became healthy: {}\n{}",
+            health_log(&tend),
+            s.logs()
+        );
+        assert!(
+            wait_until(60, || s.reads()["reads"].as_u64() > Some(0)),
+            "the application never read the tree: {}\n{}",
+            s.reads(),
+            s.logs()
+        );
+        Some(s)
+    }
+
+    fn id(&self, service: &str) -> String {
+        self.compose.id(&self.env, service)
+    }
+
+    fn logs(&self) -> String {
+        self.compose.logs(&self.env)
+    }
+
+    fn results(&self, name: &str) -> serde_json::Value {
+        std::fs::read_to_string(self.results.path().join(name))
+            .ok()
+            .and_then(|t| serde_json::from_str(&t).ok())
+            .unwrap_or(serde_json::Value::Null)
+    }
+
+    /// What the application's reader counted so far.
+    fn reads(&self) -> serde_json::Value {
+        self.results("reads.json")
+    }
+
+    /// The reload calls the application received.
+    fn hooks(&self) -> Vec<serde_json::Value> {
+        self.results("hooks.json")
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// Where `<root>/current` points, relative to the root.
+    fn linked(&self) -> Option<String> {
+        std::fs::read_link(self.site.path().join("current"))
+            .ok()
+            .map(|p| p.display().to_string())
+    }
+
+    /// Trees under construction (`.tend/revs/.<commit>.tmp`).
+    fn unfinished(&self) -> Vec<String> {
+        std::fs::read_dir(self.site.path().join(".tend/revs"))
+            .map(|d| {
+                d.flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .filter(|n| n.starts_with('.'))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// `tend status -o json` inside the sidecar.
+    fn status(&self) -> serde_json::Value {
+        let out = docker_out(&["exec", &self.id("tend"), "tend", "status", "-o", "json"]);
+        serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null)
+    }
+}
+
+/// Every file of the tree at `<site>/current` carries its token, and there
+/// are `count` of them.
+fn complete_tree(site: &Path) -> Result<String, String> {
+    let tree = site.join("current");
+    let read =
+        |rel: &str| std::fs::read_to_string(tree.join(rel)).map_err(|e| format!("{rel}: {e}"));
+    let token = read("token")?;
+    let count: usize = read("count")?
+        .trim()
+        .parse()
+        .map_err(|e| format!("count: {e}"))?;
+    for i in 0..count {
+        let got = read(&format!("files/{i}"))?;
+        if got != token {
+            return Err(format!("files/{i} is {got:?}, the tree's token {token:?}"));
+        }
+    }
+    let found = std::fs::read_dir(tree.join("files"))
+        .map_err(|e| e.to_string())?
+        .count();
+    if found != count {
+        return Err(format!("{found} files, {count} declared"));
+    }
+    Ok(token)
+}
+
+#[test]
+fn compose_a_reader_never_sees_two_revisions_and_each_commit_reaches_the_reload_hook() {
+    const COMMITS: usize = 50;
+    let remote = Remote::new();
+    let mark = |i: usize| {
+        for f in ["token", "a", "b"] {
+            remote.work.write(f, format!("{i}\n"));
+        }
+    };
+    mark(0);
+    for i in 0..300 {
+        remote
+            .work
+            .write(&format!("static/{i}"), format!("unchanged {i}\n"));
+    }
+    let first = remote.push("0");
+    let Some(s) = Scenario::new("pair", "pair", remote) else {
+        return;
+    };
+    assert_eq!(s.linked(), Some(format!(".tend/revs/{first}")));
+
+    let mut commits = Vec::new();
+    for i in 1..=COMMITS {
+        for f in ["token", "a", "b"] {
+            s.remote.work.write(f, format!("{i}\n"));
+        }
+        let commit = s.remote.push(&i.to_string());
+        let arrived = wait_until(60, || {
+            s.hooks()
+                .iter()
+                .any(|h| h["body"]["revision"] == commit.as_str())
+        });
+        assert!(
+            arrived,
+            "commit {i} ({commit}) never reached the reload endpoint: {:?}\n{}",
+            s.hooks(),
+            s.logs()
+        );
+        commits.push(commit);
+    }
+    // The reader's counts from after the last commit.
+    assert!(wait_until(30, || {
+        s.reads()["tokens"]
+            .as_array()
+            .is_some_and(|t| t.last().is_some_and(|l| l == &format!("{COMMITS}\n")))
+    }));
+    let reads = s.reads();
+    assert_eq!(reads["mixed"], 0, "pairs from two revisions: {reads}");
+    assert!(reads["reads"].as_u64().unwrap() > COMMITS as u64, "{reads}");
+    let seen = reads["tokens"].as_array().unwrap().len();
+    assert!(
+        seen > COMMITS / 2,
+        "the reader saw {seen} revisions: it was not reading while they landed: {reads}"
+    );
+
+    // Each commit was announced once the link pointed at its tree, with the
+    // three files it changed; calls may repeat (at least once), in order.
+    let hooks = s.hooks();
+    let mut announced: Vec<&str> = Vec::new();
+    for h in &hooks {
+        let revision = h["body"]["revision"].as_str().unwrap_or_default();
+        if announced.last() != Some(&revision) {
+            announced.push(revision);
+        }
+        assert_eq!(h["path"], "/reload", "{h}");
+        assert_eq!(h["body"]["changed"], 3, "{h}");
+        assert_eq!(
+            h["linked"].as_str(),
+            Some(format!(".tend/revs/{revision}").as_str()),
+            "the hook came before the switch: {h}"
+        );
+    }
+    let expected: Vec<&str> = commits.iter().map(String::as_str).collect();
+    assert_eq!(announced, expected, "{hooks:?}");
+}
+
+#[test]
+fn compose_sigkill_of_the_sidecar_mid_update_leaves_a_complete_tree_and_restart_converges() {
+    const FILES: usize = 1500;
+    let remote = Remote::new();
+    let fill = |remote: &Remote, token: usize| {
+        remote.work.write("token", format!("{token}\n"));
+        remote.work.write("count", format!("{FILES}\n"));
+        for i in 0..FILES {
+            remote
+                .work
+                .write(&format!("files/{i}"), format!("{token}\n"));
+        }
+    };
+    fill(&remote, 0);
+    remote.push("0");
+    let Some(s) = Scenario::new("kill", "tree", remote) else {
+        return;
+    };
+    assert_eq!(complete_tree(s.site.path()), Ok("0\n".into()));
+    let tend = s.id("tend");
+
+    let mut caught = 0;
+    let mut last = String::new();
+    for token in 1..=5 {
+        fill(&s.remote, token);
+        let commit = s.remote.push(&token.to_string());
+        let target = format!(".tend/revs/{commit}");
+        // Kill as soon as the new tree is being built, before the switch.
+        let mut mid_update = false;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while std::time::Instant::now() < deadline {
+            if !s.unfinished().is_empty() && s.linked().as_deref() != Some(&target) {
+                docker(&["kill", "--signal", "KILL", &tend]);
+                mid_update = s.linked().as_deref() != Some(&target);
+                break;
+            }
+            if s.linked().as_deref() == Some(&target) {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        if mid_update {
+            caught += 1;
+            // Down, mid-update: the link is on the previous, whole tree.
+            assert!(wait_until(30, || docker(&[
+                "inspect",
+                "-f",
+                "{{.State.Running}}",
+                &tend
+            ]) == "false"));
+            let before = complete_tree(s.site.path());
+            assert!(before.is_ok(), "after SIGKILL: {before:?}");
+            assert_ne!(s.linked().as_deref(), Some(target.as_str()));
+            docker(&["start", &tend]);
+        }
+        assert!(
+            wait_until(120, || s.linked().as_deref() == Some(&target)),
+            "never converged to {commit}: link {:?}\n{}",
+            s.linked(),
+            s.logs()
+        );
+        assert_eq!(complete_tree(s.site.path()), Ok(format!("{token}\n")));
+        last = commit;
+        if caught >= 2 {
+            break;
+        }
+    }
+    assert!(caught > 0, "no SIGKILL landed during an update");
+
+    // Converged: healthy again, the applied revision the last commit, all
+    // in sync, no unfinished tree left, at most link_keep (1) old tree.
+    assert!(
+        wait_until(60, || health(&tend) == "healthy"),
+        "{}",
+        health_log(&tend)
+    );
+    assert!(
+        wait_until(60, || s.status()["source"]["applied_revision"]
+            == last.as_str()),
+        "{}",
+        s.status()
+    );
+    assert!(
+        wait_until(60, || s.unfinished().is_empty()),
+        "{:?}",
+        s.unfinished()
+    );
+    let trees = std::fs::read_dir(s.site.path().join(".tend/revs"))
+        .unwrap()
+        .count();
+    assert!(trees <= 2, "{trees} trees kept");
+    let reads = s.reads();
+    assert_eq!(
+        reads["incomplete"], 0,
+        "a reader saw an incomplete tree: {reads}"
+    );
+    assert_eq!(reads["no_link"], 0, "a reader found no link: {reads}");
+    assert!(reads["reads"].as_u64().unwrap() > 0, "{reads}");
+}
