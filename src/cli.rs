@@ -130,6 +130,17 @@ pub struct GlobalArgs {
     /// Root of the `files` target
     #[arg(long, env = "TEND_ROOT", global = true, value_name = "DIR")]
     pub root: Option<PathBuf>,
+    /// Publish each revision as a whole tree under <root>/.tend/revs/ and
+    /// switch the symlink <root>/NAME to it atomically
+    #[arg(long, env = "TEND_LINK", global = true, value_name = "NAME")]
+    pub link: Option<String>,
+    /// With --link: how many previous trees to keep
+    #[arg(long, env = "TEND_LINK_KEEP", global = true, value_name = "N")]
+    pub link_keep: Option<usize>,
+    /// Consecutive failed fetches allowed before giving up (sync: retried
+    /// with backoff; run: only before any revision was applied)
+    #[arg(long, env = "TEND_MAX_FAILURES", global = true, value_name = "N")]
+    pub max_failures: Option<u32>,
     /// State directory (lock, mirror, ledger, backups, audit log)
     #[arg(long, env = "TEND_STATE_DIR", global = true, value_name = "DIR")]
     pub state_dir: Option<PathBuf>,

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+use super::hooks::HookConfig;
 use super::ConfigError;
 use crate::duration::Dur;
 
@@ -33,6 +34,12 @@ pub struct SourceConfig {
     pub interval: Option<Dur>,
     pub timeout: Option<Dur>,
     pub auth: Option<AuthConfig>,
+    /// A hook run after any pass that changed something (mirror mode has
+    /// no declarations to name one).
+    pub on_change: Option<String>,
+    /// Consecutive failed fetches allowed before `sync` (and `run`, before
+    /// any revision was applied) gives up.
+    pub max_failures: Option<u32>,
 }
 
 #[derive(Debug, Default, Clone, Deserialize)]
@@ -53,13 +60,6 @@ pub struct TargetConfig {
     pub root: Option<PathBuf>,
     pub command: Option<Vec<String>>,
     /// exec: bound on one call to the plugin.
-    pub timeout: Option<Dur>,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct HookConfig {
-    pub run: Vec<String>,
     pub timeout: Option<Dur>,
 }
 

@@ -9,10 +9,13 @@ use crate::cli::GlobalArgs;
 use crate::duration::Dur;
 
 mod file;
+mod hooks;
+
+pub use hooks::{parse_http, parse_signal, Hook, HookAction, HookConfig, HttpHook};
 
 pub use file::{
-    load_file, AuthConfig, ContestedConfig, FileConfig, HookConfig, LogConfig, PolicyConfig,
-    ServerConfig, SourceConfig, TargetConfig, WebhookConfig,
+    load_file, AuthConfig, ContestedConfig, FileConfig, LogConfig, PolicyConfig, ServerConfig,
+    SourceConfig, TargetConfig, WebhookConfig,
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -81,6 +84,11 @@ pub struct SourceSettings {
     pub interval: Duration,
     pub timeout: Duration,
     pub auth: crate::source::Auth,
+    /// The hook run after any pass that changed something.
+    pub on_change: Option<String>,
+    /// Consecutive failed fetches allowed before giving up; `None` when
+    /// not set (sync: no retry; run: retry forever).
+    pub max_failures: Option<u32>,
 }
 
 #[derive(Debug, Clone)]
@@ -98,12 +106,6 @@ pub enum TargetKind {
 pub struct TargetSettings {
     pub name: String,
     pub kind: TargetKind,
-}
-
-#[derive(Debug, Clone)]
-pub struct Hook {
-    pub run: Vec<String>,
-    pub timeout: Duration,
 }
 
 #[derive(Debug, Clone)]
@@ -239,6 +241,8 @@ fn resolve_with(args: &GlobalArgs, any_target: bool) -> Result<Settings, ConfigE
             token_file: a.token_file,
             ca_file: a.ca_file,
         },
+        on_change: src.on_change,
+        max_failures: args.max_failures.or(src.max_failures),
     };
 
     let mut targets = Vec::new();
@@ -310,21 +314,16 @@ fn resolve_with(args: &GlobalArgs, any_target: bool) -> Result<Settings, ConfigE
         ));
     }
 
-    let mut hooks = BTreeMap::new();
-    for (name, h) in file.hooks.unwrap_or_default() {
-        if h.run.is_empty() {
-            return Err(bad(
-                &format!("hooks.{name}"),
-                format!("hook {name}: `run` is empty"),
-            ));
-        }
-        hooks.insert(
-            name,
-            Hook {
-                run: h.run,
-                timeout: h.timeout.map(|d| d.0).unwrap_or(Duration::from_secs(30)),
-            },
-        );
+    let hooks = hooks::resolve(file.hooks, &bad)?;
+    if let Some(name) = source
+        .on_change
+        .as_ref()
+        .filter(|n| !hooks.contains_key(*n))
+    {
+        return Err(bad(
+            "source.on_change",
+            format!("source.on_change: hook {name:?} is not defined under `hooks:`"),
+        ));
     }
 
     let p = file.policy.unwrap_or_default();
@@ -503,6 +502,50 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("type exec needs `command`"), "{err}");
+    }
+
+    #[test]
+    fn hooks_are_a_command_an_http_call_or_a_signal_and_on_change_names_one() {
+        let s = resolve_config(
+            "targets:\n  files: {type: files, root: /}\nsource:\n  on_change: app\nhooks:\n  app: {http: {url: \"http://127.0.0.1:9/r\"}, timeout: 10s}\n  nginx: {signal: {pidfile: /run/nginx.pid}}\n  cmd: {run: [true]}\n",
+        )
+        .unwrap();
+        assert_eq!(s.source.on_change.as_deref(), Some("app"));
+        match &s.hooks["app"].action {
+            HookAction::Http(h) => assert_eq!((h.port, h.method.as_str()), (9, "POST")),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(s.hooks["app"].timeout, Duration::from_secs(10));
+        assert!(matches!(
+            s.hooks["nginx"].action,
+            HookAction::Signal {
+                signal: rustix::process::Signal::HUP,
+                ..
+            }
+        ));
+        for (text, says) in [
+            ("hooks:\n  a: {timeout: 5s}\n", "give one of"),
+            (
+                "hooks:\n  a: {run: [x], signal: {pidfile: /p}}\n",
+                "only one of",
+            ),
+            (
+                "hooks:\n  a:\n    http: {url: \"https://x/\"}\n",
+                "tend.yaml:5: hook a: url",
+            ),
+            (
+                "hooks:\n  a: {signal: {pidfile: /p, signal: BOOM}}\n",
+                "unknown signal",
+            ),
+            (
+                "hooks:\n  a: {run: [x]}\nsource:\n  on_change: b\n",
+                "tend.yaml:6: source.on_change: hook \"b\" is not defined",
+            ),
+        ] {
+            let with_target = format!("targets:\n  files: {{type: files, root: /}}\n{text}");
+            let err = resolve_config(&with_target).unwrap_err().to_string();
+            assert!(err.contains(says), "{text}: {err}");
+        }
     }
 
     #[test]

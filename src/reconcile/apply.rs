@@ -181,7 +181,7 @@ pub fn apply(
     // triggered and those still pending from earlier passes or processes.
     let hooks = match opts.dry_run {
         true => Vec::new(),
-        false => rec.run_pending_hooks(ctx, ctl.cancelled())?,
+        false => rec.run_pending_hooks(ctx, &rev.id.to_string(), ctl.cancelled())?,
     };
     for (hook, ids, result) in hooks {
         report.hooks.push((hook, result.is_ok()));
@@ -377,6 +377,10 @@ fn write_batch(
                 })?;
             }
             if let Some(hook) = c.desired.as_ref().and_then(|d| d.on_change.as_deref()) {
+                tx.add_intent(IntentKind::Hook, hook, c.id.as_str())?;
+            }
+            // Deletes too: mirror mode names its hook here alone.
+            if let Some(hook) = &run.ctx.settings.source.on_change {
                 tx.add_intent(IntentKind::Hook, hook, c.id.as_str())?;
             }
         }

@@ -57,7 +57,13 @@ pub fn recover(ctx: &Context, rec: &mut Recorder) -> Result<(), LedgerError> {
     if !rec.temp_swept() {
         sweep_temp(ctx, rec)?;
     }
-    rec.run_pending_hooks(ctx, false).map(|_| ())
+    // The revision they were for was being applied when the last process
+    // stopped: the last fetched one.
+    let source = rec.ledger.source()?;
+    let revision = source
+        .and_then(|s| s.fetched_revision.or(s.applied_revision))
+        .unwrap_or_default();
+    rec.run_pending_hooks(ctx, &revision, false).map(|_| ())
 }
 
 fn sweep_temp(ctx: &Context, rec: &mut Recorder) -> Result<(), LedgerError> {
