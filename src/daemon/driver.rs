@@ -36,6 +36,9 @@ pub(super) struct Loop {
     queue: Queue,
     opts: PassOptions,
     fetch_failures: u32,
+    /// Why the loop gives up (`--max-failures` reached before any revision
+    /// was ever applied); the daemon then exits.
+    gave_up: Option<String>,
     pauses_seen: String,
     watch: Option<Watch>,
     /// The revision the watch index was built for.
@@ -69,6 +72,7 @@ impl Loop {
             shared,
             queue: Queue::new(),
             fetch_failures: 0,
+            gave_up: None,
             pauses_seen: String::new(),
             watch,
             watched: None,
@@ -156,10 +160,44 @@ impl Loop {
                         self.switch_to(id).await;
                     }
                 }
+                self.give_up_after(&e).await;
                 self.publish(true).await;
                 backoff::jittered(self.fetch_failures).min(interval)
             }
         }
+    }
+
+    /// As git-sync's `--max-failures`: more consecutive failed fetches than
+    /// allowed, and no revision ever applied (by this process or one
+    /// before it), ends the daemon; with a revision applied, the last good
+    /// state is served and fetching goes on.
+    async fn give_up_after(&mut self, error: &crate::source::SourceError) {
+        let Some(allowed) = self.settings.source.max_failures else {
+            return;
+        };
+        if self.fetch_failures <= allowed {
+            return;
+        }
+        let applied = self
+            .blocking(|_, rec| {
+                rec.ledger
+                    .source()
+                    .ok()
+                    .flatten()
+                    .is_some_and(|s| s.applied_revision.is_some())
+            })
+            .await;
+        if !applied {
+            self.gave_up = Some(format!(
+                "{} consecutive fetches failed (max_failures {allowed}) and no revision was ever applied; last error: {error}",
+                self.fetch_failures
+            ));
+        }
+    }
+
+    /// Why the daemon must stop, once it must.
+    pub(super) fn gave_up(&self) -> Option<&str> {
+        self.gave_up.as_deref()
     }
 
     /// Reads revision `id` and reconciles it: from the current revision,

@@ -122,6 +122,10 @@ async fn run_loop(ctx: Context, rec: Recorder) -> ExitCode {
                 lp.tick().await;
             }
         }
+        if let Some(reason) = lp.gave_up() {
+            notifier.stopping();
+            return fail(format!("giving up: {reason}"));
+        }
     }
     notifier.stopping();
     tracing::info!("stopped by signal");
