@@ -61,6 +61,10 @@ pub struct TargetConfig {
     pub command: Option<Vec<String>>,
     /// exec: bound on one call to the plugin.
     pub timeout: Option<Dur>,
+    /// files: publish whole trees and switch this symlink under the root.
+    pub link: Option<String>,
+    /// files, with `link`: previous trees kept.
+    pub link_keep: Option<usize>,
 }
 
 #[derive(Debug, Default, Deserialize)]

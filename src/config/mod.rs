@@ -95,11 +95,41 @@ pub struct SourceSettings {
 pub enum TargetKind {
     Files {
         root: PathBuf,
+        /// Whole-tree publishing (SPEC §10); `None` writes in place.
+        link: Option<Link>,
     },
     Exec {
         command: Vec<String>,
         timeout: Duration,
     },
+}
+
+/// `<root>/<name>` is a symlink to the published tree; `keep` previous
+/// trees stay.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Link {
+    pub name: String,
+    pub keep: usize,
+}
+
+/// Previous trees kept when `link_keep` is not given.
+pub const LINK_KEEP: usize = 1;
+
+/// A link name is one entry of the root, not tend's own (`.tend`, temp
+/// names).
+fn check_link_name(name: &str) -> Result<(), String> {
+    let temp = name.starts_with(".tend-") && name.ends_with(".tmp");
+    if name.is_empty() || name == "." || name == ".." || name.contains('/') || name.contains('\0') {
+        return Err(format!(
+            "link {name:?}: give one name for the symlink in the root, without `/`"
+        ));
+    }
+    if name == ".tend" || temp {
+        return Err(format!(
+            "link {name:?}: the name is tend's own; pick another"
+        ));
+    }
+    Ok(())
 }
 
 #[derive(Debug, Clone)]
@@ -256,7 +286,10 @@ fn resolve_with(args: &GlobalArgs, any_target: bool) -> Result<Settings, ConfigE
         let misplaced = match t.kind.as_str() {
             "files" if t.command.is_some() => Some("command"),
             "files" if t.timeout.is_some() => Some("timeout"),
+            "files" if t.link_keep.is_some() && t.link.is_none() => Some("link_keep"),
             "exec" if t.root.is_some() => Some("root"),
+            "exec" if t.link.is_some() => Some("link"),
+            "exec" if t.link_keep.is_some() => Some("link_keep"),
             _ => None,
         };
         if let Some(key) = misplaced {
@@ -273,6 +306,21 @@ fn resolve_with(args: &GlobalArgs, any_target: bool) -> Result<Settings, ConfigE
                         format!("target {name}: type files needs `root`"),
                     )
                 })?,
+                link: match t.link {
+                    Some(link) => {
+                        check_link_name(&link).map_err(|m| {
+                            bad(
+                                &format!("targets.{name}.link"),
+                                format!("target {name}: {m}"),
+                            )
+                        })?;
+                        Some(Link {
+                            name: link,
+                            keep: t.link_keep.unwrap_or(LINK_KEEP),
+                        })
+                    }
+                    None => None,
+                },
             },
             "exec" => {
                 let command = t.command.filter(|c| !c.is_empty());
@@ -296,18 +344,33 @@ fn resolve_with(args: &GlobalArgs, any_target: bool) -> Result<Settings, ConfigE
         targets.push(TargetSettings { name, kind });
     }
     if let Some(root) = &args.root {
-        targets.retain(|t| t.name != "files");
+        // The config's own `files` target gives way, its link kept.
+        let mut link = None;
+        targets.retain(|t| match &t.kind {
+            TargetKind::Files { link: l, .. } if t.name == "files" => {
+                link = l.clone();
+                false
+            }
+            _ => t.name != "files",
+        });
         targets.push(TargetSettings {
             name: "files".into(),
-            kind: TargetKind::Files { root: root.clone() },
+            kind: TargetKind::Files {
+                root: root.clone(),
+                link,
+            },
         });
     }
     if targets.is_empty() && any_target {
         targets.push(TargetSettings {
             name: "files".into(),
-            kind: TargetKind::Files { root: "/".into() },
+            kind: TargetKind::Files {
+                root: "/".into(),
+                link: None,
+            },
         });
     }
+    link_flags(args, &mut targets)?;
     if targets.is_empty() {
         return Err(ConfigError::Setting(
             "no target: give --root DIR or `targets:` in the config".into(),
@@ -402,6 +465,49 @@ fn resolve_with(args: &GlobalArgs, any_target: bool) -> Result<Settings, ConfigE
         log_format,
         log_level,
     })
+}
+
+/// `--link` and `--link-keep` (or their env) set the link of the files
+/// target: the one named `files` (as `--root` makes it), or else the only
+/// one.
+fn link_flags(args: &GlobalArgs, targets: &mut [TargetSettings]) -> Result<(), ConfigError> {
+    if args.link.is_none() && args.link_keep.is_none() {
+        return Ok(());
+    }
+    let files: Vec<usize> = (0..targets.len())
+        .filter(|&i| matches!(targets[i].kind, TargetKind::Files { .. }))
+        .collect();
+    let named = files.iter().copied().find(|&i| targets[i].name == "files");
+    let Some(at) = named.or(match files.as_slice() {
+        [only] => Some(*only),
+        _ => None,
+    }) else {
+        return Err(ConfigError::Setting(
+            "--link: no single files target to publish (several, or none); set `link` on one under `targets:`".into(),
+        ));
+    };
+    let TargetKind::Files { link, .. } = &mut targets[at].kind else {
+        unreachable!("a files target");
+    };
+    if let Some(name) = &args.link {
+        check_link_name(name).map_err(|m| ConfigError::Setting(format!("--link: {m}")))?;
+        let keep = link.as_ref().map_or(LINK_KEEP, |l| l.keep);
+        *link = Some(Link {
+            name: name.clone(),
+            keep,
+        });
+    }
+    if let Some(keep) = args.link_keep {
+        match link {
+            Some(l) => l.keep = keep,
+            None => {
+                return Err(ConfigError::Setting(
+                    "--link-keep needs --link (or `link` in the config)".into(),
+                ))
+            }
+        }
+    }
+    Ok(())
 }
 
 /// A level name, or filter directives naming one (`info,tend=debug`): a bare

@@ -36,6 +36,8 @@ pub(super) struct Loop {
     queue: Queue,
     opts: PassOptions,
     fetch_failures: u32,
+    /// Consecutive passes that could not publish what they wrote.
+    unpublished: u32,
     /// Why the loop gives up (`--max-failures` reached before any revision
     /// was ever applied); the daemon then exits.
     gave_up: Option<String>,
@@ -72,6 +74,7 @@ impl Loop {
             shared,
             queue: Queue::new(),
             fetch_failures: 0,
+            unpublished: 0,
             gave_up: None,
             pauses_seen: String::new(),
             watch,
@@ -149,8 +152,15 @@ impl Loop {
                 self.fetch_failures = 0;
                 if self.shared.current().map(|r| r.id) != Some(id) {
                     self.switch_to(id).await;
+                } else if self.unpublished > 0 {
+                    // The revision's tree was not published: try again
+                    // soon, with backoff.
+                    self.pass(Scope::All).await;
                 }
-                jitter(interval)
+                match self.unpublished {
+                    0 => jitter(interval),
+                    n => backoff::jittered(n).min(interval),
+                }
             }
             Err(e) => {
                 self.fetch_failures += 1;
@@ -267,21 +277,17 @@ impl Loop {
         };
         let started = Instant::now();
         let rev2 = rev.clone();
-        let result = self
-            .blocking(
-                move |ctx, rec| -> Result<PassReport, reconcile::PassError> {
-                    match scope {
-                        Scope::All => reconcile::full_pass(ctx, rec, &rev2, opts, &ctl),
-                        Scope::Changes(_) => {
-                            reconcile::pruning_pass(ctx, rec, &rev2, scope, opts, &ctl)
-                        }
-                        Scope::Keys(_) => {
-                            let prepared = reconcile::prepare(ctx, &rev2, &rec.ledger, scope)?;
-                            reconcile::apply(ctx, rec, &rev2, &prepared, opts, &ctl)
-                        }
+        let (result, roots) = self
+            .blocking(move |ctx, rec| {
+                let result = match scope {
+                    Scope::All => reconcile::full_pass(ctx, rec, &rev2, opts, &ctl),
+                    Scope::Changes(_) => {
+                        reconcile::pruning_pass(ctx, rec, &rev2, scope, opts, &ctl)
                     }
-                },
-            )
+                    Scope::Keys(keys) => reconcile::keyed_pass(ctx, rec, &rev2, keys, opts, &ctl),
+                };
+                (result, ctx.live_roots())
+            })
             .await;
         for k in &keys {
             self.queue.done(k);
@@ -295,10 +301,18 @@ impl Loop {
                 return tracing::warn!(error = %e, "pass failed");
             }
         };
+        // Not published: the next fetch runs a full pass again, with backoff.
+        match report.unpublished {
+            Some(_) => self.unpublished += 1,
+            None if !report.cancelled => self.unpublished = 0,
+            None => {}
+        }
         if prunes {
             // The next revision can be reconciled from this one only when
-            // this one was applied whole: nothing held back or cut short.
+            // this one was applied whole: nothing held back or cut short,
+            // and published (a new tree is built from the published one).
             let whole = report.prune_blocked.is_none()
+                && report.unpublished.is_none()
                 && !report.cancelled
                 && !opts.dry_run
                 && rev.declared.is_complete()
@@ -326,7 +340,11 @@ impl Loop {
         if let Some(w) = self.watch.as_mut() {
             let resources = &rev.declared.resources;
             let now = |id| resources.get(id).map(|d| (d.target(), &d.path));
-            if let Some(keys) = watch_changes {
+            // A newly published tree is watched instead of the old one.
+            if w.set_roots(roots) {
+                w.update(resources.values().map(|d| (&d.id, d.target(), &d.path)));
+                self.watched = Some(rev.id);
+            } else if let Some(keys) = watch_changes {
                 w.patch(keys.iter().map(|id| (id, now(id))));
                 self.watched = Some(rev.id);
             } else if full || self.watched != Some(rev.id) {

@@ -13,7 +13,6 @@ mod trigger;
 mod watch;
 mod worker;
 
-use std::collections::BTreeMap;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,7 +20,7 @@ use std::time::Duration;
 use tokio::sync::{mpsc, Notify};
 use tokio::time::{sleep_until, Instant};
 
-use crate::config::{Settings, TargetKind};
+use crate::config::Settings;
 use crate::metrics::Metrics;
 use crate::reconcile::{self, Context, Control, Recorder, Scope};
 use driver::{jitter, Loop};
@@ -69,6 +68,8 @@ async fn run_loop(ctx: Context, rec: Recorder) -> ExitCode {
     for name in ctx.targets.keys() {
         metrics.writes(name, 0);
     }
+    // Where readers see live paths (with `link`, the published tree).
+    let roots = ctx.live_roots();
     let shared = Shared::new(Worker { ctx, rec }, metrics, ctl.clone());
     if let Err(e) = http::start(&settings, &shared, tx.clone(), stop.clone()).await {
         return fail(e);
@@ -76,14 +77,6 @@ async fn run_loop(ctx: Context, rec: Recorder) -> ExitCode {
     let notifier = Arc::new(Notifier::from_env());
     keep_systemd_informed(notifier.clone(), shared.ready.clone(), ctl.clone());
     let watch = settings.policy.watch.then(|| {
-        let roots: BTreeMap<String, std::path::PathBuf> = settings
-            .targets
-            .iter()
-            .filter_map(|t| match &t.kind {
-                TargetKind::Files { root } => Some((t.name.clone(), root.clone())),
-                _ => None,
-            })
-            .collect();
         let w = Watch::start(roots, tx.clone());
         ctl.observe_writes(w.write_observer());
         w

@@ -33,7 +33,7 @@ impl Context {
         let mut targets: BTreeMap<String, Arc<dyn Target>> = BTreeMap::new();
         for t in &settings.targets {
             let target: Arc<dyn Target> = match &t.kind {
-                TargetKind::Files { root } => {
+                TargetKind::Files { root, link } => {
                     // A missing root is made, as a sidecar's empty volume would be.
                     if !root.exists() {
                         std::fs::create_dir_all(root).map_err(|e| BuildError::Target {
@@ -47,7 +47,10 @@ impl Context {
                             message: format!("cannot open root {}: {e}", root.display()),
                         }
                     })?;
-                    Arc::new(f)
+                    match link {
+                        Some(link) => Arc::new(f.publishing(link.clone())),
+                        None => Arc::new(f),
+                    }
                 }
                 TargetKind::Exec { command, timeout } => {
                     let e = ExecTarget::start(&t.name, command, *timeout).map_err(|e| {
@@ -180,6 +183,15 @@ impl Context {
             }
         }
         out
+    }
+
+    /// Each target's directory of live paths, as readers see them, for
+    /// watching.
+    pub fn live_roots(&self) -> BTreeMap<String, std::path::PathBuf> {
+        self.targets
+            .iter()
+            .filter_map(|(name, t)| Some((name.clone(), t.live_root()?)))
+            .collect()
     }
 
     /// Sends every target's change notifications to `sink`.

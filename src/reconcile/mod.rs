@@ -57,6 +57,12 @@ pub fn recover(ctx: &Context, rec: &mut Recorder) -> Result<(), LedgerError> {
     if !rec.temp_swept() {
         sweep_temp(ctx, rec)?;
     }
+    // What a pending hook was for may not be published yet (a tree being
+    // built when the last process stopped): the first pass runs it, after
+    // publishing.
+    if ctx.targets.values().any(|t| t.unpublished()) {
+        return Ok(());
+    }
     // The revision they were for was being applied when the last process
     // stopped: the last fetched one.
     let source = rec.ledger.source()?;
@@ -181,13 +187,56 @@ pub fn pruning_pass(
     ctl: &Control,
 ) -> Result<PassReport, PassError> {
     debug_assert!(scope.prunes());
+    if !opts.dry_run {
+        begin(ctx, rec, rev);
+    }
     let prepared = prepare(ctx, rev, &rec.ledger, scope)?;
     let report = apply(ctx, rec, rev, &prepared, opts, ctl)?;
     record_problems(rec, &rev.declared.problems)?;
-    if !opts.dry_run && !report.cancelled {
+    if !opts.dry_run && !report.cancelled && report.unpublished.is_none() {
         record_applied(rec, rev.id)?;
     }
     Ok(report)
+}
+
+/// A pass over the named identities (events, retries): it never prunes.
+pub fn keyed_pass(
+    ctx: &Context,
+    rec: &mut Recorder,
+    rev: &Revision,
+    keys: std::collections::BTreeSet<crate::model::ResourceId>,
+    opts: PassOptions,
+    ctl: &Control,
+) -> Result<PassReport, PassError> {
+    if !opts.dry_run {
+        begin(ctx, rec, rev);
+    }
+    let prepared = prepare(ctx, rev, &rec.ledger, Scope::Keys(keys))?;
+    apply(ctx, rec, rev, &prepared, opts, ctl)
+}
+
+/// Before a pass that writes `rev`: a target that publishes whole trees
+/// makes the one for `rev` where the pass observes and writes, from the
+/// published tree's copies of what it manages. One that cannot says so;
+/// what it holds is then unknown to the pass.
+fn begin(ctx: &Context, rec: &Recorder, rev: &Revision) {
+    for (name, target) in &ctx.targets {
+        let carried = || {
+            let mut paths = Vec::new();
+            let listed = rec.ledger.for_each_inventory(|_, t, path| {
+                if t == name {
+                    paths.extend(RelPath::parse(path).ok());
+                }
+            });
+            if let Err(e) = listed {
+                tracing::warn!(target = %name, error = %e, "cannot read the inventory; the new tree starts empty");
+            }
+            paths
+        };
+        if let Err(e) = target.begin(rev.id, &carried) {
+            tracing::warn!(target = %name, revision = %rev.id, error = %e, "cannot make the tree for the revision; its resources are unknown until it can");
+        }
+    }
 }
 
 /// Problems listed in the ledger at most; the rest are counted.
