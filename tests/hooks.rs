@@ -17,7 +17,11 @@ struct Received {
     at: Instant,
     line: String,
     body: serde_json::Value,
+    /// What the application saw when the call came (see [`Endpoint::seeing`]).
+    saw: String,
 }
+
+type Look = Box<dyn Fn() -> String + Send>;
 
 /// An application's reload endpoint: answers request `i` with
 /// `statuses[i]` (the last one from then on) and keeps what it received.
@@ -32,6 +36,11 @@ impl Endpoint {
     }
 
     fn on(listener: TcpListener, statuses: &[u16]) -> Endpoint {
+        Endpoint::seeing(listener, statuses, Box::new(String::new))
+    }
+
+    /// An endpoint that looks at something (`look`) the moment a call comes.
+    fn seeing(listener: TcpListener, statuses: &[u16], look: Look) -> Endpoint {
         let port = listener.local_addr().unwrap().port();
         let got = Arc::new(Mutex::new(Vec::new()));
         let (log, statuses) = (got.clone(), statuses.to_vec());
@@ -41,12 +50,14 @@ impl Endpoint {
                 let Some((line, body)) = read_request(&mut conn) else {
                     continue;
                 };
+                let saw = look();
                 let n = {
                     let mut log = log.lock().unwrap();
                     log.push(Received {
                         at: Instant::now(),
                         line,
                         body: serde_json::from_str(&body).unwrap_or(serde_json::Value::Null),
+                        saw,
                     });
                     log.len()
                 };
@@ -303,4 +314,36 @@ fn a_command_hook_sees_the_revision_and_the_number_of_changes() {
         std::fs::read_to_string(&log).unwrap(),
         format!("{v1} 3\n{v2} 1\n")
     );
+}
+
+#[test]
+fn in_link_mode_the_hook_comes_after_the_switch() {
+    let env = Env::new();
+    let link = env.at("current");
+    // The application reads the published tree when told to reload.
+    let app = Endpoint::seeing(
+        TcpListener::bind("127.0.0.1:0").unwrap(),
+        &[200],
+        Box::new(move || {
+            let tree = std::fs::read_link(&link).map(|t| t.display().to_string());
+            let a = std::fs::read_to_string(link.join("a.txt")).unwrap_or_default();
+            format!("{} {}", tree.unwrap_or_default(), a.trim())
+        }),
+    );
+    let cfg = env.config(&format!(
+        "source:\n  on_change: app\nhooks:\n  app: {{http: {{url: \"{}\"}}}}\n",
+        app.url()
+    ));
+    let cfg = cfg.to_str().unwrap();
+    for (n, token) in ["v1", "v2"].into_iter().enumerate() {
+        let rev = mirror_site(&env, token);
+        let r = env.tend(&[
+            "sync", "--mirror", "--path", "site", "--link", "current", "-c", cfg,
+        ]);
+        assert_eq!(r.code, 0, "{r:?}");
+        let got = app.received();
+        assert_eq!(got.len(), n + 1, "{got:?}");
+        assert_eq!(got[n].body["revision"], rev.as_str());
+        assert_eq!(got[n].saw, format!(".tend/revs/{rev} {token}"));
+    }
 }

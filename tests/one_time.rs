@@ -154,3 +154,72 @@ fn run_keeps_serving_the_last_good_state_once_a_revision_was_applied() {
     assert_eq!(env.read("index.html"), "hello\n");
     assert_eq!(d.stop(10), Some(0));
 }
+
+#[test]
+fn sync_with_a_link_fills_an_empty_volume_for_the_sidecar_to_carry_on() {
+    let env = Env::new();
+    env.repo.write("site/index.html", "hello\n");
+    env.repo.write("site/css/site.css", "body {}\n");
+    let v1 = env.repo.commit("v1");
+    // The init container: an empty volume, not even its directory yet.
+    let volume = env.root().join("volume");
+    let out = tend_cmd()
+        .args(["sync", "--mirror", "--path", "site", "--link", "current"])
+        .arg("--repo")
+        .arg(env.repo.path())
+        .arg("--root")
+        .arg(&volume)
+        .arg("--state-dir")
+        .arg(env.state.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let link = std::fs::read_link(volume.join("current")).unwrap();
+    assert_eq!(link.to_str().unwrap(), format!(".tend/revs/{v1}"));
+    assert_eq!(
+        std::fs::read_to_string(volume.join("current/index.html")).unwrap(),
+        "hello\n"
+    );
+    // The sidecar starts on the same volume and state: nothing to write,
+    // no new tree.
+    let audit = env.state.path().join("audit.jsonl");
+    let before = std::fs::read_to_string(&audit).unwrap();
+    let mut c = tend_cmd();
+    c.args(["run", "--listen", "127.0.0.1:0", "--interval", "1h"])
+        .args(["--mirror", "--path", "site", "--link", "current"])
+        .arg("--repo")
+        .arg(env.repo.path())
+        .arg("--root")
+        .arg(&volume)
+        .arg("--state-dir")
+        .arg(env.state.path())
+        .stderr(Stdio::piped());
+    let mut d = util::Daemon {
+        child: c.spawn().unwrap(),
+    };
+    let stderr = BufReader::new(d.child.stderr.take().unwrap());
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in stderr.lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let mut log = Vec::new();
+    while let Ok(line) = rx.recv_timeout(std::time::Duration::from_secs(60)) {
+        let ready = line.contains("first pass ended");
+        log.push(line);
+        if ready {
+            break;
+        }
+    }
+    assert!(
+        log.iter().any(|l| l.contains("first pass ended")),
+        "{log:?}"
+    );
+    assert_eq!(std::fs::read_to_string(&audit).unwrap(), before, "{log:?}");
+    let trees: Vec<_> = std::fs::read_dir(volume.join(".tend/revs"))
+        .unwrap()
+        .collect();
+    assert_eq!(trees.len(), 1);
+    assert_eq!(d.stop(10), Some(0));
+}

@@ -58,6 +58,9 @@ pub fn run(g: &GlobalArgs, settings: Settings, allow_mass_prune: bool) -> ExitCo
     if let Some(reason) = &report.prune_blocked {
         eprintln!("tend: prune held: {reason}");
     }
+    if let Some(reason) = &report.unpublished {
+        eprintln!("tend: not published: {reason}");
+    }
     let summary = format!(
         "revision {}: {} applied, {} pruned, {} failed{}",
         &revision.to_string()[..12],
