@@ -9,7 +9,6 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
 use rustix::fs::{self as rfs, Mode, OFlags};
 use util::{wait_until, Env};
@@ -401,7 +400,7 @@ fn a_hand_edit_inside_the_published_tree_is_corrected_in_place() {
         linked(&env).unwrap().ends_with(&v1),
         "same tree, corrected in place"
     );
-    assert_eq!(trees(&env), [v1.clone()]);
+    assert_eq!(trees(&env), [v1]);
 }
 
 #[test]

@@ -24,6 +24,8 @@ mod tests_attack;
 mod tests_batch;
 #[cfg(test)]
 mod tests_observe;
+#[cfg(test)]
+mod tests_trees;
 
 use std::fmt::Display;
 use std::os::fd::{BorrowedFd, OwnedFd};
