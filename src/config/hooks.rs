@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::ConfigError;
 use crate::duration::Dur;
 
 #[derive(Debug, Clone, Deserialize)]
@@ -66,46 +65,47 @@ pub struct HttpHook {
 
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// The config's hooks, each checked; `bad` names the file and line of a key.
+/// The config's hooks that are sound, and every problem of the others,
+/// each with the dotted key whose line it names.
 pub(super) fn resolve(
     hooks: Option<BTreeMap<String, HookConfig>>,
-    bad: &dyn Fn(&str, String) -> ConfigError,
-) -> Result<BTreeMap<String, Hook>, ConfigError> {
+) -> (BTreeMap<String, Hook>, Vec<(String, String)>) {
     let mut out = BTreeMap::new();
+    let mut problems = Vec::new();
     for (name, h) in hooks.unwrap_or_default() {
         let key = format!("hooks.{name}");
         let action = match (h.run, h.http, h.signal) {
             (Some(run), None, None) if run.is_empty() => {
-                return Err(bad(&key, format!("hook {name}: `run` is empty")))
+                Err((key, format!("hook {name}: `run` is empty")))
             }
-            (Some(run), None, None) => HookAction::Run(run),
-            (None, Some(http), None) => {
-                let parsed = parse_http(&http.url, http.method.as_deref())
-                    .map_err(|m| bad(&format!("{key}.http"), format!("hook {name}: {m}")))?;
-                HookAction::Http(parsed)
-            }
-            (None, None, Some(s)) => HookAction::Signal {
-                signal: parse_signal(s.signal.as_deref().unwrap_or("HUP"))
-                    .map_err(|m| bad(&format!("{key}.signal"), format!("hook {name}: {m}")))?,
-                pidfile: s.pidfile,
-            },
-            (None, None, None) => {
-                return Err(bad(
-                    &key,
-                    format!("hook {name}: give one of `run`, `http` or `signal`"),
-                ))
-            }
-            _ => {
-                return Err(bad(
-                    &key,
-                    format!("hook {name}: give only one of `run`, `http` or `signal`"),
-                ))
-            }
+            (Some(run), None, None) => Ok(HookAction::Run(run)),
+            (None, Some(http), None) => parse_http(&http.url, http.method.as_deref())
+                .map(HookAction::Http)
+                .map_err(|m| (format!("{key}.http"), format!("hook {name}: {m}"))),
+            (None, None, Some(s)) => parse_signal(s.signal.as_deref().unwrap_or("HUP"))
+                .map(|signal| HookAction::Signal {
+                    signal,
+                    pidfile: s.pidfile,
+                })
+                .map_err(|m| (format!("{key}.signal"), format!("hook {name}: {m}"))),
+            (None, None, None) => Err((
+                key,
+                format!("hook {name}: give one of `run`, `http` or `signal`"),
+            )),
+            _ => Err((
+                key,
+                format!("hook {name}: give only one of `run`, `http` or `signal`"),
+            )),
         };
-        let timeout = h.timeout.map(|d| d.0).unwrap_or(DEFAULT_TIMEOUT);
-        out.insert(name, Hook { action, timeout });
+        match action {
+            Ok(action) => {
+                let timeout = h.timeout.map(|d| d.0).unwrap_or(DEFAULT_TIMEOUT);
+                out.insert(name, Hook { action, timeout });
+            }
+            Err(problem) => problems.push(problem),
+        }
     }
-    Ok(out)
+    (out, problems)
 }
 
 /// `http://host[:port][/path][?query]`; a fragment is dropped.

@@ -7,16 +7,18 @@ use std::time::Duration;
 
 use crate::cli::GlobalArgs;
 use crate::duration::Dur;
+use crate::target::files::FilesConfig;
 
 mod file;
 mod hooks;
-
-pub use hooks::{parse_http, parse_signal, Hook, HookAction, HookConfig, HttpHook};
+mod targets;
 
 pub use file::{
     load_file, AuthConfig, ContestedConfig, FileConfig, LogConfig, PolicyConfig, ServerConfig,
-    SourceConfig, TargetConfig, WebhookConfig,
+    SourceConfig, WebhookConfig,
 };
+pub use hooks::{parse_http, parse_signal, Hook, HookAction, HookConfig, HttpHook};
+pub use targets::{TargetKind, TargetSettings};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -89,53 +91,6 @@ pub struct SourceSettings {
     /// Consecutive failed fetches allowed before giving up; `None` when
     /// not set (sync: no retry; run: retry forever).
     pub max_failures: Option<u32>,
-}
-
-#[derive(Debug, Clone)]
-pub enum TargetKind {
-    Files {
-        root: PathBuf,
-        /// Whole-tree publishing (SPEC §10); `None` writes in place.
-        link: Option<Link>,
-    },
-    Exec {
-        command: Vec<String>,
-        timeout: Duration,
-    },
-}
-
-/// `<root>/<name>` is a symlink to the published tree; `keep` previous
-/// trees stay.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Link {
-    pub name: String,
-    pub keep: usize,
-}
-
-/// Previous trees kept when `link_keep` is not given.
-pub const LINK_KEEP: usize = 1;
-
-/// A link name is one entry of the root, not tend's own (`.tend`, temp
-/// names).
-fn check_link_name(name: &str) -> Result<(), String> {
-    let temp = name.starts_with(".tend-") && name.ends_with(".tmp");
-    if name.is_empty() || name == "." || name == ".." || name.contains('/') || name.contains('\0') {
-        return Err(format!(
-            "link {name:?}: give one name for the symlink in the root, without `/`"
-        ));
-    }
-    if name == ".tend" || temp {
-        return Err(format!(
-            "link {name:?}: the name is tend's own; pick another"
-        ));
-    }
-    Ok(())
-}
-
-#[derive(Debug, Clone)]
-pub struct TargetSettings {
-    pub name: String,
-    pub kind: TargetKind,
 }
 
 #[derive(Debug, Clone)]
@@ -234,6 +189,8 @@ fn resolve_with(args: &GlobalArgs, any_target: bool) -> Result<Settings, ConfigE
             (false, None) => format!("{cfg_name}: {m}"),
         })
     };
+    // Problems of the sections below are gathered and reported together.
+    let mut problems: Vec<ConfigError> = Vec::new();
     let src = file.source.unwrap_or_default();
     let repo = args.repo.clone().or(src.repo).ok_or_else(|| {
         ConfigError::Setting(
@@ -275,115 +232,49 @@ fn resolve_with(args: &GlobalArgs, any_target: bool) -> Result<Settings, ConfigE
         max_failures: args.max_failures.or(src.max_failures),
     };
 
-    let mut targets = Vec::new();
-    for (name, t) in file.targets.unwrap_or_default() {
-        if name.is_empty() || name.contains('/') {
-            return Err(bad(
-                &format!("targets.{name}"),
-                format!("target name {name:?} may not be empty or contain `/`"),
-            ));
-        }
-        let misplaced = match t.kind.as_str() {
-            "files" if t.command.is_some() => Some("command"),
-            "files" if t.timeout.is_some() => Some("timeout"),
-            "files" if t.link_keep.is_some() && t.link.is_none() => Some("link_keep"),
-            "exec" if t.root.is_some() => Some("root"),
-            "exec" if t.link.is_some() => Some("link"),
-            "exec" if t.link_keep.is_some() => Some("link_keep"),
-            _ => None,
-        };
-        if let Some(key) = misplaced {
-            return Err(bad(
-                &format!("targets.{name}.{key}"),
-                format!("target {name}: `{key}` does not apply to type {}", t.kind),
-            ));
-        }
-        let kind = match t.kind.as_str() {
-            "files" => TargetKind::Files {
-                root: t.root.ok_or_else(|| {
-                    bad(
-                        &format!("targets.{name}"),
-                        format!("target {name}: type files needs `root`"),
-                    )
-                })?,
-                link: match t.link {
-                    Some(link) => {
-                        check_link_name(&link).map_err(|m| {
-                            bad(
-                                &format!("targets.{name}.link"),
-                                format!("target {name}: {m}"),
-                            )
-                        })?;
-                        Some(Link {
-                            name: link,
-                            keep: t.link_keep.unwrap_or(LINK_KEEP),
-                        })
-                    }
-                    None => None,
-                },
-            },
-            "exec" => {
-                let command = t.command.filter(|c| !c.is_empty());
-                TargetKind::Exec {
-                    command: command.ok_or_else(|| {
-                        bad(
-                            &format!("targets.{name}"),
-                            format!("target {name}: type exec needs `command`"),
-                        )
-                    })?,
-                    timeout: t.timeout.map(|d| d.0).unwrap_or(Duration::from_secs(30)),
-                }
-            }
-            other => {
-                return Err(bad(
-                    &format!("targets.{name}.type"),
-                    format!("target {name}: unknown type {other:?} (known: files, exec)"),
-                ))
-            }
-        };
-        targets.push(TargetSettings { name, kind });
+    let (mut targets, found) = targets::resolve(file.targets.unwrap_or_default());
+    for p in found {
+        problems.push(bad(&p.key, p.message));
     }
     if let Some(root) = &args.root {
         // The config's own `files` target gives way, its link kept.
-        let mut link = None;
-        targets.retain(|t| match &t.kind {
-            TargetKind::Files { link: l, .. } if t.name == "files" => {
-                link = l.clone();
-                false
-            }
-            _ => t.name != "files",
-        });
+        let mut files = FilesConfig::at(root);
+        if let Some(TargetKind::Files(was)) =
+            targets.iter().find(|t| t.name == "files").map(|t| &t.kind)
+        {
+            (files.link, files.link_keep) = (was.link.clone(), was.link_keep);
+        }
+        targets.retain(|t| t.name != "files");
         targets.push(TargetSettings {
             name: "files".into(),
-            kind: TargetKind::Files {
-                root: root.clone(),
-                link,
-            },
+            kind: TargetKind::Files(files),
         });
     }
     if targets.is_empty() && any_target {
         targets.push(TargetSettings {
             name: "files".into(),
-            kind: TargetKind::Files {
-                root: "/".into(),
-                link: None,
-            },
+            kind: TargetKind::Files(FilesConfig::at("/")),
         });
     }
-    link_flags(args, &mut targets)?;
-    if targets.is_empty() {
-        return Err(ConfigError::Setting(
+    if let Err(e) = link_flags(args, &mut targets) {
+        problems.push(e);
+    }
+    if targets.is_empty() && problems.is_empty() {
+        problems.push(ConfigError::Setting(
             "no target: give --root DIR or `targets:` in the config".into(),
         ));
     }
 
-    let hooks = hooks::resolve(file.hooks, &bad)?;
+    let (hooks, found) = hooks::resolve(file.hooks);
+    for (key, message) in found {
+        problems.push(bad(&key, message));
+    }
     if let Some(name) = source
         .on_change
         .as_ref()
         .filter(|n| !hooks.contains_key(*n))
     {
-        return Err(bad(
+        problems.push(bad(
             "source.on_change",
             format!("source.on_change: hook {name:?} is not defined under `hooks:`"),
         ));
@@ -396,9 +287,12 @@ fn resolve_with(args: &GlobalArgs, any_target: bool) -> Result<Settings, ConfigE
     });
     let policy = Policy {
         prune: p.prune.unwrap_or(true),
-        max_prune: match p.max_prune {
-            Some(s) => PruneLimit::parse(&s)
-                .map_err(|e| bad("policy.max_prune", format!("policy.max_prune: {e}")))?,
+        max_prune: match p.max_prune.map(|s| PruneLimit::parse(&s)) {
+            Some(Ok(limit)) => limit,
+            Some(Err(e)) => {
+                problems.push(bad("policy.max_prune", format!("policy.max_prune: {e}")));
+                PruneLimit::Percent(50.0)
+            }
             None => PruneLimit::Percent(50.0),
         },
         self_heal: p.self_heal.unwrap_or(true),
@@ -411,9 +305,12 @@ fn resolve_with(args: &GlobalArgs, any_target: bool) -> Result<Settings, ConfigE
             .backup_retention
             .map(|d| d.0)
             .unwrap_or(Duration::from_secs(7 * 86400)),
-        backup_max: match p.backup_max {
-            Some(s) => parse_size(&s)
-                .map_err(|e| bad("policy.backup_max", format!("policy.backup_max: {e}")))?,
+        backup_max: match p.backup_max.map(|s| parse_size(&s)) {
+            Some(Ok(size)) => size,
+            Some(Err(e)) => {
+                problems.push(bad("policy.backup_max", format!("policy.backup_max: {e}")));
+                1 << 30
+            }
             None => 1 << 30,
         },
         dry_run: args.dry_run.or(p.dry_run).unwrap_or(false),
@@ -428,7 +325,7 @@ fn resolve_with(args: &GlobalArgs, any_target: bool) -> Result<Settings, ConfigE
         .or(log.format)
         .unwrap_or_else(|| "text".into());
     if log_format != "text" && log_format != "json" {
-        return Err(bad(
+        problems.push(bad(
             "log.format",
             format!("log format {log_format:?}: use text or json"),
         ));
@@ -438,7 +335,14 @@ fn resolve_with(args: &GlobalArgs, any_target: bool) -> Result<Settings, ConfigE
         .clone()
         .or(log.level)
         .unwrap_or_else(|| "info".into());
-    check_log_level(&log_level).map_err(|m| bad("log.level", m))?;
+    if let Err(m) = check_log_level(&log_level) {
+        problems.push(bad("log.level", m));
+    }
+    if !problems.is_empty() {
+        // Every problem at once, one per line.
+        let all: Vec<String> = problems.iter().map(|p| p.to_string()).collect();
+        return Err(ConfigError::Setting(all.join("\n")));
+    }
     Ok(Settings {
         source,
         targets,
@@ -475,37 +379,30 @@ fn link_flags(args: &GlobalArgs, targets: &mut [TargetSettings]) -> Result<(), C
         return Ok(());
     }
     let files: Vec<usize> = (0..targets.len())
-        .filter(|&i| matches!(targets[i].kind, TargetKind::Files { .. }))
+        .filter(|&i| matches!(targets[i].kind, TargetKind::Files(_)))
         .collect();
     let named = files.iter().copied().find(|&i| targets[i].name == "files");
-    let Some(at) = named.or(match files.as_slice() {
+    let only = match files.as_slice() {
         [only] => Some(*only),
         _ => None,
-    }) else {
+    };
+    let Some(TargetKind::Files(files)) = named.or(only).map(|at| &mut targets[at].kind) else {
         return Err(ConfigError::Setting(
             "--link: no single files target to publish (several, or none); set `link` on one under `targets:`".into(),
         ));
     };
-    let TargetKind::Files { link, .. } = &mut targets[at].kind else {
-        unreachable!("a files target");
-    };
     if let Some(name) = &args.link {
-        check_link_name(name).map_err(|m| ConfigError::Setting(format!("--link: {m}")))?;
-        let keep = link.as_ref().map_or(LINK_KEEP, |l| l.keep);
-        *link = Some(Link {
-            name: name.clone(),
-            keep,
-        });
+        crate::target::files::check_link_name(name)
+            .map_err(|m| ConfigError::Setting(format!("--link: {m}")))?;
+        files.link = Some(name.clone());
     }
-    if let Some(keep) = args.link_keep {
-        match link {
-            Some(l) => l.keep = keep,
-            None => {
-                return Err(ConfigError::Setting(
-                    "--link-keep needs --link (or `link` in the config)".into(),
-                ))
-            }
+    if args.link_keep.is_some() {
+        if files.link.is_none() {
+            return Err(ConfigError::Setting(
+                "--link-keep needs --link (or `link` in the config)".into(),
+            ));
         }
+        files.link_keep = args.link_keep;
     }
     Ok(())
 }
@@ -587,9 +484,9 @@ mod tests {
         )
         .unwrap();
         match &s.targets[0].kind {
-            TargetKind::Exec { command, timeout } => {
-                assert_eq!(command, &["/bin/plugin", "--x"]);
-                assert_eq!(*timeout, Duration::from_secs(5));
+            TargetKind::Exec(c) => {
+                assert_eq!(c.command, ["/bin/plugin", "--x"]);
+                assert_eq!(c.timeout.0, Duration::from_secs(5));
             }
             other => panic!("{other:?}"),
         }
@@ -652,6 +549,63 @@ mod tests {
             let err = resolve_config(&with_target).unwrap_err().to_string();
             assert!(err.contains(says), "{text}: {err}");
         }
+    }
+
+    #[test]
+    fn a_link_is_set_on_the_files_target_by_config_or_flag() {
+        let s = resolve_config(
+            "targets:\n  files: {type: files, root: /srv, link: current, link_keep: 3}\n",
+        )
+        .unwrap();
+        let TargetKind::Files(f) = &s.targets[0].kind else {
+            panic!("{:?}", s.targets);
+        };
+        assert_eq!((f.link.as_deref(), f.link_keep), (Some("current"), Some(3)));
+        let err = resolve_config("targets:\n  files: {type: files, root: /, link: a/b}\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("tend.yaml:2: target files: link"), "{err}");
+        let err = resolve_config("targets:\n  x: {type: exec, command: [p], link: current}\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("`link` does not apply to type exec"), "{err}");
+
+        use clap::Parser;
+        let cli = crate::cli::Cli::parse_from([
+            "tend",
+            "--repo",
+            "/x",
+            "--root",
+            "/srv",
+            "--link",
+            "live",
+            "--link-keep",
+            "0",
+            "sync",
+        ]);
+        let s = resolve(&cli.global).unwrap();
+        let TargetKind::Files(f) = &s.targets[0].kind else {
+            panic!("{:?}", s.targets);
+        };
+        assert_eq!(
+            f.link(),
+            Some(crate::target::files::Link {
+                name: "live".into(),
+                keep: 0
+            })
+        );
+        let cli = crate::cli::Cli::parse_from([
+            "tend",
+            "--repo",
+            "/x",
+            "--root",
+            "/srv",
+            "--link-keep",
+            "2",
+            "sync",
+        ]);
+        let err = resolve(&cli.global).unwrap_err().to_string();
+        assert!(err.contains("--link-keep needs --link"), "{err}");
     }
 
     #[test]

@@ -9,8 +9,7 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use git2::Oid;
 
 use super::testkit::*;
-use super::FilesTarget;
-use crate::config::Link;
+use super::{FilesTarget, Link};
 use crate::model::{Action, Field, Observed, RelPath, Spec};
 use crate::target::{Target, TargetError};
 
