@@ -38,6 +38,9 @@ pub(super) struct Loop {
     fetch_failures: u32,
     /// Consecutive passes that could not publish what they wrote.
     unpublished: u32,
+    /// The watcher moved to a newly published tree: what changed there
+    /// before it watched is looked for by a full pass at the next tick.
+    recheck: bool,
     /// Why the loop gives up (`--max-failures` reached before any revision
     /// was ever applied); the daemon then exits.
     gave_up: Option<String>,
@@ -75,6 +78,7 @@ impl Loop {
             queue: Queue::new(),
             fetch_failures: 0,
             unpublished: 0,
+            recheck: false,
             gave_up: None,
             pauses_seen: String::new(),
             watch,
@@ -114,7 +118,10 @@ impl Loop {
     /// gauges are published. Without drift nothing changes between passes,
     /// so idle stays idle.
     pub(super) async fn tick(&mut self) {
-        if self.pauses_changed().await {
+        // A pause change, or a newly published tree whose edits before it
+        // was watched no event told of: a full pass looks at everything.
+        let recheck = std::mem::take(&mut self.recheck);
+        if self.pauses_changed().await || recheck {
             self.pass(Scope::All).await;
         }
         let stale = self.ages_grow
@@ -344,6 +351,7 @@ impl Loop {
             if w.set_roots(roots) {
                 w.update(resources.values().map(|d| (&d.id, d.target(), &d.path)));
                 self.watched = Some(rev.id);
+                self.recheck = true;
             } else if let Some(keys) = watch_changes {
                 w.patch(keys.iter().map(|id| (id, now(id))));
                 self.watched = Some(rev.id);
