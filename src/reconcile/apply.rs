@@ -177,7 +177,10 @@ pub fn apply(
     verify(&mut run, rec, p, applied)?;
     prune(&mut run, rec, p, opts, ctl, &mut report)?;
 
-    publish(&run, opts, &mut report);
+    if !opts.dry_run {
+        let outcomes = run.outcomes.iter().map(|(id, o)| (id, o.state));
+        report.unpublished = super::publish::show(ctx, rev, outcomes, report.cancelled);
+    }
 
     // Every pending hook runs once at the end of the pass: those this pass
     // triggered and those still pending from earlier passes or processes;
@@ -214,39 +217,6 @@ pub fn apply(
         }
     }
     Ok(report)
-}
-
-/// Targets that publish whole trees show what this pass wrote, unless some
-/// resource of theirs in scope is still to be written (failed, or could not
-/// be observed): a reader never sees a tree with some files of the old
-/// revision. A target itself refuses while an earlier write into the tree
-/// failed.
-fn publish(run: &Run, opts: PassOptions, report: &mut PassReport) {
-    let pending = run.ctx.targets.values().filter(|t| t.unpublished());
-    for target in pending {
-        let name = target.name();
-        let why = if opts.dry_run {
-            continue;
-        } else if report.cancelled {
-            Some("the pass was cut short".to_string())
-        } else {
-            let left = run
-                .outcomes
-                .iter()
-                .filter(|(id, o)| {
-                    id.target() == name && matches!(o.state, State::Failed | State::Unknown)
-                })
-                .count();
-            match left {
-                0 => target.publish().err().map(|e| e.to_string()),
-                n => Some(format!("{n} of its resources are still to be written")),
-            }
-        };
-        if let Some(why) = why {
-            tracing::warn!(target = name, revision = %run.rev.id, reason = %why, "not published yet; readers keep the previous tree");
-            report.unpublished = Some(format!("target {name}: {why}"));
-        }
-    }
 }
 
 /// The policy checks of each create and update: what is left is to be written.

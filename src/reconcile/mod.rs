@@ -11,6 +11,7 @@ mod pass;
 mod pass_next;
 mod policy;
 mod prepare;
+mod publish;
 mod record;
 pub mod show;
 
@@ -188,7 +189,7 @@ pub fn pruning_pass(
 ) -> Result<PassReport, PassError> {
     debug_assert!(scope.prunes());
     if !opts.dry_run {
-        begin(ctx, rec, rev);
+        publish::begin(ctx, rec, rev);
     }
     let prepared = prepare(ctx, rev, &rec.ledger, scope)?;
     let report = apply(ctx, rec, rev, &prepared, opts, ctl)?;
@@ -209,34 +210,10 @@ pub fn keyed_pass(
     ctl: &Control,
 ) -> Result<PassReport, PassError> {
     if !opts.dry_run {
-        begin(ctx, rec, rev);
+        publish::begin(ctx, rec, rev);
     }
     let prepared = prepare(ctx, rev, &rec.ledger, Scope::Keys(keys))?;
     apply(ctx, rec, rev, &prepared, opts, ctl)
-}
-
-/// Before a pass that writes `rev`: a target that publishes whole trees
-/// makes the one for `rev` where the pass observes and writes, from the
-/// published tree's copies of what it manages. One that cannot says so;
-/// what it holds is then unknown to the pass.
-fn begin(ctx: &Context, rec: &Recorder, rev: &Revision) {
-    for (name, target) in &ctx.targets {
-        let carried = || {
-            let mut paths = Vec::new();
-            let listed = rec.ledger.for_each_inventory(|_, t, path| {
-                if t == name {
-                    paths.extend(RelPath::parse(path).ok());
-                }
-            });
-            if let Err(e) = listed {
-                tracing::warn!(target = %name, error = %e, "cannot read the inventory; the new tree starts empty");
-            }
-            paths
-        };
-        if let Err(e) = target.begin(rev.id, &carried) {
-            tracing::warn!(target = %name, revision = %rev.id, error = %e, "cannot make the tree for the revision; its resources are unknown until it can");
-        }
-    }
 }
 
 /// Problems listed in the ledger at most; the rest are counted.
