@@ -142,7 +142,8 @@ pub struct GlobalArgs {
           require_equals = true, default_missing_value = "true",
           value_parser = clap::builder::BoolishValueParser::new(), value_name = "BOOL")]
     pub dry_run: Option<bool>,
-    /// Log format: text or json
+    /// Log format: text, json or journal (default: journal when stderr is
+    /// the systemd journal, else text)
     #[arg(long, env = "TEND_LOG_FORMAT", global = true, value_name = "FORMAT")]
     pub log_format: Option<String>,
     /// Log level: error, warn, info, debug, trace
