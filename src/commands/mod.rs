@@ -103,7 +103,9 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Run => match settings(g) {
             Ok(s) => {
                 crate::logging::init(&s.log_format, &s.log_level);
-                crate::daemon::run(s)
+                let args = g.clone();
+                let read = move || config::resolve(&args).map_err(|e| e.to_string());
+                crate::daemon::run(s, Box::new(read))
             }
             Err(code) => code,
         },

@@ -30,8 +30,30 @@ pub struct Context {
 
 impl Context {
     pub fn build(settings: Settings) -> Result<Context, BuildError> {
+        Context::build_reusing(settings, None)
+    }
+
+    /// A context for new settings (a reload): a target whose settings did
+    /// not change is this one's, not started again (a plugin keeps its
+    /// process); the others are built. Nothing of this context changes, so
+    /// a failure leaves it as it was.
+    pub fn rebuild(&self, settings: Settings) -> Result<Context, BuildError> {
+        Context::build_reusing(settings, Some(self))
+    }
+
+    fn build_reusing(settings: Settings, old: Option<&Context>) -> Result<Context, BuildError> {
         let mut targets: BTreeMap<String, Arc<dyn Target>> = BTreeMap::new();
         for t in &settings.targets {
+            let unchanged = old.and_then(|old| {
+                let before = old.settings.targets.iter().find(|o| o.name == t.name)?;
+                let same = format!("{before:?}") == format!("{t:?}")
+                    && old.settings.state_dir == settings.state_dir;
+                same.then(|| old.targets.get(&t.name).cloned()).flatten()
+            });
+            if let Some(target) = unchanged {
+                targets.insert(t.name.clone(), target);
+                continue;
+            }
             let target: Arc<dyn Target> = match &t.kind {
                 TargetKind::Files { root } => {
                     // A missing root is made, as a sidecar's empty volume would be.
