@@ -14,7 +14,8 @@ use crate::duration::Dur;
 #[serde(deny_unknown_fields)]
 pub struct FileConfig {
     pub source: Option<SourceConfig>,
-    pub targets: Option<BTreeMap<String, TargetConfig>>,
+    /// Each block is typed by its adapter (config/targets.rs).
+    pub targets: Option<BTreeMap<String, serde_yaml::Value>>,
     pub hooks: Option<BTreeMap<String, HookConfig>>,
     pub policy: Option<PolicyConfig>,
     pub state_dir: Option<PathBuf>,
@@ -43,17 +44,6 @@ pub struct AuthConfig {
     pub known_hosts: Option<PathBuf>,
     pub token_file: Option<PathBuf>,
     pub ca_file: Option<PathBuf>,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TargetConfig {
-    #[serde(rename = "type")]
-    pub kind: String,
-    pub root: Option<PathBuf>,
-    pub command: Option<Vec<String>>,
-    /// exec: bound on one call to the plugin.
-    pub timeout: Option<Dur>,
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -76,7 +76,7 @@ fn files_roots(settings: &Settings) -> BTreeMap<String, PathBuf> {
         .targets
         .iter()
         .filter_map(|t| match &t.kind {
-            TargetKind::Files { root } => Some((t.name.clone(), root.clone())),
+            TargetKind::Files(c) => Some((t.name.clone(), c.root.clone())),
             _ => None,
         })
         .collect()

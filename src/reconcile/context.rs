@@ -54,33 +54,18 @@ impl Context {
                 targets.insert(t.name.clone(), target);
                 continue;
             }
-            let target: Arc<dyn Target> = match &t.kind {
-                TargetKind::Files { root } => {
-                    // A missing root is made, as a sidecar's empty volume would be.
-                    if !root.exists() {
-                        std::fs::create_dir_all(root).map_err(|e| BuildError::Target {
-                            name: t.name.clone(),
-                            message: format!("cannot create root {}: {e}", root.display()),
-                        })?;
-                    }
-                    let f = FilesTarget::new(&t.name, root, &settings.state_dir).map_err(|e| {
-                        BuildError::Target {
-                            name: t.name.clone(),
-                            message: format!("cannot open root {}: {e}", root.display()),
-                        }
-                    })?;
-                    Arc::new(f)
-                }
-                TargetKind::Exec { command, timeout } => {
-                    let e = ExecTarget::start(&t.name, command, *timeout).map_err(|e| {
-                        BuildError::Target {
-                            name: t.name.clone(),
-                            message: e.to_string(),
-                        }
-                    })?;
-                    Arc::new(e)
-                }
+            // One arm per adapter: each builds from its own config.
+            let built: Result<Arc<dyn Target>, String> = match &t.kind {
+                TargetKind::Files(c) => FilesTarget::build(&t.name, c, &settings.state_dir)
+                    .map(|f| Arc::new(f) as Arc<dyn Target>),
+                TargetKind::Exec(c) => ExecTarget::start(&t.name, &c.command, c.timeout.0)
+                    .map(|e| Arc::new(e) as Arc<dyn Target>)
+                    .map_err(|e| e.to_string()),
             };
+            let target = built.map_err(|message| BuildError::Target {
+                name: t.name.clone(),
+                message,
+            })?;
             targets.insert(t.name.clone(), target);
         }
         let mirror = Mirror::open(&settings.state_dir, mirror_spec(&settings))?;
