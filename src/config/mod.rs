@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::cli::GlobalArgs;
+use crate::cli::Flags;
 use crate::duration::Dur;
 use crate::target::files::FilesConfig;
 
@@ -155,7 +155,7 @@ fn parse_size(s: &str) -> Result<u64, String> {
 
 /// The state dir alone, for commands that need nothing else (status,
 /// pause, resume): flag, env, config file, default.
-pub fn state_dir_only(args: &GlobalArgs) -> Result<PathBuf, ConfigError> {
+pub fn state_dir_only(args: &Flags) -> Result<PathBuf, ConfigError> {
     if let Some(d) = &args.state_dir {
         return Ok(d.clone());
     }
@@ -168,18 +168,18 @@ pub fn state_dir_only(args: &GlobalArgs) -> Result<PathBuf, ConfigError> {
 
 /// Merges flags/env (already combined by clap) over the config file over
 /// defaults, and checks what can be checked without I/O.
-pub fn resolve(args: &GlobalArgs) -> Result<Settings, ConfigError> {
+pub fn resolve(args: &Flags) -> Result<Settings, ConfigError> {
     resolve_with(args, false)
 }
 
 /// [`resolve`] for `tend validate`, which touches no target: without one
 /// configured, declarations are checked as a `files` target would read
 /// them.
-pub fn resolve_for_validate(args: &GlobalArgs) -> Result<Settings, ConfigError> {
+pub fn resolve_for_validate(args: &Flags) -> Result<Settings, ConfigError> {
     resolve_with(args, true)
 }
 
-fn resolve_with(args: &GlobalArgs, any_target: bool) -> Result<Settings, ConfigError> {
+fn resolve_with(args: &Flags, any_target: bool) -> Result<Settings, ConfigError> {
     let (file, text) = match &args.config {
         Some(p) => file::load_file_and_text(p)?,
         None => (FileConfig::default(), String::new()),
@@ -431,13 +431,13 @@ mod tests {
         std::fs::write(&p, text).unwrap();
         let cli = crate::cli::Cli::parse_from([
             "tend",
+            "diff",
             "-c",
             p.to_str().unwrap(),
             "--repo",
             "/x",
-            "diff",
         ]);
-        resolve(&cli.global)
+        resolve(&cli.command.flags())
     }
 
     #[test]

@@ -190,11 +190,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("tend.yaml");
         std::fs::write(&p, config).unwrap();
-        let mut argv = vec!["tend", "-c", p.to_str().unwrap()];
+        let mut argv = vec!["tend", "run", "-c", p.to_str().unwrap()];
         argv.extend_from_slice(args);
-        argv.push("run");
         let cli = crate::cli::Cli::parse_from(argv);
-        crate::config::resolve(&cli.global).unwrap()
+        crate::config::resolve(&cli.command.flags()).unwrap()
     }
 
     const BASE: &str = "source: {repo: /srv/a, interval: 1m, timeout: 2m}\n\

@@ -123,6 +123,7 @@ impl Context {
             targets: infos,
             hooks,
             max_file_size: declare::DEFAULT_MAX_FILE_SIZE,
+            as_written: false,
         }
     }
 
