@@ -8,7 +8,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpStream, ToSocketAddrs}
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use crate::cli::GlobalArgs;
+use crate::cli::Flags;
 
 /// Enough of a response for its status line and a short reason.
 const RESPONSE_CAP: usize = 4096;
@@ -19,7 +19,7 @@ const UNHEALTHY: u8 = 1;
 
 /// With `ready`, the first pass must have ended and the loop be alive: a
 /// container is healthy once the volume is filled, and not while frozen.
-pub fn run(g: &GlobalArgs, ready: bool, max_time: Duration) -> ExitCode {
+pub fn run(g: &Flags, ready: bool, max_time: Duration) -> ExitCode {
     let paths: &[&str] = if ready {
         &["/readyz", "/healthz"]
     } else {

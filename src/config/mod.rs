@@ -5,17 +5,19 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::cli::GlobalArgs;
+use crate::cli::Flags;
 use crate::duration::Dur;
 use crate::target::files::FilesConfig;
 
 mod file;
+mod hooks;
 mod targets;
 
 pub use file::{
-    load_file, AuthConfig, ContestedConfig, FileConfig, HookConfig, LogConfig, PolicyConfig,
-    ServerConfig, SourceConfig, WebhookConfig,
+    load_file, AuthConfig, ContestedConfig, FileConfig, LogConfig, PolicyConfig, ServerConfig,
+    SourceConfig, WebhookConfig,
 };
+pub use hooks::{parse_http, parse_signal, Hook, HookAction, HookConfig, HttpHook};
 pub use targets::{TargetKind, TargetSettings};
 
 #[derive(Debug, thiserror::Error)]
@@ -84,12 +86,11 @@ pub struct SourceSettings {
     pub interval: Duration,
     pub timeout: Duration,
     pub auth: crate::source::Auth,
-}
-
-#[derive(Debug, Clone)]
-pub struct Hook {
-    pub run: Vec<String>,
-    pub timeout: Duration,
+    /// The hook run after any pass that changed something.
+    pub on_change: Option<String>,
+    /// Consecutive failed fetches allowed before giving up; `None` when
+    /// not set (sync: no retry; run: retry forever).
+    pub max_failures: Option<u32>,
 }
 
 #[derive(Debug, Clone)]
@@ -111,6 +112,15 @@ pub struct Settings {
     pub server: ServerSettings,
     pub log_format: String,
     pub log_level: String,
+}
+
+/// Under systemd, with stderr connected to the journal, lines go to the
+/// journal with their fields; elsewhere text.
+fn default_log_format() -> &'static str {
+    match crate::logging::stderr_is_journal() {
+        true => "journal",
+        false => "text",
+    }
 }
 
 fn default_state_dir() -> PathBuf {
@@ -146,7 +156,7 @@ fn parse_size(s: &str) -> Result<u64, String> {
 
 /// The state dir alone, for commands that need nothing else (status,
 /// pause, resume): flag, env, config file, default.
-pub fn state_dir_only(args: &GlobalArgs) -> Result<PathBuf, ConfigError> {
+pub fn state_dir_only(args: &Flags) -> Result<PathBuf, ConfigError> {
     if let Some(d) = &args.state_dir {
         return Ok(d.clone());
     }
@@ -162,7 +172,7 @@ pub const DEFAULT_LISTEN: &str = "127.0.0.1:9420";
 
 /// The daemon's listen address alone, for `tend health`: flag, env, config
 /// file, default.
-pub fn listen_only(args: &GlobalArgs) -> Result<String, ConfigError> {
+pub fn listen_only(args: &Flags) -> Result<String, ConfigError> {
     if let Some(l) = &args.listen {
         return Ok(l.clone());
     }
@@ -178,18 +188,18 @@ pub fn listen_only(args: &GlobalArgs) -> Result<String, ConfigError> {
 
 /// Merges flags/env (already combined by clap) over the config file over
 /// defaults, and checks what can be checked without I/O.
-pub fn resolve(args: &GlobalArgs) -> Result<Settings, ConfigError> {
+pub fn resolve(args: &Flags) -> Result<Settings, ConfigError> {
     resolve_with(args, false)
 }
 
 /// [`resolve`] for `tend validate`, which touches no target: without one
 /// configured, declarations are checked as a `files` target would read
 /// them.
-pub fn resolve_for_validate(args: &GlobalArgs) -> Result<Settings, ConfigError> {
+pub fn resolve_for_validate(args: &Flags) -> Result<Settings, ConfigError> {
     resolve_with(args, true)
 }
 
-fn resolve_with(args: &GlobalArgs, any_target: bool) -> Result<Settings, ConfigError> {
+fn resolve_with(args: &Flags, any_target: bool) -> Result<Settings, ConfigError> {
     let (file, text) = match &args.config {
         Some(p) => file::load_file_and_text(p)?,
         None => (FileConfig::default(), String::new()),
@@ -246,6 +256,8 @@ fn resolve_with(args: &GlobalArgs, any_target: bool) -> Result<Settings, ConfigE
             token_file: a.token_file,
             ca_file: a.ca_file,
         },
+        on_change: src.on_change,
+        max_failures: args.max_failures.or(src.max_failures),
     };
 
     let (mut targets, found) = targets::resolve(file.targets.unwrap_or_default());
@@ -253,17 +265,27 @@ fn resolve_with(args: &GlobalArgs, any_target: bool) -> Result<Settings, ConfigE
         problems.push(bad(&p.key, p.message));
     }
     if let Some(root) = &args.root {
+        // The config's own `files` target gives way, its link kept.
+        let mut files = FilesConfig::at(root);
+        if let Some(TargetKind::Files(was)) =
+            targets.iter().find(|t| t.name == "files").map(|t| &t.kind)
+        {
+            (files.link, files.link_keep) = (was.link.clone(), was.link_keep);
+        }
         targets.retain(|t| t.name != "files");
         targets.push(TargetSettings {
             name: "files".into(),
-            kind: TargetKind::Files(FilesConfig { root: root.clone() }),
+            kind: TargetKind::Files(files),
         });
     }
     if targets.is_empty() && any_target {
         targets.push(TargetSettings {
             name: "files".into(),
-            kind: TargetKind::Files(FilesConfig { root: "/".into() }),
+            kind: TargetKind::Files(FilesConfig::at("/")),
         });
+    }
+    if let Err(e) = link_flags(args, &mut targets) {
+        problems.push(e);
     }
     if targets.is_empty() && problems.is_empty() {
         problems.push(ConfigError::Setting(
@@ -271,22 +293,19 @@ fn resolve_with(args: &GlobalArgs, any_target: bool) -> Result<Settings, ConfigE
         ));
     }
 
-    let mut hooks = BTreeMap::new();
-    for (name, h) in file.hooks.unwrap_or_default() {
-        if h.run.is_empty() {
-            problems.push(bad(
-                &format!("hooks.{name}"),
-                format!("hook {name}: `run` is empty"),
-            ));
-            continue;
-        }
-        hooks.insert(
-            name,
-            Hook {
-                run: h.run,
-                timeout: h.timeout.map(|d| d.0).unwrap_or(Duration::from_secs(30)),
-            },
-        );
+    let (hooks, found) = hooks::resolve(file.hooks);
+    for (key, message) in found {
+        problems.push(bad(&key, message));
+    }
+    if let Some(name) = source
+        .on_change
+        .as_ref()
+        .filter(|n| !hooks.contains_key(*n))
+    {
+        problems.push(bad(
+            "source.on_change",
+            format!("source.on_change: hook {name:?} is not defined under `hooks:`"),
+        ));
     }
 
     let p = file.policy.unwrap_or_default();
@@ -332,11 +351,11 @@ fn resolve_with(args: &GlobalArgs, any_target: bool) -> Result<Settings, ConfigE
         .log_format
         .clone()
         .or(log.format)
-        .unwrap_or_else(|| "text".into());
-    if log_format != "text" && log_format != "json" {
+        .unwrap_or_else(|| default_log_format().into());
+    if !["text", "json", "journal"].contains(&log_format.as_str()) {
         problems.push(bad(
             "log.format",
-            format!("log format {log_format:?}: use text or json"),
+            format!("log format {log_format:?}: use text, json or journal"),
         ));
     }
     let log_level = args
@@ -378,6 +397,42 @@ fn resolve_with(args: &GlobalArgs, any_target: bool) -> Result<Settings, ConfigE
         log_format,
         log_level,
     })
+}
+
+/// `--link` and `--link-keep` (or their env) set the link of the files
+/// target: the one named `files` (as `--root` makes it), or else the only
+/// one.
+fn link_flags(args: &Flags, targets: &mut [TargetSettings]) -> Result<(), ConfigError> {
+    if args.link.is_none() && args.link_keep.is_none() {
+        return Ok(());
+    }
+    let files: Vec<usize> = (0..targets.len())
+        .filter(|&i| matches!(targets[i].kind, TargetKind::Files(_)))
+        .collect();
+    let named = files.iter().copied().find(|&i| targets[i].name == "files");
+    let only = match files.as_slice() {
+        [only] => Some(*only),
+        _ => None,
+    };
+    let Some(TargetKind::Files(files)) = named.or(only).map(|at| &mut targets[at].kind) else {
+        return Err(ConfigError::Setting(
+            "--link: no single files target to publish (several, or none); set `link` on one under `targets:`".into(),
+        ));
+    };
+    if let Some(name) = &args.link {
+        crate::target::files::check_link_name(name)
+            .map_err(|m| ConfigError::Setting(format!("--link: {m}")))?;
+        files.link = Some(name.clone());
+    }
+    if args.link_keep.is_some() {
+        if files.link.is_none() {
+            return Err(ConfigError::Setting(
+                "--link-keep needs --link (or `link` in the config)".into(),
+            ));
+        }
+        files.link_keep = args.link_keep;
+    }
+    Ok(())
 }
 
 /// A level name, or filter directives naming one (`info,tend=debug`): a bare
@@ -441,13 +496,13 @@ mod tests {
         std::fs::write(&p, text).unwrap();
         let cli = crate::cli::Cli::parse_from([
             "tend",
+            "diff",
             "-c",
             p.to_str().unwrap(),
             "--repo",
             "/x",
-            "diff",
         ]);
-        resolve(&cli.global)
+        resolve(&cli.command.flags())
     }
 
     #[test]
@@ -478,6 +533,107 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("type exec needs `command`"), "{err}");
+    }
+
+    #[test]
+    fn hooks_are_a_command_an_http_call_or_a_signal_and_on_change_names_one() {
+        let s = resolve_config(
+            "targets:\n  files: {type: files, root: /}\nsource:\n  on_change: app\nhooks:\n  app: {http: {url: \"http://127.0.0.1:9/r\"}, timeout: 10s}\n  nginx: {signal: {pidfile: /run/nginx.pid}}\n  cmd: {run: [true]}\n",
+        )
+        .unwrap();
+        assert_eq!(s.source.on_change.as_deref(), Some("app"));
+        match &s.hooks["app"].action {
+            HookAction::Http(h) => assert_eq!((h.port, h.method.as_str()), (9, "POST")),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(s.hooks["app"].timeout, Duration::from_secs(10));
+        assert!(matches!(
+            s.hooks["nginx"].action,
+            HookAction::Signal {
+                signal: rustix::process::Signal::HUP,
+                ..
+            }
+        ));
+        for (text, says) in [
+            ("hooks:\n  a: {timeout: 5s}\n", "give one of"),
+            (
+                "hooks:\n  a: {run: [x], signal: {pidfile: /p}}\n",
+                "only one of",
+            ),
+            (
+                "hooks:\n  a:\n    http: {url: \"https://x/\"}\n",
+                "tend.yaml:5: hook a: url",
+            ),
+            (
+                "hooks:\n  a: {signal: {pidfile: /p, signal: BOOM}}\n",
+                "unknown signal",
+            ),
+            (
+                "hooks:\n  a: {run: [x]}\nsource:\n  on_change: b\n",
+                "tend.yaml:6: source.on_change: hook \"b\" is not defined",
+            ),
+        ] {
+            let with_target = format!("targets:\n  files: {{type: files, root: /}}\n{text}");
+            let err = resolve_config(&with_target).unwrap_err().to_string();
+            assert!(err.contains(says), "{text}: {err}");
+        }
+    }
+
+    #[test]
+    fn a_link_is_set_on_the_files_target_by_config_or_flag() {
+        let s = resolve_config(
+            "targets:\n  files: {type: files, root: /srv, link: current, link_keep: 3}\n",
+        )
+        .unwrap();
+        let TargetKind::Files(f) = &s.targets[0].kind else {
+            panic!("{:?}", s.targets);
+        };
+        assert_eq!((f.link.as_deref(), f.link_keep), (Some("current"), Some(3)));
+        let err = resolve_config("targets:\n  files: {type: files, root: /, link: a/b}\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("tend.yaml:2: target files: link"), "{err}");
+        let err = resolve_config("targets:\n  x: {type: exec, command: [p], link: current}\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("`link` does not apply to type exec"), "{err}");
+
+        use clap::Parser;
+        let cli = crate::cli::Cli::parse_from([
+            "tend",
+            "sync",
+            "--repo",
+            "/x",
+            "--root",
+            "/srv",
+            "--link",
+            "live",
+            "--link-keep",
+            "0",
+        ]);
+        let s = resolve(&cli.command.flags()).unwrap();
+        let TargetKind::Files(f) = &s.targets[0].kind else {
+            panic!("{:?}", s.targets);
+        };
+        assert_eq!(
+            f.link(),
+            Some(crate::target::files::Link {
+                name: "live".into(),
+                keep: 0
+            })
+        );
+        let cli = crate::cli::Cli::parse_from([
+            "tend",
+            "sync",
+            "--repo",
+            "/x",
+            "--root",
+            "/srv",
+            "--link-keep",
+            "2",
+        ]);
+        let err = resolve(&cli.command.flags()).unwrap_err().to_string();
+        assert!(err.contains("--link-keep needs --link"), "{err}");
     }
 
     #[test]

@@ -31,18 +31,26 @@ pub(super) fn jitter(d: Duration) -> Duration {
 }
 
 pub(super) struct Loop {
-    settings: Settings,
-    shared: Shared,
+    pub(super) settings: Settings,
+    pub(super) shared: Shared,
     queue: Queue,
-    opts: PassOptions,
-    fetch_failures: u32,
+    pub(super) opts: PassOptions,
+    pub(super) fetch_failures: u32,
+    /// Consecutive passes that could not publish what they wrote.
+    unpublished: u32,
+    /// The watcher moved to a newly published tree: what changed there
+    /// before it watched is looked for by a full pass at the next tick.
+    recheck: bool,
+    /// Why the loop gives up (`--max-failures` reached before any revision
+    /// was ever applied); the daemon then exits.
+    gave_up: Option<String>,
     pauses_seen: String,
-    watch: Option<Watch>,
+    pub(super) watch: Option<Watch>,
     /// The revision the watch index was built for.
-    watched: Option<git2::Oid>,
+    pub(super) watched: Option<git2::Oid>,
     /// The current revision, when its last pruning pass applied it whole:
     /// the next revision is then reconciled from it by its changes.
-    settled: Option<git2::Oid>,
+    pub(super) settled: Option<git2::Oid>,
     notifier: Arc<Notifier>,
     last_published: Option<Instant>,
     /// A throttled publish was skipped; the next tick makes it.
@@ -69,6 +77,9 @@ impl Loop {
             shared,
             queue: Queue::new(),
             fetch_failures: 0,
+            unpublished: 0,
+            recheck: false,
+            gave_up: None,
             pauses_seen: String::new(),
             watch,
             watched: None,
@@ -107,7 +118,10 @@ impl Loop {
     /// gauges are published. Without drift nothing changes between passes,
     /// so idle stays idle.
     pub(super) async fn tick(&mut self) {
-        if self.pauses_changed().await {
+        // A pause change, or a newly published tree whose edits before it
+        // was watched no event told of: a full pass looks at everything.
+        let recheck = std::mem::take(&mut self.recheck);
+        if self.pauses_changed().await || recheck {
             self.pass(Scope::All).await;
         }
         let stale = self.ages_grow
@@ -119,7 +133,7 @@ impl Loop {
         }
     }
 
-    async fn blocking<T: Send + 'static>(
+    pub(super) async fn blocking<T: Send + 'static>(
         &self,
         f: impl FnOnce(&Context, &mut Recorder) -> T + Send + 'static,
     ) -> T {
@@ -131,6 +145,17 @@ impl Loop {
         })
         .await
         .expect("blocking task panicked")
+    }
+
+    /// Runs `f` on the worker (context and recorder), off the runtime.
+    pub(super) async fn with_worker<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Worker) -> T + Send + 'static,
+    ) -> T {
+        let worker = self.shared.worker.clone();
+        tokio::task::spawn_blocking(move || f(&mut worker.lock().expect("worker lock")))
+            .await
+            .expect("blocking task panicked")
     }
 
     /// Fetches; on a new revision loads it and runs a full pass.
@@ -145,8 +170,15 @@ impl Loop {
                 self.fetch_failures = 0;
                 if self.shared.current().map(|r| r.id) != Some(id) {
                     self.switch_to(id).await;
+                } else if self.unpublished > 0 {
+                    // The revision's tree was not published: try again
+                    // soon, with backoff.
+                    self.pass(Scope::All).await;
                 }
-                jitter(interval)
+                match self.unpublished {
+                    0 => jitter(interval),
+                    n => backoff::jittered(n).min(interval),
+                }
             }
             Err(e) => {
                 self.fetch_failures += 1;
@@ -156,16 +188,50 @@ impl Loop {
                         self.switch_to(id).await;
                     }
                 }
+                self.give_up_after(&e).await;
                 self.publish(true).await;
                 backoff::jittered(self.fetch_failures).min(interval)
             }
         }
     }
 
+    /// As git-sync's `--max-failures`: more consecutive failed fetches than
+    /// allowed, and no revision ever applied (by this process or one
+    /// before it), ends the daemon; with a revision applied, the last good
+    /// state is served and fetching goes on.
+    async fn give_up_after(&mut self, error: &crate::source::SourceError) {
+        let Some(allowed) = self.settings.source.max_failures else {
+            return;
+        };
+        if self.fetch_failures <= allowed {
+            return;
+        }
+        let applied = self
+            .blocking(|_, rec| {
+                rec.ledger
+                    .source()
+                    .ok()
+                    .flatten()
+                    .is_some_and(|s| s.applied_revision.is_some())
+            })
+            .await;
+        if !applied {
+            self.gave_up = Some(format!(
+                "{} consecutive fetches failed (max_failures {allowed}) and no revision was ever applied; last error: {error}",
+                self.fetch_failures
+            ));
+        }
+    }
+
+    /// Why the daemon must stop, once it must.
+    pub(super) fn gave_up(&self) -> Option<&str> {
+        self.gave_up.as_deref()
+    }
+
     /// Reads revision `id` and reconciles it: from the current revision,
     /// when that one is settled and the watcher sees drift, only what
     /// changed; otherwise all of it.
-    async fn switch_to(&mut self, id: git2::Oid) {
+    pub(super) async fn switch_to(&mut self, id: git2::Oid) {
         // Without a healthy watcher, drift of unchanged resources is only
         // seen by full passes: a new revision gets one, as the resync does.
         let watched = self.watch.as_ref().is_some_and(|w| w.healthy());
@@ -229,21 +295,17 @@ impl Loop {
         };
         let started = Instant::now();
         let rev2 = rev.clone();
-        let result = self
-            .blocking(
-                move |ctx, rec| -> Result<PassReport, reconcile::PassError> {
-                    match scope {
-                        Scope::All => reconcile::full_pass(ctx, rec, &rev2, opts, &ctl),
-                        Scope::Changes(_) => {
-                            reconcile::pruning_pass(ctx, rec, &rev2, scope, opts, &ctl)
-                        }
-                        Scope::Keys(_) => {
-                            let prepared = reconcile::prepare(ctx, &rev2, &rec.ledger, scope)?;
-                            reconcile::apply(ctx, rec, &rev2, &prepared, opts, &ctl)
-                        }
+        let (result, roots) = self
+            .blocking(move |ctx, rec| {
+                let result = match scope {
+                    Scope::All => reconcile::full_pass(ctx, rec, &rev2, opts, &ctl),
+                    Scope::Changes(_) => {
+                        reconcile::pruning_pass(ctx, rec, &rev2, scope, opts, &ctl)
                     }
-                },
-            )
+                    Scope::Keys(keys) => reconcile::keyed_pass(ctx, rec, &rev2, keys, opts, &ctl),
+                };
+                (result, ctx.live_roots())
+            })
             .await;
         for k in &keys {
             self.queue.done(k);
@@ -257,10 +319,18 @@ impl Loop {
                 return tracing::warn!(error = %e, "pass failed");
             }
         };
+        // Not published: the next fetch runs a full pass again, with backoff.
+        match report.unpublished {
+            Some(_) => self.unpublished += 1,
+            None if !report.cancelled => self.unpublished = 0,
+            None => {}
+        }
         if prunes {
             // The next revision can be reconciled from this one only when
-            // this one was applied whole: nothing held back or cut short.
+            // this one was applied whole: nothing held back or cut short,
+            // and published (a new tree is built from the published one).
             let whole = report.prune_blocked.is_none()
+                && report.unpublished.is_none()
                 && !report.cancelled
                 && !opts.dry_run
                 && rev.declared.is_complete()
@@ -288,7 +358,12 @@ impl Loop {
         if let Some(w) = self.watch.as_mut() {
             let resources = &rev.declared.resources;
             let now = |id| resources.get(id).map(|d| (d.target(), &d.path));
-            if let Some(keys) = watch_changes {
+            // A newly published tree is watched instead of the old one.
+            if w.set_roots(roots) {
+                w.update(resources.values().map(|d| (&d.id, d.target(), &d.path)));
+                self.watched = Some(rev.id);
+                self.recheck = true;
+            } else if let Some(keys) = watch_changes {
                 w.patch(keys.iter().map(|id| (id, now(id))));
                 self.watched = Some(rev.id);
             } else if full || self.watched != Some(rev.id) {

@@ -177,11 +177,17 @@ pub fn apply(
     verify(&mut run, rec, p, applied)?;
     prune(&mut run, rec, p, opts, ctl, &mut report)?;
 
+    if !opts.dry_run {
+        let outcomes = run.outcomes.iter().map(|(id, o)| (id, o.state));
+        report.unpublished = super::publish::show(ctx, rev, outcomes, report.cancelled);
+    }
+
     // Every pending hook runs once at the end of the pass: those this pass
-    // triggered and those still pending from earlier passes or processes.
-    let hooks = match opts.dry_run {
+    // triggered and those still pending from earlier passes or processes;
+    // not before what they are for is published.
+    let hooks = match opts.dry_run || report.unpublished.is_some() {
         true => Vec::new(),
-        false => rec.run_pending_hooks(ctx, ctl.cancelled())?,
+        false => rec.run_pending_hooks(ctx, &rev.id.to_string(), ctl.cancelled())?,
     };
     for (hook, ids, result) in hooks {
         report.hooks.push((hook, result.is_ok()));
@@ -198,8 +204,9 @@ pub fn apply(
         run.now,
         full && !report.cancelled,
     )?;
-    report.converged =
-        run.outcomes.values().all(|o| o.state == State::InSync) && report.problems.is_empty();
+    report.converged = run.outcomes.values().all(|o| o.state == State::InSync)
+        && report.problems.is_empty()
+        && report.unpublished.is_none();
     report.outcomes = run.outcomes;
     // Saving the stat cache costs what the whole cache costs: keyed passes
     // leave it to the next full pass (a lost entry only means a re-read).
@@ -377,6 +384,10 @@ fn write_batch(
                 })?;
             }
             if let Some(hook) = c.desired.as_ref().and_then(|d| d.on_change.as_deref()) {
+                tx.add_intent(IntentKind::Hook, hook, c.id.as_str())?;
+            }
+            // Deletes too: mirror mode names its hook here alone.
+            if let Some(hook) = &run.ctx.settings.source.on_change {
                 tx.add_intent(IntentKind::Hook, hook, c.id.as_str())?;
             }
         }

@@ -243,11 +243,13 @@ impl Recorder {
 
     /// Runs every pending hook once (at-least-once: a hook whose intent was
     /// recorded by a process that died runs now); clears the intents of those
-    /// that succeed. Returns each hook with the identities it was for.
+    /// that succeed. Each is told `revision` and how many resources changed
+    /// for it. Returns each hook with the identities it was for.
     #[allow(clippy::type_complexity)]
     pub fn run_pending_hooks(
         &mut self,
         ctx: &Context,
+        revision: &str,
         stopping: bool,
     ) -> Result<Vec<(String, Vec<ResourceId>, Result<(), String>)>, LedgerError> {
         let mut pending: BTreeMap<String, Vec<Intent>> = BTreeMap::new();
@@ -256,10 +258,19 @@ impl Recorder {
         }
         let mut out = Vec::new();
         for (name, intents) in pending {
+            // One resource may have asked twice (its declaration and
+            // `source.on_change` naming the same hook).
             let ids: Vec<ResourceId> = intents
                 .iter()
-                .map(|i| ResourceId::from_string(i.detail.clone()))
+                .map(|i| i.detail.as_str())
+                .collect::<std::collections::BTreeSet<&str>>()
+                .into_iter()
+                .map(|id| ResourceId::from_string(id.to_string()))
                 .collect();
+            let delivery = super::hooks::Delivery {
+                revision,
+                changed: ids.len(),
+            };
             let result = match ctx.settings.hooks.get(&name) {
                 None => Err(format!("hook {name:?} is not defined in the local config")),
                 Some(h) => {
@@ -268,7 +279,7 @@ impl Recorder {
                     if stopping {
                         h.timeout = h.timeout.min(std::time::Duration::from_secs(10));
                     }
-                    super::hooks::run(&name, &h)
+                    super::hooks::run(&name, &h, &delivery)
                 }
             };
             match &result {
