@@ -249,6 +249,13 @@ struct Scenario {
 impl Scenario {
     fn new(test: &str, mode: &str, remote: Remote) -> Option<Scenario> {
         let images = images()?;
+        let compose = Command::new("docker-compose").arg("version").output();
+        if !util::can_run(
+            compose.is_ok_and(|o| o.status.success()),
+            "no docker-compose (apt-get install docker-compose)",
+        ) {
+            return None;
+        }
         let mut scratch = Scratch::new(test);
         let compose = scratch.project(&[
             &repo_dir().join("docs/sidecar/compose.yaml"),
