@@ -139,9 +139,10 @@ fn the_image_is_built_here_small_non_root_and_answers_version() {
 #[test]
 fn the_container_is_healthy_after_the_first_pass_and_unhealthy_while_frozen() {
     let Some(images) = images() else { return };
-    let mut scratch = Scratch::new("health");
     let remote = Remote::new().owned_by_tend();
     let data = writable_dir("tend-data-");
+    // After them: the container goes before the directories it mounts.
+    let mut scratch = Scratch::new("health");
     let name = scratch.container("tend");
     let repo_mount = format!("{}:/repo:ro", remote.bare().display());
     let data_mount = format!("{}:/data", data.path().display());
@@ -237,13 +238,11 @@ fn the_container_is_healthy_after_the_first_pass_and_unhealthy_while_frozen() {
 /// server serving `remote`, tend-init, the tend sidecar and the reader app
 /// (`mode`: pair or tree), the published volume on `site`.
 struct Scenario {
+    // First: the project goes before the directories it mounts.
+    compose: util::docker::Compose,
     remote: Remote,
     site: tempfile::TempDir,
     results: tempfile::TempDir,
-    compose: util::docker::Compose,
-    env: Vec<(&'static str, String)>,
-    // Last: everything in Docker goes before the directories do.
-    _scratch: Scratch,
 }
 
 impl Scenario {
@@ -256,11 +255,6 @@ impl Scenario {
         ) {
             return None;
         }
-        let mut scratch = Scratch::new(test);
-        let compose = scratch.project(&[
-            &repo_dir().join("docs/sidecar/compose.yaml"),
-            &repo_dir().join("tests/container/compose.test.yaml"),
-        ]);
         let site = writable_dir("tend-site-");
         let results = tempfile::Builder::new()
             .prefix("tend-results-")
@@ -280,15 +274,20 @@ impl Scenario {
             ("TEST_RESULTS", results.path().display().to_string()),
             ("TEST_SITE", site.path().display().to_string()),
         ];
+        let compose = Scratch::new(test).project(
+            &[
+                &repo_dir().join("docs/sidecar/compose.yaml"),
+                &repo_dir().join("tests/container/compose.test.yaml"),
+            ],
+            env,
+        );
         let s = Scenario {
+            compose,
             remote,
             site,
             results,
-            compose,
-            env,
-            _scratch: scratch,
         };
-        s.compose.run(&s.env, &["up", "-d"]);
+        s.compose.run(&["up", "-d"]);
         let tend = s.id("tend");
         assert!(
             wait_until(120, || health(&tend) == "healthy"),
@@ -306,11 +305,11 @@ impl Scenario {
     }
 
     fn id(&self, service: &str) -> String {
-        self.compose.id(&self.env, service)
+        self.compose.id(service)
     }
 
     fn logs(&self) -> String {
-        self.compose.logs(&self.env)
+        self.compose.logs()
     }
 
     fn results(&self, name: &str) -> serde_json::Value {

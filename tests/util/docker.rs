@@ -100,7 +100,6 @@ pub struct Scratch {
     prefix: String,
     containers: Vec<String>,
     volumes: Vec<String>,
-    projects: Vec<(String, Vec<String>)>,
 }
 
 impl Scratch {
@@ -109,7 +108,6 @@ impl Scratch {
             prefix: format!("tend-test-{}-{test}", std::process::id()),
             containers: Vec::new(),
             volumes: Vec::new(),
-            projects: Vec::new(),
         }
     }
 
@@ -128,26 +126,19 @@ impl Scratch {
         name
     }
 
-    /// A compose project name (lowercase, no dashes doubled), taken down
-    /// with its volumes at the end; `files` are its `-f` arguments.
-    pub fn project(&mut self, files: &[&Path]) -> Compose {
-        let name = self.prefix.replace(['-', '_'], "").to_ascii_lowercase();
-        let files: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
-        self.projects.push((name.clone(), files.clone()));
-        Compose { name, files }
+    /// A compose project of `files` with the variables they interpolate,
+    /// taken down with its containers, networks and volumes when dropped.
+    pub fn project(&self, files: &[&Path], env: Vec<(&'static str, String)>) -> Compose {
+        Compose {
+            name: self.prefix.replace(['-', '_'], "").to_ascii_lowercase(),
+            files: files.iter().map(|f| f.display().to_string()).collect(),
+            env,
+        }
     }
 }
 
 impl Drop for Scratch {
     fn drop(&mut self) {
-        for (name, files) in &self.projects {
-            let mut c = Command::new("docker-compose");
-            c.args(["-p", name]);
-            for f in files {
-                c.args(["-f", f]);
-            }
-            let _ = c.args(["down", "-v", "-t", "1"]).output();
-        }
         for c in &self.containers {
             let _ = docker_out(&["rm", "-f", "-v", c]);
         }
@@ -157,50 +148,61 @@ impl Drop for Scratch {
     }
 }
 
-/// One docker-compose project.
+/// One docker-compose project; `down -v` when dropped.
 pub struct Compose {
     pub name: String,
     files: Vec<String>,
+    /// What the files interpolate: every call needs it, `down` too.
+    env: Vec<(&'static str, String)>,
 }
 
 impl Compose {
-    pub fn cmd(&self, env: &[(&str, String)]) -> Command {
+    pub fn cmd(&self) -> Command {
         let mut c = Command::new("docker-compose");
         c.args(["--ansi", "never", "-p", &self.name]);
         for f in &self.files {
             c.args(["-f", f]);
         }
-        c.envs(env.iter().map(|(k, v)| (k, v.as_str())));
+        c.envs(self.env.iter().map(|(k, v)| (k, v.as_str())));
         c
     }
 
     /// `docker-compose ARGS`, which must succeed; its stdout.
-    pub fn run(&self, env: &[(&str, String)], args: &[&str]) -> String {
-        let out = self
-            .cmd(env)
-            .args(args)
-            .output()
-            .expect("run docker-compose");
+    pub fn run(&self, args: &[&str]) -> String {
+        let out = self.cmd().args(args).output().expect("run docker-compose");
         assert!(
             out.status.success(),
             "docker-compose {args:?} failed: {}\n{}",
             String::from_utf8_lossy(&out.stderr),
-            self.logs(env)
+            self.logs()
         );
         String::from_utf8_lossy(&out.stdout).trim().to_string()
     }
 
     /// The container id of a service.
-    pub fn id(&self, env: &[(&str, String)], service: &str) -> String {
-        self.run(env, &["ps", "-q", service])
+    pub fn id(&self, service: &str) -> String {
+        self.run(&["ps", "-q", service])
     }
 
     /// Every service's log, for messages.
-    pub fn logs(&self, env: &[(&str, String)]) -> String {
-        self.cmd(env)
+    pub fn logs(&self) -> String {
+        self.cmd()
             .args(["logs", "--no-color", "--tail", "60"])
             .output()
             .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
             .unwrap_or_default()
+    }
+}
+
+impl Drop for Compose {
+    fn drop(&mut self) {
+        let down = self.cmd().args(["down", "-v", "-t", "1"]).output();
+        if let Some(o) = down.ok().filter(|o| !o.status.success()) {
+            eprintln!(
+                "docker-compose down of {} failed: {}",
+                self.name,
+                String::from_utf8_lossy(&o.stderr)
+            );
+        }
     }
 }
