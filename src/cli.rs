@@ -142,6 +142,18 @@ pub struct GlobalArgs {
           require_equals = true, default_missing_value = "true",
           value_parser = clap::builder::BoolishValueParser::new(), value_name = "BOOL")]
     pub dry_run: Option<bool>,
+    /// SSH signatures: git's allowed_signers file of trusted keys
+    #[arg(long, env = "TEND_ALLOWED_SIGNERS", global = true, value_name = "FILE")]
+    pub allowed_signers: Option<PathBuf>,
+    /// OpenPGP signatures: an armored keyring of trusted public keys
+    #[arg(long, env = "TEND_KEYRING", global = true, value_name = "FILE")]
+    pub keyring: Option<PathBuf>,
+    /// Apply a fetched revision that does not descend from the newest one
+    /// applied before (a rewound branch)
+    #[arg(long, env = "TEND_ALLOW_REWIND", global = true, num_args = 0..=1,
+          require_equals = true, default_missing_value = "true",
+          value_parser = clap::builder::BoolishValueParser::new(), value_name = "BOOL")]
+    pub allow_rewind: Option<bool>,
     /// Log format: text or json
     #[arg(long, env = "TEND_LOG_FORMAT", global = true, value_name = "FORMAT")]
     pub log_format: Option<String>,

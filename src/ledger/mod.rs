@@ -10,6 +10,7 @@ mod hashkey;
 mod lock;
 mod records;
 mod schema;
+mod trust;
 mod tx;
 
 #[cfg(test)]
@@ -24,8 +25,8 @@ pub use db::Ledger;
 pub use hashkey::HashKey;
 pub use lock::StateLock;
 pub use records::{
-    next_drift_since, Intent, IntentKind, InventoryEntry, PauseRecord, ResourceRecord,
-    SourceRecord, State,
+    next_drift_since, Intent, IntentKind, InventoryEntry, PauseRecord, PinRecord, RefusalRecord,
+    ResourceRecord, SourceRecord, State,
 };
 pub use tx::Tx;
 

@@ -62,6 +62,39 @@ const MIGRATIONS: &[&str] = &[
         value TEXT NOT NULL
     ) WITHOUT ROWID;
     ",
+    // 2: trust in the source (SPEC §9). The newest revision applied per
+    // repository and ref (the high-water mark), the refusal of the last
+    // fetched revision, the operator's pin, and who signed what was applied.
+    "
+    CREATE TABLE source_marks (
+        repo       TEXT NOT NULL,
+        reference  TEXT NOT NULL,  -- '' for the remote's HEAD
+        revision   TEXT NOT NULL,
+        updated_at INTEGER NOT NULL,
+        PRIMARY KEY (repo, reference)
+    ) WITHOUT ROWID;
+
+    CREATE TABLE source_refusal (
+        singleton INTEGER PRIMARY KEY CHECK (singleton = 1),
+        revision  TEXT NOT NULL,
+        reason    TEXT NOT NULL,
+        detail    TEXT NOT NULL,
+        at        INTEGER NOT NULL
+    );
+
+    CREATE TABLE source_pin (
+        singleton INTEGER PRIMARY KEY CHECK (singleton = 1),
+        revision  TEXT NOT NULL,
+        until     INTEGER,
+        pinned_at INTEGER NOT NULL
+    );
+
+    CREATE TABLE signers (
+        revision   TEXT PRIMARY KEY NOT NULL,
+        signer     TEXT NOT NULL,
+        applied_at INTEGER NOT NULL
+    ) WITHOUT ROWID;
+    ",
 ];
 
 /// The schema version this build reads and writes.

@@ -20,16 +20,22 @@ pub enum BuildError {
     Target { name: String, message: String },
     #[error(transparent)]
     Source(#[from] crate::source::SourceError),
+    #[error("source.verify: {0}")]
+    Verify(#[from] crate::source::verify::VerifyError),
 }
 
 pub struct Context {
     pub settings: Settings,
     pub mirror: Mirror,
     pub targets: BTreeMap<String, Arc<dyn Target>>,
+    /// The keys a revision's signature must come from; `None`: no check.
+    pub trust: Option<crate::source::verify::TrustAnchors>,
 }
 
 impl Context {
     pub fn build(settings: Settings) -> Result<Context, BuildError> {
+        // Trust files first: a bad one is named before any target starts.
+        let trust = crate::source::verify::TrustAnchors::load(&settings.source.verify)?;
         let mut targets: BTreeMap<String, Arc<dyn Target>> = BTreeMap::new();
         for t in &settings.targets {
             let target: Arc<dyn Target> = match &t.kind {
@@ -73,6 +79,7 @@ impl Context {
             settings,
             mirror,
             targets,
+            trust,
         })
     }
 

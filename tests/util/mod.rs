@@ -9,6 +9,7 @@ pub mod plugins;
 pub mod repo;
 pub mod secrets;
 pub mod servers;
+pub mod signing;
 pub mod sshd;
 
 use std::os::unix::fs::MetadataExt;

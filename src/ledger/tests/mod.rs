@@ -5,6 +5,7 @@ mod backup;
 mod db;
 mod drift;
 mod lock;
+mod trust;
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
