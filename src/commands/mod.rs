@@ -120,7 +120,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Run => match settings(g) {
             Ok(s) => {
                 init_logging(&s.log_format, &s.log_level);
-                crate::reconcile::daemon::run(s)
+                crate::daemon::run(s)
             }
             Err(code) => code,
         },

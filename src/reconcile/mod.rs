@@ -1,23 +1,19 @@
-//! The reconciler: fetch, prepare, apply, record. `sync` runs one pass; the
-//! daemon runs passes continuously.
+//! The pass, synchronous and free of any runtime: fetch, prepare, apply,
+//! record, hooks. `sync` runs one pass; the daemon (src/daemon) schedules
+//! passes continuously.
 
 mod apply;
-mod backoff;
+pub mod backoff;
 mod context;
 mod control;
-pub mod daemon;
 mod hooks;
-mod http;
-mod notify;
 mod pass;
 mod pass_next;
+mod policy;
 mod prepare;
-mod publish;
-mod queue;
 mod record;
 pub mod show;
 pub mod trust;
-mod watch;
 
 use std::time::SystemTime;
 
@@ -25,11 +21,11 @@ use git2::Oid;
 
 pub use apply::apply;
 pub use context::{BuildError, Context, PassContent};
-pub use control::Control;
+pub use control::{unix_millis, Control, WriteObserver};
 pub use pass::{load, PassError, PassOptions, PassReport, Provenance, Revision, Scope};
 pub use pass_next::{load_next, Next};
+pub use policy::{action_for, retried, Action};
 pub use prepare::{prepare, pruning, spec_digest, Prepared, Pruning};
-pub use queue::{Action, Queue};
 pub use record::{Outcome, Recorder};
 
 use crate::config::Settings;
