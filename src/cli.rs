@@ -14,6 +14,8 @@ Examples:
   tend status -o json
   tend validate --repo . --path hosts/web-1
   tend pause files/file/etc/motd --for 1h
+  tend pin 3f2c9e1 --for 2h
+  tend explain /etc/nginx/nginx.conf
   tend plugin check -- ./fixtures/plugins/settings --file /tmp/settings.json";
 
 #[derive(Debug, Parser)]
@@ -59,6 +61,33 @@ pub enum Command {
     },
     /// Restart correcting (all, or the named resources)
     Resume { ids: Vec<String> },
+    /// Hold the source at a revision (a deliberate rollback); new commits
+    /// are fetched, not applied
+    #[command(
+        after_help = "The revision must have been fetched and must verify as any other.\nExit codes: 0 pinned, 2 error."
+    )]
+    Pin {
+        /// A commit id (abbreviated or full) or a tag
+        rev: String,
+        /// Unpin by itself after this long (30s, 5m, 1h, 7d)
+        #[arg(long = "for", value_name = "DUR")]
+        duration: Option<Dur>,
+    },
+    /// Return to the ref's newest revision
+    Unpin,
+    /// Where a resource comes from and what happened to it since
+    #[command(
+        after_help = "ID is an identity (files/file/etc/motd) or a path under a files target's root.\nExit codes: 0 found, 2 error or unknown resource."
+    )]
+    Explain {
+        /// Resource identity or path
+        what: String,
+    },
+    /// Work with the backups of replaced content
+    Backup {
+        #[command(subcommand)]
+        command: BackupCommand,
+    },
     /// Work with exec plugins
     Plugin {
         #[command(subcommand)]
@@ -79,6 +108,18 @@ pub enum PluginCommand {
         /// The plugin's command line, after `--`
         #[arg(last = true, required = true, value_name = "COMMAND")]
         command: Vec<String>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum BackupCommand {
+    /// Print a backup's content (as `tend explain` and the audit log name it)
+    Cat {
+        /// hmac-sha256:<hex>
+        reference: String,
+        /// Print it even when it is the content of a sensitive resource
+        #[arg(long)]
+        sensitive: bool,
     },
 }
 

@@ -1,7 +1,9 @@
 //! The subcommands, each returning its exit code (SPEC §2).
 
 mod diff;
+mod explain;
 mod pause;
+mod pin;
 mod plugin;
 mod status;
 mod sync;
@@ -9,7 +11,7 @@ mod validate;
 
 use std::process::ExitCode;
 
-use crate::cli::{Cli, Command, GlobalArgs, PluginCommand};
+use crate::cli::{BackupCommand, Cli, Command, GlobalArgs, PluginCommand};
 use crate::config::{self, Settings};
 
 /// Exit code for errors of usage, config, source or lock.
@@ -99,6 +101,25 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Status => status::run(g),
         Command::Pause { ids, duration } => pause::pause(g, ids, duration.map(|d| d.0)),
         Command::Resume { ids } => pause::resume(g, ids),
+        Command::Pin { rev, duration } => match settings(g) {
+            Ok(s) => pin::pin(s, rev, duration.map(|d| d.0)),
+            Err(code) => code,
+        },
+        Command::Unpin => pin::unpin(g),
+        Command::Explain { what } => match settings(g) {
+            Ok(s) => explain::run(g, s, what),
+            Err(code) => code,
+        },
+        Command::Backup {
+            command:
+                BackupCommand::Cat {
+                    reference,
+                    sensitive,
+                },
+        } => match settings(g) {
+            Ok(s) => explain::backup_cat(s, reference, *sensitive),
+            Err(code) => code,
+        },
         Command::Validate => match config::resolve_for_validate(g)
             .map_err(fail)
             .and_then(configured)

@@ -19,7 +19,7 @@ mod tests;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-pub use audit::{AuditEntry, AuditLog};
+pub use audit::{tail as audit_tail, AuditEntry, AuditLog, TAIL_BYTES as AUDIT_TAIL_BYTES};
 pub use backup::BackupStore;
 pub use db::Ledger;
 pub use hashkey::HashKey;

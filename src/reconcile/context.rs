@@ -184,7 +184,7 @@ impl Context {
     }
 }
 
-fn mirror_spec(settings: &Settings) -> SourceSpec {
+pub fn mirror_spec(settings: &Settings) -> SourceSpec {
     let s = &settings.source;
     SourceSpec {
         repo: s.repo.clone(),

@@ -20,7 +20,7 @@ use std::time::SystemTime;
 use git2::Oid;
 
 pub use apply::apply;
-pub use context::{BuildError, Context, PassContent};
+pub use context::{mirror_spec, BuildError, Context, PassContent};
 pub use control::{unix_millis, Control, WriteObserver};
 pub use pass::{load, PassError, PassOptions, PassReport, Provenance, Revision, Scope};
 pub use pass_next::{load_next, Next};

@@ -13,6 +13,7 @@ fn entry(id: &str, action: &str) -> AuditEntry {
         before: Some("hmac-sha256:0011223344556677".into()),
         after: None,
         backup: Some(format!("sha256:{}", "c".repeat(64))),
+        sensitive: false,
     }
 }
 

@@ -153,6 +153,7 @@ pub fn populate(dir: &std::path::Path) {
                 before: Some(format!("git:{}", "1".repeat(40))),
                 after: Some(format!("git:{}", "2".repeat(40))),
                 backup: Some(format!("sha256:{}", "3".repeat(64))),
+                sensitive: false,
             })
             .unwrap();
     }
