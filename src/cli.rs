@@ -116,7 +116,8 @@ pub enum BackupCommand {
     /// Print a backup's content (as `tend explain` and the audit log name it)
     Cat {
         /// hmac-sha256:<hex>
-        reference: String,
+        #[arg(value_name = "REF")]
+        backup: String,
         /// Print it even when it is the content of a sensitive resource
         #[arg(long)]
         sensitive: bool,

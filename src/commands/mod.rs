@@ -111,13 +111,9 @@ pub fn run(cli: Cli) -> ExitCode {
             Err(code) => code,
         },
         Command::Backup {
-            command:
-                BackupCommand::Cat {
-                    reference,
-                    sensitive,
-                },
+            command: BackupCommand::Cat { backup, sensitive },
         } => match settings(g) {
-            Ok(s) => explain::backup_cat(s, reference, *sensitive),
+            Ok(s) => explain::backup_cat(s, backup, *sensitive),
             Err(code) => code,
         },
         Command::Validate => match config::resolve_for_validate(g)

@@ -87,6 +87,34 @@ fn source_section(out: &mut String, s: &SourceStatus, now: SystemTime) {
             escape(e)
         );
     }
+    if let Some(signer) = &s.applied_signer {
+        let _ = write!(
+            out,
+            "<dt>Signed by</dt><dd><code>{}</code></dd>",
+            escape(signer)
+        );
+    }
+    if let Some(p) = &s.pinned {
+        let until = p
+            .until
+            .as_deref()
+            .map(|u| format!("until {}", escape(u)))
+            .unwrap_or_else(|| "until <code>tend unpin</code>".into());
+        let _ = write!(
+            out,
+            "<dt>Pinned</dt><dd class=\"s-Paused\">{} {until}; new commits are fetched, not applied</dd>",
+            revision(Some(&p.revision))
+        );
+    }
+    if let Some(r) = &s.refused {
+        let _ = write!(
+            out,
+            "<dt>Refused</dt><dd class=\"s-Failed\">{} <strong>{}</strong>: {}</dd>",
+            revision(Some(&r.revision)),
+            escape(&r.reason),
+            escape(&r.detail)
+        );
+    }
     out.push_str("</dl>");
 }
 
