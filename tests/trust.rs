@@ -305,6 +305,10 @@ fn a_running_daemon_refuses_an_unsigned_push_keeps_correcting_and_takes_the_next
     assert_eq!(api["source"]["refused"]["reason"], "unsigned", "{api}");
     let page = served.get("/").text();
     assert!(page.contains("unsigned"), "{page}");
+    let page = served.get("/resources/files/file/v").text();
+    assert!(page.contains("f.tend.yaml:1"), "{page}");
+    assert!(page.contains(&key.fingerprint()), "{page}");
+    assert!(page.contains("<svg class=\"timeline\""), "{page}");
 
     // The last good revision's drift is still corrected.
     std::fs::write(env.at("v"), "hand edit").unwrap();
