@@ -13,6 +13,7 @@ pub mod diff;
 pub mod duration;
 pub mod explain;
 pub mod ledger;
+pub mod logging;
 pub mod metrics;
 pub mod model;
 pub mod open_files;

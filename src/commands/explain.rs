@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use git2::Oid;
 
 use super::fail;
-use crate::cli::{GlobalArgs, Output};
+use crate::cli::{Flags, Output};
 use crate::config::{Settings, TargetKind};
 use crate::ledger::{audit_tail, BackupStore, Ledger};
 use crate::model::{Desired, ResourceId};
@@ -65,7 +65,7 @@ fn open(settings: Settings) -> Result<(Context, Ledger), ExitCode> {
     Ok((ctx, ledger))
 }
 
-pub fn run(g: &GlobalArgs, settings: Settings, what: &str) -> ExitCode {
+pub fn run(g: &Flags, settings: Settings, what: &str) -> ExitCode {
     let (ctx, ledger) = match open(settings) {
         Ok(o) => o,
         Err(code) => return code,
@@ -104,7 +104,7 @@ pub fn run(g: &GlobalArgs, settings: Settings, what: &str) -> ExitCode {
             "{}",
             serde_json::to_string_pretty(&x).expect("an explanation serializes")
         ),
-        Output::Text => super::out(&crate::explain::text(&x)),
+        Output::Text | Output::Markdown => super::out(&crate::explain::text(&x)),
     }
     ExitCode::SUCCESS
 }

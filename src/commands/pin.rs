@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use std::time::{Duration, SystemTime};
 
 use super::fail;
-use crate::cli::GlobalArgs;
+use crate::cli::Flags;
 use crate::config::Settings;
 use crate::ledger::{Ledger, PinRecord};
 use crate::source::verify::TrustAnchors;
@@ -76,7 +76,7 @@ pub fn pin(settings: Settings, rev: &str, duration: Option<Duration>) -> ExitCod
     ExitCode::SUCCESS
 }
 
-pub fn unpin(g: &GlobalArgs) -> ExitCode {
+pub fn unpin(g: &Flags) -> ExitCode {
     let dir = match crate::config::state_dir_only(g) {
         Ok(d) => d,
         Err(e) => return fail(e),

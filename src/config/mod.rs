@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::cli::GlobalArgs;
+use crate::cli::Flags;
 use crate::duration::Dur;
 use crate::target::files::FilesConfig;
 
@@ -118,6 +118,15 @@ pub struct Settings {
     pub log_level: String,
 }
 
+/// Under systemd, with stderr connected to the journal, lines go to the
+/// journal with their fields; elsewhere text.
+fn default_log_format() -> &'static str {
+    match crate::logging::stderr_is_journal() {
+        true => "journal",
+        false => "text",
+    }
+}
+
 fn default_state_dir() -> PathBuf {
     if rustix::process::geteuid().is_root() {
         return PathBuf::from("/var/lib/tend");
@@ -151,7 +160,7 @@ fn parse_size(s: &str) -> Result<u64, String> {
 
 /// The state dir alone, for commands that need nothing else (status,
 /// pause, resume): flag, env, config file, default.
-pub fn state_dir_only(args: &GlobalArgs) -> Result<PathBuf, ConfigError> {
+pub fn state_dir_only(args: &Flags) -> Result<PathBuf, ConfigError> {
     if let Some(d) = &args.state_dir {
         return Ok(d.clone());
     }
@@ -164,18 +173,18 @@ pub fn state_dir_only(args: &GlobalArgs) -> Result<PathBuf, ConfigError> {
 
 /// Merges flags/env (already combined by clap) over the config file over
 /// defaults, and checks what can be checked without I/O.
-pub fn resolve(args: &GlobalArgs) -> Result<Settings, ConfigError> {
+pub fn resolve(args: &Flags) -> Result<Settings, ConfigError> {
     resolve_with(args, false)
 }
 
 /// [`resolve`] for `tend validate`, which touches no target: without one
 /// configured, declarations are checked as a `files` target would read
 /// them.
-pub fn resolve_for_validate(args: &GlobalArgs) -> Result<Settings, ConfigError> {
+pub fn resolve_for_validate(args: &Flags) -> Result<Settings, ConfigError> {
     resolve_with(args, true)
 }
 
-fn resolve_with(args: &GlobalArgs, any_target: bool) -> Result<Settings, ConfigError> {
+fn resolve_with(args: &Flags, any_target: bool) -> Result<Settings, ConfigError> {
     let (file, text) = match &args.config {
         Some(p) => file::load_file_and_text(p)?,
         None => (FileConfig::default(), String::new()),
@@ -338,11 +347,11 @@ fn resolve_with(args: &GlobalArgs, any_target: bool) -> Result<Settings, ConfigE
         .log_format
         .clone()
         .or(log.format)
-        .unwrap_or_else(|| "text".into());
-    if log_format != "text" && log_format != "json" {
+        .unwrap_or_else(|| default_log_format().into());
+    if !["text", "json", "journal"].contains(&log_format.as_str()) {
         problems.push(bad(
             "log.format",
-            format!("log format {log_format:?}: use text or json"),
+            format!("log format {log_format:?}: use text, json or journal"),
         ));
     }
     let log_level = args
@@ -447,13 +456,13 @@ mod tests {
         std::fs::write(&p, text).unwrap();
         let cli = crate::cli::Cli::parse_from([
             "tend",
+            "diff",
             "-c",
             p.to_str().unwrap(),
             "--repo",
             "/x",
-            "diff",
         ]);
-        resolve(&cli.global)
+        resolve(&cli.command.flags())
     }
 
     #[test]

@@ -31,20 +31,20 @@ pub(super) fn jitter(d: Duration) -> Duration {
 }
 
 pub(super) struct Loop {
-    settings: Settings,
-    shared: Shared,
+    pub(super) settings: Settings,
+    pub(super) shared: Shared,
     queue: Queue,
-    opts: PassOptions,
-    fetch_failures: u32,
+    pub(super) opts: PassOptions,
+    pub(super) fetch_failures: u32,
     pauses_seen: String,
     /// The pin last seen in the ledger (written by `tend pin`).
     pin_seen: String,
-    watch: Option<Watch>,
+    pub(super) watch: Option<Watch>,
     /// The revision the watch index was built for.
-    watched: Option<git2::Oid>,
+    pub(super) watched: Option<git2::Oid>,
     /// The current revision, when its last pruning pass applied it whole:
     /// the next revision is then reconciled from it by its changes.
-    settled: Option<git2::Oid>,
+    pub(super) settled: Option<git2::Oid>,
     notifier: Arc<Notifier>,
     last_published: Option<Instant>,
     /// A throttled publish was skipped; the next tick makes it.
@@ -129,7 +129,7 @@ impl Loop {
         }
     }
 
-    async fn blocking<T: Send + 'static>(
+    pub(super) async fn blocking<T: Send + 'static>(
         &self,
         f: impl FnOnce(&Context, &mut Recorder) -> T + Send + 'static,
     ) -> T {
@@ -141,6 +141,17 @@ impl Loop {
         })
         .await
         .expect("blocking task panicked")
+    }
+
+    /// Runs `f` on the worker (context and recorder), off the runtime.
+    pub(super) async fn with_worker<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Worker) -> T + Send + 'static,
+    ) -> T {
+        let worker = self.shared.worker.clone();
+        tokio::task::spawn_blocking(move || f(&mut worker.lock().expect("worker lock")))
+            .await
+            .expect("blocking task panicked")
     }
 
     /// Fetches; on a new revision loads it and runs a full pass.
@@ -175,6 +186,12 @@ impl Loop {
     /// after a restart, is loaded again) so its drift is still corrected.
     /// `count`: a refusal of a fresh fetch, for the metric.
     async fn admit(&mut self, fetched: git2::Oid, count: bool) {
+        self.admit_or_rerun(fetched, count, false).await
+    }
+
+    /// [`Loop::admit`]; with `rerun` (new settings) what stays applied is
+    /// reconciled again even when it is the current revision.
+    pub(super) async fn admit_or_rerun(&mut self, fetched: git2::Oid, count: bool, rerun: bool) {
         let (gate, fallback) = self
             .blocking(move |ctx, rec| {
                 let gate = trust::admit(ctx, &rec.ledger, fetched);
@@ -192,9 +209,10 @@ impl Loop {
             .await;
         let current = self.shared.current();
         let differs = |a: &trust::Admitted| {
-            current
-                .as_ref()
-                .is_none_or(|r| r.id != a.revision || r.provenance != a.provenance)
+            rerun
+                || current
+                    .as_ref()
+                    .is_none_or(|r| r.id != a.revision || r.provenance != a.provenance)
         };
         match gate {
             Ok(Ok(admitted)) if differs(&admitted) => self.switch_to(admitted).await,
@@ -204,8 +222,14 @@ impl Loop {
                 if count {
                     self.shared.metrics.refused(refused.refusal.reason.as_str());
                 }
-                if let Some(good) = fallback.filter(|_| current.is_none()) {
-                    self.switch_to(good).await;
+                let stays = current.as_ref().map(|r| trust::Admitted {
+                    revision: r.id,
+                    provenance: r.provenance.clone(),
+                });
+                match (stays, fallback) {
+                    (Some(stays), _) if rerun => self.switch_to(stays).await,
+                    (None, Some(good)) => self.switch_to(good).await,
+                    _ => {}
                 }
                 self.publish(true).await;
             }
@@ -218,7 +242,7 @@ impl Loop {
     /// Reads revision `id` and reconciles it: from the current revision,
     /// when that one is settled and the watcher sees drift, only what
     /// changed; otherwise all of it.
-    async fn switch_to(&mut self, admitted: trust::Admitted) {
+    pub(super) async fn switch_to(&mut self, admitted: trust::Admitted) {
         let id = admitted.revision;
         // Without a healthy watcher, drift of unchanged resources is only
         // seen by full passes: a new revision gets one, as the resync does.
@@ -403,7 +427,7 @@ impl Loop {
         self.ages_grow = self
             .blocking(move |_, rec| {
                 if let Some(line) = write_line {
-                    let _ = rec.ledger.set_meta("watcher", &line);
+                    let _ = rec.ledger.set_watcher(&line);
                 }
                 publish::ledger(&metrics, &rec.ledger)
             })

@@ -6,6 +6,7 @@
 mod audit;
 mod backup;
 mod db;
+mod declared;
 mod hashkey;
 mod lock;
 mod records;
@@ -22,6 +23,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 pub use audit::{tail as audit_tail, AuditEntry, AuditLog, TAIL_BYTES as AUDIT_TAIL_BYTES};
 pub use backup::BackupStore;
 pub use db::Ledger;
+pub use declared::Digest;
 pub use hashkey::HashKey;
 pub use lock::StateLock;
 pub use records::{

@@ -78,40 +78,18 @@ fn refusal_pin_and_signers_round_trip_and_a_pin_expires() {
 }
 
 #[test]
-fn a_state_dir_of_the_first_schema_is_upgraded_in_place() {
+fn a_state_dir_of_an_earlier_release_gains_the_trust_tables_in_place() {
+    // Written by the release whose schema was version 1 (see upgrade.rs).
     let tmp = tempfile::tempdir().unwrap();
-    {
-        let ledger = Ledger::open(tmp.path()).unwrap();
-        ledger
-            .put_source(&SourceRecord {
-                repo: "r".into(),
-                applied_revision: Some("c".repeat(40)),
-                ..SourceRecord::default()
-            })
-            .unwrap();
-    }
-    // As the first schema left it: none of trust's tables, version 1.
-    let conn = rusqlite::Connection::open(tmp.path().join(DATABASE_FILE)).unwrap();
-    conn.execute_batch(
-        "DROP TABLE source_marks; DROP TABLE source_refusal; DROP TABLE source_pin;
-         DROP TABLE signers; PRAGMA user_version = 1;",
-    )
-    .unwrap();
-    drop(conn);
-    let err = Ledger::open_read_only(tmp.path())
-        .err()
-        .unwrap()
-        .to_string();
-    assert!(err.contains("older than this tend"), "{err}");
-
+    let fixture = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/ledger-v1/ledger.db");
+    std::fs::copy(fixture, tmp.path().join(DATABASE_FILE)).unwrap();
+    let before = Ledger::open(tmp.path()).unwrap().source().unwrap();
     let ledger = Ledger::open(tmp.path()).unwrap();
-    assert_eq!(
-        ledger.source().unwrap().unwrap().applied_revision,
-        Some("c".repeat(40)),
-        "what was there stays"
-    );
-    ledger.set_high_water("r", None, "d").unwrap();
+    assert_eq!(ledger.source().unwrap(), before, "what was there stays");
+    assert_eq!(ledger.high_water("r", None).unwrap(), None);
     assert_eq!(ledger.pin().unwrap(), None);
+    assert_eq!(ledger.refusal().unwrap(), None);
+    ledger.set_high_water("r", None, "d").unwrap();
     drop(ledger);
     let reader = Ledger::open_read_only(tmp.path()).unwrap();
     assert_eq!(reader.high_water("r", None).unwrap().as_deref(), Some("d"));
