@@ -218,6 +218,9 @@ fn a_rewind_is_refused_without_verify_too_and_a_new_ref_starts_a_new_mark() {
     env.repo.git(&["reset", "-q", "--hard", &one]);
     let s = env.tend(&["sync", "--ref", "main"]);
     assert_refused(&env, &s, "rewind", "two");
+    let d = env.tend(&["diff", "--ref", "main"]);
+    assert_eq!(d.code, 2, "{d:?}");
+    assert!(d.stderr.contains("rewind"), "{d:?}");
     let s = env.tend_with(("TEND_ALLOW_REWIND", "true"), &["sync", "--ref", "main"]);
     assert_eq!(s.code, 0, "{s:?}");
     assert_eq!(env.read("v"), "one");
