@@ -71,7 +71,7 @@ pub fn recover(ctx: &Context, rec: &mut Recorder) -> Result<(), LedgerError> {
     let revision = source
         .and_then(|s| s.fetched_revision.or(s.applied_revision))
         .unwrap_or_default();
-    rec.run_pending_hooks(ctx, &revision, false).map(|_| ())
+    hooks::run_pending(ctx, rec, &revision, false).map(|_| ())
 }
 
 fn sweep_temp(ctx: &Context, rec: &mut Recorder) -> Result<(), LedgerError> {
