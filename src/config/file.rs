@@ -41,6 +41,17 @@ pub struct SourceConfig {
     /// Consecutive failed fetches allowed before `sync` (and `run`, before
     /// any revision was applied) gives up.
     pub max_failures: Option<u32>,
+    pub verify: Option<VerifyConfig>,
+    pub allow_rewind: Option<bool>,
+}
+
+/// `source.verify` (SPEC §9).
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VerifyConfig {
+    pub allowed_signers: Option<PathBuf>,
+    pub keyring: Option<PathBuf>,
+    pub require: Option<String>,
 }
 
 #[derive(Debug, Default, Clone, Deserialize)]

@@ -15,7 +15,7 @@ mod targets;
 
 pub use file::{
     load_file, AuthConfig, ContestedConfig, FileConfig, LogConfig, PolicyConfig, ServerConfig,
-    SourceConfig, WebhookConfig,
+    SourceConfig, VerifyConfig, WebhookConfig,
 };
 pub use hooks::{parse_http, parse_signal, Hook, HookAction, HookConfig, HttpHook};
 pub use targets::{TargetKind, TargetSettings};
@@ -91,6 +91,11 @@ pub struct SourceSettings {
     /// Consecutive failed fetches allowed before giving up; `None` when
     /// not set (sync: no retry; run: retry forever).
     pub max_failures: Option<u32>,
+    /// Signatures to check before a revision is applied (SPEC §9).
+    pub verify: crate::source::verify::VerifySpec,
+    /// Apply a fetched revision that does not descend from the newest one
+    /// applied before.
+    pub allow_rewind: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -234,6 +239,24 @@ fn resolve_with(args: &Flags, any_target: bool) -> Result<Settings, ConfigError>
         ));
     }
     let a = src.auth.unwrap_or_default();
+    let v = src.verify.unwrap_or_default();
+    let require = match v.require.as_deref() {
+        Some(r) => crate::source::verify::Require::parse(r)
+            .map_err(|m| bad("source.verify.require", format!("source.verify.{m}")))?,
+        None => crate::source::verify::Require::Commit,
+    };
+    let verify = crate::source::verify::VerifySpec {
+        allowed_signers: args.allowed_signers.clone().or(v.allowed_signers),
+        keyring: args.keyring.clone().or(v.keyring),
+        require,
+    };
+    if v.require.is_some() && verify.allowed_signers.is_none() && verify.keyring.is_none() {
+        return Err(bad(
+            "source.verify",
+            "source.verify needs allowed_signers or keyring (or --allowed-signers / --keyring)"
+                .into(),
+        ));
+    }
     let source = SourceSettings {
         repo,
         reference: args.reference.clone().or(src.reference),
@@ -258,6 +281,8 @@ fn resolve_with(args: &Flags, any_target: bool) -> Result<Settings, ConfigError>
         },
         on_change: src.on_change,
         max_failures: args.max_failures.or(src.max_failures),
+        verify,
+        allow_rewind: args.allow_rewind.or(src.allow_rewind).unwrap_or(false),
     };
 
     let (mut targets, found) = targets::resolve(file.targets.unwrap_or_default());

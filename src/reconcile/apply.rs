@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::time::SystemTime;
 
 use super::control::Control;
+use super::hooks::HookOutcome;
 use super::pass::{PassError, PassOptions, PassReport, Revision};
 use super::prepare::{claim_fields, pruning, spec_digest, Prepared, Pruning};
 use super::record::{clear_temp_swept, Outcome, Recorder};
@@ -187,14 +188,29 @@ pub fn apply(
     // not before what they are for is published.
     let hooks = match opts.dry_run || report.unpublished.is_some() {
         true => Vec::new(),
-        false => rec.run_pending_hooks(ctx, &rev.id.to_string(), ctl.cancelled())?,
+        false => super::hooks::run_pending(ctx, rec, &rev.id.to_string(), ctl.cancelled())?,
     };
-    for (hook, ids, result) in hooks {
-        report.hooks.push((hook, result.is_ok()));
-        if let Err(reason) = result {
-            for id in ids.iter().filter(|id| p.scope.contains(id)) {
-                run.set(id, State::Failed, Some(reason.clone()));
+    for hook in hooks {
+        let (reason, retry_at) = match hook.outcome {
+            HookOutcome::Delivered => {
+                report.hooks.push((hook.name, true));
+                continue;
             }
+            HookOutcome::Failed { reason, retry_at } => {
+                report.hooks.push((hook.name, false));
+                (reason, retry_at)
+            }
+            HookOutcome::Waiting { reason, retry_at } => (reason, retry_at),
+        };
+        // Not delivered yet: what it is for is retried with it, at its time.
+        for id in hook.ids.iter().filter(|id| p.scope.contains(id)) {
+            let o = run
+                .outcomes
+                .entry(id.clone())
+                .or_insert_with(|| Outcome::new(State::Failed, None));
+            o.state = State::Failed;
+            o.reason = Some(reason.clone());
+            o.retry_at = Some(retry_at);
         }
     }
 
@@ -451,6 +467,7 @@ fn write_batch(
                     before: rec.hash_observed(&c.observed, sensitive),
                     after: c.desired.as_ref().map(|d| rec.hash_desired(d)),
                     backup: applied.backups.first().cloned(),
+                    sensitive,
                 });
                 applied.writes
             }));

@@ -4,7 +4,10 @@
 
 mod command;
 mod http;
+mod pending;
 mod signal;
+
+pub use pending::{run_pending, HookOutcome, Retries};
 
 use crate::config::{Hook, HookAction};
 
