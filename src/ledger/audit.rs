@@ -1,5 +1,7 @@
 //! The audit log, `<state_dir>/audit.jsonl`: one JSON line per applied change,
-//! appended by the single writer and synced per batch.
+//! appended by the single writer and synced per batch; read from its end.
+
+mod back;
 
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
@@ -10,7 +12,11 @@ use std::time::SystemTime;
 
 use super::{create_state_dir, LedgerError};
 
+pub use back::{Backwards, Tail};
+
 pub const AUDIT_FILE: &str = "audit.jsonl";
+/// Rotated generations a reader looks for at most.
+const GENERATIONS_READ: usize = 64;
 
 /// One applied change. Hashes of sensitive content are keyed
 /// ([`HashKey`](super::HashKey)); content itself never appears here.
@@ -102,19 +108,28 @@ impl AuditLog {
             .map_err(|e| LedgerError::io(&self.path, e))
     }
 
-    /// Every entry, oldest first, as JSON.
+    /// Every entry of the current file, oldest first, as JSON; a damaged
+    /// line is an error naming it. For checks of the whole file: readers
+    /// that show the log use [`AuditLog::tail`].
     pub fn read_all(&self) -> Res<Vec<serde_json::Value>> {
         read_entries(&self.path)
     }
 
-    /// Reads the log of `state_dir` without opening it for writing, for
-    /// readers beside a running daemon; no log yet reads as empty.
-    pub fn read_state_dir(state_dir: &Path) -> Res<Vec<serde_json::Value>> {
-        let path = state_dir.join(AUDIT_FILE);
-        if !path.exists() {
-            return Ok(Vec::new());
-        }
-        read_entries(&path)
+    /// The newest `n` entries of the log of `state_dir`, newest first,
+    /// reading at most `cap` bytes from the end, across rotated files.
+    /// Opens nothing for writing, so it is safe beside a running daemon;
+    /// no log yet reads as empty.
+    pub fn tail(state_dir: &Path, n: usize, cap: u64) -> Res<Tail> {
+        back::tail(Self::iter_back(state_dir, cap)?, n)
+    }
+
+    /// Every entry of the log of `state_dir`, newest first, reading at most
+    /// `cap` bytes: the current file, then `audit.jsonl.1`, `.2`, ...
+    pub fn iter_back(state_dir: &Path, cap: u64) -> Res<Backwards> {
+        Backwards::open(
+            back::generations(state_dir, AUDIT_FILE, GENERATIONS_READ),
+            cap,
+        )
     }
 }
 

@@ -18,7 +18,7 @@ mod tests;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-pub use audit::{AuditEntry, AuditLog};
+pub use audit::{AuditEntry, AuditLog, Backwards as AuditBackwards, Tail as AuditTail};
 pub use backup::BackupStore;
 pub use db::Ledger;
 pub use hashkey::HashKey;

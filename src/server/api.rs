@@ -9,11 +9,11 @@ use axum::extract::{Path, Request, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use serde_json::{json, Value};
+use serde_json::json;
 
 use super::auth::{bearer_matches, is_loopback};
 use super::{AppState, Trigger};
-use crate::ledger::{AuditLog, Ledger};
+use crate::ledger::{AuditLog, AuditTail as Tail, Ledger};
 use crate::status::StatusDoc;
 
 /// The status document as `tend status -o json` builds it, read beside the
@@ -27,17 +27,14 @@ pub(super) async fn load_status(dir: PathBuf) -> Result<StatusDoc, String> {
     .map_err(|e| e.to_string())?
 }
 
-/// The last `n` audit entries, newest first. Read without opening the log
-/// for appending: opening it cuts a torn tail, which beside a running
-/// daemon could cut a line it is writing.
-pub(super) async fn load_audit(dir: PathBuf, n: usize) -> Result<Vec<Value>, String> {
-    tokio::task::spawn_blocking(move || {
-        let mut all = AuditLog::read_state_dir(&dir).map_err(|e| e.to_string())?;
-        let keep = all.split_off(all.len().saturating_sub(n));
-        Ok(keep.into_iter().rev().collect())
-    })
-    .await
-    .map_err(|e| e.to_string())?
+/// The last `n` audit entries, newest first, read from the log's end with
+/// at most `cap` bytes: the work is the same for a log of any size. Read
+/// without opening the log for appending: opening it cuts a torn tail,
+/// which beside a running daemon could cut a line it is writing.
+pub(super) async fn load_audit(dir: PathBuf, n: usize, cap: u64) -> Result<Tail, String> {
+    tokio::task::spawn_blocking(move || AuditLog::tail(&dir, n, cap).map_err(|e| e.to_string()))
+        .await
+        .map_err(|e| e.to_string())?
 }
 
 /// The diff the loop's owner supplies; it may read files, so it runs off

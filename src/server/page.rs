@@ -16,11 +16,13 @@ use super::html::{
     Table,
 };
 use super::AppState;
-use crate::ledger::State as ResourceState;
+use crate::ledger::{AuditTail as Tail, State as ResourceState};
 use crate::status::{state_name, ResourceStatus, SourceStatus, StatusDoc};
 
 /// How many audit entries the page shows.
 pub const RECENT_AUDIT: usize = 20;
+/// Bytes of the audit log's end the page reads at most to find them.
+pub const AUDIT_READ_CAP: u64 = 1 << 20;
 /// Rows of the not-in-sync table; the API has the rest.
 pub const MAX_ROWS: usize = 500;
 const REFRESH_SECS: u32 = 10;
@@ -184,10 +186,10 @@ fn text_of(entry: &Value, key: &str) -> String {
     }
 }
 
-fn audit_section(out: &mut String, audit: Result<&[Value], &str>, now: SystemTime) {
+fn audit_section(out: &mut String, audit: Result<&Tail, &str>, now: SystemTime) {
     out.push_str("<h2>Recent changes</h2>");
-    let entries = match audit {
-        Ok(e) => e,
+    let tail = match audit {
+        Ok(t) => t,
         Err(e) => {
             let _ = write!(
                 out,
@@ -197,8 +199,20 @@ fn audit_section(out: &mut String, audit: Result<&[Value], &str>, now: SystemTim
             return;
         }
     };
+    if tail.skipped > 0 {
+        let _ = write!(
+            out,
+            "<p class=\"banner warn\">{} damaged line(s) of the audit log are not shown.</p>",
+            tail.skipped
+        );
+    }
+    let entries = &tail.entries;
     if entries.is_empty() {
-        out.push_str("<p class=\"muted\">tend has changed nothing yet.</p>");
+        if tail.capped {
+            out.push_str("<p class=\"muted\">No readable entry near the end of the audit log.</p>");
+        } else {
+            out.push_str("<p class=\"muted\">tend has changed nothing yet.</p>");
+        }
         return;
     }
     let mut table = Table::new(&["When", "Action", "Resource", "Why", "Revision", "Backup"]);
@@ -226,7 +240,7 @@ fn audit_section(out: &mut String, audit: Result<&[Value], &str>, now: SystemTim
 }
 
 /// The whole status page from what could be loaded.
-pub fn render_index(doc: Result<&StatusDoc, &str>, audit: Result<&[Value], &str>) -> String {
+pub fn render_index(doc: Result<&StatusDoc, &str>, audit: Result<&Tail, &str>) -> String {
     let doc = match doc {
         Ok(d) => d,
         Err(e) => {
@@ -333,12 +347,12 @@ pub fn render_resource(id: &str, entry: Option<&ResourceStatus>, diff: Option<&s
 /// `GET /`.
 pub async fn index(State(state): State<AppState>) -> Response {
     let doc = load_status(state.state_dir.clone()).await;
-    let audit = load_audit(state.state_dir.clone(), RECENT_AUDIT).await;
+    let audit = load_audit(state.state_dir.clone(), RECENT_AUDIT, AUDIT_READ_CAP).await;
     // Always 200: a page that cannot read the ledger yet still loads and
     // reloads itself until it can.
     Html(render_index(
         doc.as_ref().map_err(String::as_str),
-        audit.as_deref().map_err(String::as_str),
+        audit.as_ref().map_err(String::as_str),
     ))
     .into_response()
 }

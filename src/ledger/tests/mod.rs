@@ -1,6 +1,7 @@
 //! Tests of persisted state against real files in temp dirs.
 
 mod audit_key;
+mod audit_read;
 mod backup;
 mod db;
 mod drift;

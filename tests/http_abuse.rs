@@ -1,0 +1,115 @@
+//! The HTTP surface of a running `tend run` under abuse (issue 13): a huge
+//! audit log read by concurrent page loads in bounded memory, thousands of
+//! slow connections that neither starve `/healthz` nor stop corrections,
+//! and handlers whose work does not grow with what a client sends.
+
+mod util;
+
+use std::io::{BufWriter, Write};
+use std::time::{Duration, Instant};
+
+use util::http::Served;
+use util::{wait_until, Env};
+
+fn file_decl(path: &str, content: &str) -> String {
+    format!("kind: file\npath: {path}\ncontent: {content:?}\n")
+}
+
+/// One managed file at `etc/a` with `content`, committed.
+fn commit_a(env: &Env, content: &str) {
+    env.repo.write("a.tend.yaml", file_decl("etc/a", content));
+    env.repo.commit(content);
+}
+
+fn started(env: &Env, extra: &str, args: &[&str]) -> Served {
+    let s = env.serve(extra, args);
+    assert!(s.ready(30), "never ready:\n{}", env.daemon_log());
+    s
+}
+
+/// A field of `/proc/<pid>/status` in KiB (`VmRSS`, `VmHWM`).
+fn proc_kib(pid: u32, field: &str) -> u64 {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"))
+}
+
+fn audit_line(id: &str, time: &str) -> String {
+    format!(
+        "{{\"time\":\"{time}\",\"revision\":\"{rev}\",\"id\":\"{id}\",\"action\":\"update\",\
+         \"why\":[\"content\",\"mode\"],\"before\":\"git:{b}\",\"after\":\"git:{a}\",\
+         \"backup\":\"sha256:{k}\"}}\n",
+        rev = "a".repeat(40),
+        b = "1".repeat(40),
+        a = "2".repeat(40),
+        k = "3".repeat(64),
+    )
+}
+
+/// Writes `bytes` of valid audit lines naming `files/file/etc/filler`, then
+/// twenty naming `files/file/etc/last-0` .. `last-19`, oldest first.
+fn write_big_audit_log(path: &std::path::Path, bytes: u64) {
+    let mut out = BufWriter::with_capacity(1 << 20, std::fs::File::create(path).unwrap());
+    let filler = audit_line("files/file/etc/filler", "2024-01-01T00:00:00.000Z");
+    let mut written = 0;
+    while written < bytes {
+        out.write_all(filler.as_bytes()).unwrap();
+        written += filler.len() as u64;
+    }
+    for i in 0..20 {
+        let line = audit_line(
+            &format!("files/file/etc/last-{i}"),
+            "2024-01-02T00:00:00.000Z",
+        );
+        out.write_all(line.as_bytes()).unwrap();
+    }
+    out.flush().unwrap();
+}
+
+/// Issue 13, item 1: every `GET /` parsed the whole audit log to show 20
+/// lines (a 49 MB log added 251 MiB to the daemon per request). Now the
+/// page reads the log from its end: 100 MB of log and eight page loads at
+/// once leave the daemon's peak memory where it was, and the page shows
+/// the newest lines.
+#[test]
+fn concurrent_page_loads_over_a_huge_audit_log_stay_in_bounded_memory() {
+    let env = Env::new();
+    commit_a(&env, "a1\n");
+    write_big_audit_log(&env.state.path().join("audit.jsonl"), 100 << 20);
+    let s = started(&env, "", &[]);
+    let pid = s.daemon.child.id();
+    // The first page load, alone, settles what the daemon holds anyway.
+    assert_eq!(s.get("/").status, 200);
+    let before = proc_kib(pid, "VmHWM");
+
+    let pages: Vec<_> = (0..8)
+        .map(|_| {
+            let addr = s.addr;
+            std::thread::spawn(move || util::http::request(addr, "GET", "/", &[], b""))
+        })
+        .collect();
+    let pages: Vec<_> = pages.into_iter().map(|p| p.join().unwrap()).collect();
+    let grew = proc_kib(pid, "VmHWM").saturating_sub(before);
+    assert!(
+        grew < 48 << 10,
+        "eight page loads raised the daemon's peak memory by {} MiB (VmRSS now {} MiB)",
+        grew >> 10,
+        proc_kib(pid, "VmRSS") >> 10
+    );
+    for page in pages {
+        let page = page.expect("the page answers");
+        assert_eq!(page.status, 200);
+        let text = page.text();
+        assert!(text.contains("etc/last-19"), "the newest line is missing");
+        assert!(
+            !text.contains("cannot be read"),
+            "the log was refused: {text}"
+        );
+        assert!(
+            !text.contains("etc/filler"),
+            "more than the twenty newest lines were shown"
+        );
+    }
+}
