@@ -5,7 +5,7 @@ mod back;
 
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::SystemTime;
@@ -101,11 +101,8 @@ impl AuditLog {
             serde_json::to_writer(&mut buf, &line).expect("an audit line serializes");
             buf.push(b'\n');
         }
-        let file = self.file.lock().unwrap_or_else(|p| p.into_inner());
-        (&*file)
-            .write_all(&buf)
-            .and_then(|()| file.sync_data())
-            .map_err(|e| LedgerError::io(&self.path, e))
+        let mut file = self.file.lock().unwrap_or_else(|p| p.into_inner());
+        append_whole(&mut file, &buf).map_err(|e| LedgerError::io(&self.path, e))
     }
 
     /// Every entry of the current file, oldest first, as JSON; a damaged
@@ -158,6 +155,33 @@ fn read_entries(path: &Path) -> Res<Vec<serde_json::Value>> {
         out.push(value);
     }
     Ok(out)
+}
+
+/// Appends `buf` (whole lines) so that the file ends at a line boundary
+/// whatever happens: a tail left torn by an earlier failure is cut first,
+/// and a write or sync that fails (a full disk cuts a write short) is
+/// undone by truncating back to the length before it. Otherwise the next
+/// batch would be appended after a fragment, an invalid line mid-log.
+fn append_whole(file: &mut File, buf: &[u8]) -> std::io::Result<()> {
+    let mut len = file.metadata()?.len();
+    if len > 0 {
+        let mut last = [0u8];
+        file.read_exact_at(&mut last, len - 1)?;
+        if last[0] != b'\n' {
+            cut_torn_tail(file)?;
+            len = file.metadata()?.len();
+        }
+    }
+    let written = (&*file).write_all(buf).and_then(|()| file.sync_data());
+    if let Err(e) = written {
+        // Shrinking needs no space; if even this fails, the next append
+        // finds the torn tail and cuts it.
+        if file.set_len(len).is_ok() {
+            let _ = file.sync_data();
+        }
+        return Err(e);
+    }
+    Ok(())
 }
 
 /// Truncates the file after its last newline.

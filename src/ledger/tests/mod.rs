@@ -1,5 +1,6 @@
 //! Tests of persisted state against real files in temp dirs.
 
+mod audit_full;
 mod audit_key;
 mod audit_read;
 mod backup;
