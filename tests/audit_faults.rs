@@ -208,3 +208,35 @@ fn a_full_state_dir_leaves_the_audit_log_whole_lines() {
         (2 * GROUP..3 * GROUP).any(|i| page.contains(&format!(">files/file/etc/f{i}</a>")));
     assert!(newest, "the newest changes are not on the page:\n{page}");
 }
+
+/// The audit log rotates by size as `policy.audit_max` says: at most four
+/// generations beside the current file, every one whole JSON lines, and
+/// the page still shows the newest changes.
+#[test]
+fn the_audit_log_rotates_within_audit_max() {
+    let env = Env::new();
+    commit_files(&env);
+    let s = env.serve("  audit_max: 48KiB\n", &[]);
+    assert!(s.ready(60), "never ready:\n{}", env.daemon_log());
+    for g in 0..GROUPS {
+        delete_and_wait(&env, g);
+    }
+    let state = env.state.path();
+    let lines = audit_lines(state);
+    assert!(state.join("audit.jsonl.1").exists(), "no rotation");
+    assert!(
+        !state.join("audit.jsonl.5").exists(),
+        "more than four generations"
+    );
+    let rotated: u64 = (1..=4)
+        .filter_map(|n| std::fs::metadata(state.join(format!("audit.jsonl.{n}"))).ok())
+        .map(|m| m.len())
+        .sum();
+    assert!(rotated <= 48 << 10, "rotated files hold {rotated} bytes");
+    assert!(lines.len() < FILES * 2, "nothing was trimmed");
+    let page = s.get("/").text();
+    assert!(!page.contains("damaged line"), "{page}");
+    let newest =
+        (2 * GROUP..3 * GROUP).any(|i| page.contains(&format!(">files/file/etc/f{i}</a>")));
+    assert!(newest, "the newest changes are not on the page:\n{page}");
+}

@@ -78,7 +78,8 @@ fn concurrent_page_loads_over_a_huge_audit_log_stay_in_bounded_memory() {
     let env = Env::new();
     commit_a(&env, "a1\n");
     write_big_audit_log(&env.state.path().join("audit.jsonl"), 100 << 20);
-    let s = started(&env, "", &[]);
+    // Kept whole, not rotated away, to be read as one big file.
+    let s = started(&env, "  audit_max: 1GiB\n", &[]);
     let pid = s.daemon.child.id();
     // The first page load, alone, settles what the daemon holds anyway.
     assert_eq!(s.get("/").status, 200);

@@ -75,6 +75,10 @@ pub struct PolicyConfig {
     pub contested: Option<ContestedConfig>,
     pub backup_retention: Option<Dur>,
     pub backup_max: Option<String>,
+    /// The audit log and its rotated files together stay within this size.
+    pub audit_max: Option<String>,
+    /// Rotated audit files whose newest line is older than this go.
+    pub audit_retention: Option<Dur>,
     pub dry_run: Option<bool>,
     /// Watch managed directories for changes (default true); off, drift is
     /// found at the resync timer.

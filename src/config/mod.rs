@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use crate::cli::GlobalArgs;
 use crate::duration::Dur;
+use crate::ledger::AuditRotation;
 
 mod file;
 
@@ -68,6 +69,8 @@ pub struct Policy {
     pub contested_window: Duration,
     pub backup_retention: Duration,
     pub backup_max: u64,
+    pub audit_max: u64,
+    pub audit_retention: Duration,
     pub dry_run: bool,
     pub watch: bool,
 }
@@ -354,6 +357,23 @@ fn resolve_with(args: &GlobalArgs, any_target: bool) -> Result<Settings, ConfigE
                 .map_err(|e| bad("policy.backup_max", format!("policy.backup_max: {e}")))?,
             None => 1 << 30,
         },
+        audit_max: match p.audit_max {
+            Some(s) => match parse_size(&s) {
+                Ok(0) => {
+                    return Err(bad(
+                        "policy.audit_max",
+                        "policy.audit_max: must be more than 0".to_string(),
+                    ))
+                }
+                Ok(n) => n,
+                Err(e) => return Err(bad("policy.audit_max", format!("policy.audit_max: {e}"))),
+            },
+            None => AuditRotation::default().max,
+        },
+        audit_retention: p
+            .audit_retention
+            .map(|d| d.0)
+            .unwrap_or(AuditRotation::default().retention),
         dry_run: args.dry_run.or(p.dry_run).unwrap_or(false),
         watch: p.watch.unwrap_or(true),
     };
@@ -508,6 +528,26 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("type exec needs `command`"), "{err}");
+    }
+
+    #[test]
+    fn the_audit_log_bounds_default_and_parse() {
+        let t = "targets:\n  f: {type: files, root: /}\n";
+        let s = resolve_config(t).unwrap();
+        assert_eq!(s.policy.audit_max, 64 << 20);
+        assert_eq!(s.policy.audit_retention, Duration::from_secs(30 * 86400));
+        let s = resolve_config(&format!(
+            "{t}policy:\n  audit_max: 8MiB\n  audit_retention: 7d\n"
+        ))
+        .unwrap();
+        assert_eq!(s.policy.audit_max, 8 << 20);
+        assert_eq!(s.policy.audit_retention, Duration::from_secs(7 * 86400));
+        for bad in ["lots", "0"] {
+            let err = resolve_config(&format!("{t}policy:\n  audit_max: {bad}\n"))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("tend.yaml:4: policy.audit_max"), "{err}");
+        }
     }
 
     #[test]

@@ -2,10 +2,11 @@
 //! appended by the single writer and synced per batch; read from its end.
 
 mod back;
+mod rotate;
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
-use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::SystemTime;
@@ -13,6 +14,7 @@ use std::time::SystemTime;
 use super::{create_state_dir, LedgerError};
 
 pub use back::{Backwards, Tail};
+pub use rotate::Rotation;
 
 pub const AUDIT_FILE: &str = "audit.jsonl";
 /// Rotated generations a reader looks for at most.
@@ -48,8 +50,17 @@ struct Line<'a> {
 }
 
 pub struct AuditLog {
-    file: Mutex<File>,
+    current: Mutex<Current>,
+    dir: PathBuf,
     path: PathBuf,
+}
+
+/// The file appended to, and what rotation needs to know of it.
+struct Current {
+    file: File,
+    /// When it was started: its lines are no older.
+    started: SystemTime,
+    rotation: Rotation,
 }
 
 type Res<T> = Result<T, LedgerError>;
@@ -61,18 +72,48 @@ impl AuditLog {
     pub fn open(state_dir: &Path) -> Res<AuditLog> {
         create_state_dir(state_dir)?;
         let path = state_dir.join(AUDIT_FILE);
-        let mut file = OpenOptions::new()
-            .read(true)
-            .append(true)
-            .create(true)
-            .mode(0o600)
-            .open(&path)
-            .map_err(|e| LedgerError::io(&path, e))?;
+        let mut file = rotate::open_current(&path).map_err(|e| LedgerError::io(&path, e))?;
         cut_torn_tail(&mut file).map_err(|e| LedgerError::io(&path, e))?;
+        let started = rotate::started(&file).map_err(|e| LedgerError::io(&path, e))?;
         Ok(AuditLog {
-            file: Mutex::new(file),
+            current: Mutex::new(Current {
+                file,
+                started,
+                rotation: Rotation::default(),
+            }),
+            dir: state_dir.to_path_buf(),
             path,
         })
+    }
+
+    /// Sets the bounds the log is kept within from now on.
+    pub fn set_rotation(&self, rotation: Rotation) {
+        self.lock().rotation = rotation;
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Current> {
+        self.current.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Rotates the log if it is due by size (before `incoming` bytes are
+    /// appended) or age, and deletes generations past the bounds.
+    fn keep_within(&self, cur: &mut Current, incoming: u64) -> Res<()> {
+        let now = SystemTime::now();
+        let io = |e| LedgerError::io(&self.path, e);
+        let len = cur.file.metadata().map_err(io)?.len();
+        if cur.rotation.due(len, incoming, cur.started, now) {
+            cur.file = rotate::rotate(&self.dir, AUDIT_FILE, GENERATIONS_READ).map_err(io)?;
+            cur.started = now;
+        }
+        let len = cur.file.metadata().map_err(io)?.len();
+        rotate::prune(&self.dir, AUDIT_FILE, &cur.rotation, len, now).map_err(io)
+    }
+
+    /// Rotates and trims the log if its bounds say so, without appending:
+    /// for an idle log whose lines age past the retention.
+    pub fn maintain(&self) -> Res<()> {
+        let mut cur = self.lock();
+        self.keep_within(&mut cur, 0)
     }
 
     pub fn path(&self) -> &Path {
@@ -101,8 +142,12 @@ impl AuditLog {
             serde_json::to_writer(&mut buf, &line).expect("an audit line serializes");
             buf.push(b'\n');
         }
-        let mut file = self.file.lock().unwrap_or_else(|p| p.into_inner());
-        append_whole(&mut file, &buf).map_err(|e| LedgerError::io(&self.path, e))
+        let mut cur = self.lock();
+        // A log that cannot rotate still records the changes.
+        if let Err(e) = self.keep_within(&mut cur, buf.len() as u64) {
+            tracing::warn!(error = %e, "cannot rotate the audit log");
+        }
+        append_whole(&mut cur.file, &buf).map_err(|e| LedgerError::io(&self.path, e))
     }
 
     /// Every entry of the current file, oldest first, as JSON; a damaged

@@ -18,7 +18,9 @@ mod tests;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-pub use audit::{AuditEntry, AuditLog, Backwards as AuditBackwards, Tail as AuditTail};
+pub use audit::{
+    AuditEntry, AuditLog, Backwards as AuditBackwards, Rotation as AuditRotation, Tail as AuditTail,
+};
 pub use backup::BackupStore;
 pub use db::Ledger;
 pub use hashkey::HashKey;

@@ -28,7 +28,7 @@ pub use prepare::{prepare, pruning, spec_digest, Prepared, Pruning};
 pub use record::{Outcome, Recorder};
 
 use crate::config::Settings;
-use crate::ledger::{Ledger, LedgerError, SourceRecord, StateLock};
+use crate::ledger::{AuditRotation, Ledger, LedgerError, SourceRecord, StateLock};
 use crate::model::RelPath;
 
 /// A writer's start: the state-dir lock, the ledger, the targets and the
@@ -41,6 +41,10 @@ pub fn open_writer(
     let ledger = Ledger::open(&settings.state_dir).map_err(|e| e.to_string())?;
     let ctx = Context::build(settings).map_err(|e| e.to_string())?;
     let mut rec = Recorder::open(ledger).map_err(|e| e.to_string())?;
+    rec.set_audit_rotation(AuditRotation {
+        max: ctx.settings.policy.audit_max,
+        retention: ctx.settings.policy.audit_retention,
+    });
     recover(&ctx, &mut rec).map_err(|e| e.to_string())?;
     Ok((lock, ctx, rec))
 }
@@ -160,6 +164,9 @@ pub fn full_pass(
         .prune(policy.backup_retention, policy.backup_max)
     {
         tracing::warn!(error = %e, "cannot trim the backup store");
+    }
+    if let Err(e) = rec.maintain_audit() {
+        tracing::warn!(error = %e, "cannot rotate the audit log");
     }
     Ok(report)
 }

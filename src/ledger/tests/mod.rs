@@ -3,6 +3,7 @@
 mod audit_full;
 mod audit_key;
 mod audit_read;
+mod audit_rotate;
 mod backup;
 mod db;
 mod drift;
