@@ -198,16 +198,15 @@ pub struct Tail {
 }
 
 /// The file names of the log in `dir`, newest first: the current one, then
-/// `.1`, `.2`, ... while they exist.
+/// `.1`, `.2`, ... up to `.most`, those that exist. A gap does not end the
+/// list: a rotation renames one generation after another.
 pub(super) fn generations(dir: &Path, name: &str, most: usize) -> Vec<PathBuf> {
     let mut out = vec![dir.join(name)];
-    for n in 1..=most {
-        let p = dir.join(format!("{name}.{n}"));
-        if !p.exists() {
-            break;
-        }
-        out.push(p);
-    }
+    out.extend(
+        (1..=most)
+            .map(|n| dir.join(format!("{name}.{n}")))
+            .filter(|p| p.exists()),
+    );
     out
 }
 
