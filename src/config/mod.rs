@@ -8,13 +8,16 @@ use std::time::Duration;
 use crate::cli::GlobalArgs;
 use crate::duration::Dur;
 use crate::ledger::AuditRotation;
+use crate::target::files::FilesConfig;
 
 mod file;
+mod targets;
 
 pub use file::{
     load_file, AuthConfig, ContestedConfig, FileConfig, HookConfig, LogConfig, PolicyConfig,
-    ServerConfig, SourceConfig, TargetConfig, WebhookConfig,
+    ServerConfig, SourceConfig, WebhookConfig,
 };
+pub use targets::{TargetKind, TargetSettings};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -84,23 +87,6 @@ pub struct SourceSettings {
     pub interval: Duration,
     pub timeout: Duration,
     pub auth: crate::source::Auth,
-}
-
-#[derive(Debug, Clone)]
-pub enum TargetKind {
-    Files {
-        root: PathBuf,
-    },
-    Exec {
-        command: Vec<String>,
-        timeout: Duration,
-    },
-}
-
-#[derive(Debug, Clone)]
-pub struct TargetSettings {
-    pub name: String,
-    pub kind: TargetKind,
 }
 
 #[derive(Debug, Clone)]
@@ -205,6 +191,8 @@ fn resolve_with(args: &GlobalArgs, any_target: bool) -> Result<Settings, ConfigE
             (false, None) => format!("{cfg_name}: {m}"),
         })
     };
+    // Problems of the sections below are gathered and reported together.
+    let mut problems: Vec<ConfigError> = Vec::new();
     let src = file.source.unwrap_or_default();
     let repo = args.repo.clone().or(src.repo).ok_or_else(|| {
         ConfigError::Setting(
@@ -244,71 +232,25 @@ fn resolve_with(args: &GlobalArgs, any_target: bool) -> Result<Settings, ConfigE
         },
     };
 
-    let mut targets = Vec::new();
-    for (name, t) in file.targets.unwrap_or_default() {
-        if name.is_empty() || name.contains('/') {
-            return Err(bad(
-                &format!("targets.{name}"),
-                format!("target name {name:?} may not be empty or contain `/`"),
-            ));
-        }
-        let misplaced = match t.kind.as_str() {
-            "files" if t.command.is_some() => Some("command"),
-            "files" if t.timeout.is_some() => Some("timeout"),
-            "exec" if t.root.is_some() => Some("root"),
-            _ => None,
-        };
-        if let Some(key) = misplaced {
-            return Err(bad(
-                &format!("targets.{name}.{key}"),
-                format!("target {name}: `{key}` does not apply to type {}", t.kind),
-            ));
-        }
-        let kind = match t.kind.as_str() {
-            "files" => TargetKind::Files {
-                root: t.root.ok_or_else(|| {
-                    bad(
-                        &format!("targets.{name}"),
-                        format!("target {name}: type files needs `root`"),
-                    )
-                })?,
-            },
-            "exec" => {
-                let command = t.command.filter(|c| !c.is_empty());
-                TargetKind::Exec {
-                    command: command.ok_or_else(|| {
-                        bad(
-                            &format!("targets.{name}"),
-                            format!("target {name}: type exec needs `command`"),
-                        )
-                    })?,
-                    timeout: t.timeout.map(|d| d.0).unwrap_or(Duration::from_secs(30)),
-                }
-            }
-            other => {
-                return Err(bad(
-                    &format!("targets.{name}.type"),
-                    format!("target {name}: unknown type {other:?} (known: files, exec)"),
-                ))
-            }
-        };
-        targets.push(TargetSettings { name, kind });
+    let (mut targets, found) = targets::resolve(file.targets.unwrap_or_default());
+    for p in found {
+        problems.push(bad(&p.key, p.message));
     }
     if let Some(root) = &args.root {
         targets.retain(|t| t.name != "files");
         targets.push(TargetSettings {
             name: "files".into(),
-            kind: TargetKind::Files { root: root.clone() },
+            kind: TargetKind::Files(FilesConfig { root: root.clone() }),
         });
     }
     if targets.is_empty() && any_target {
         targets.push(TargetSettings {
             name: "files".into(),
-            kind: TargetKind::Files { root: "/".into() },
+            kind: TargetKind::Files(FilesConfig { root: "/".into() }),
         });
     }
-    if targets.is_empty() {
-        return Err(ConfigError::Setting(
+    if targets.is_empty() && problems.is_empty() {
+        problems.push(ConfigError::Setting(
             "no target: give --root DIR or `targets:` in the config".into(),
         ));
     }
@@ -316,10 +258,11 @@ fn resolve_with(args: &GlobalArgs, any_target: bool) -> Result<Settings, ConfigE
     let mut hooks = BTreeMap::new();
     for (name, h) in file.hooks.unwrap_or_default() {
         if h.run.is_empty() {
-            return Err(bad(
+            problems.push(bad(
                 &format!("hooks.{name}"),
                 format!("hook {name}: `run` is empty"),
             ));
+            continue;
         }
         hooks.insert(
             name,
@@ -337,9 +280,12 @@ fn resolve_with(args: &GlobalArgs, any_target: bool) -> Result<Settings, ConfigE
     });
     let policy = Policy {
         prune: p.prune.unwrap_or(true),
-        max_prune: match p.max_prune {
-            Some(s) => PruneLimit::parse(&s)
-                .map_err(|e| bad("policy.max_prune", format!("policy.max_prune: {e}")))?,
+        max_prune: match p.max_prune.map(|s| PruneLimit::parse(&s)) {
+            Some(Ok(limit)) => limit,
+            Some(Err(e)) => {
+                problems.push(bad("policy.max_prune", format!("policy.max_prune: {e}")));
+                PruneLimit::Percent(50.0)
+            }
             None => PruneLimit::Percent(50.0),
         },
         self_heal: p.self_heal.unwrap_or(true),
@@ -352,22 +298,27 @@ fn resolve_with(args: &GlobalArgs, any_target: bool) -> Result<Settings, ConfigE
             .backup_retention
             .map(|d| d.0)
             .unwrap_or(Duration::from_secs(7 * 86400)),
-        backup_max: match p.backup_max {
-            Some(s) => parse_size(&s)
-                .map_err(|e| bad("policy.backup_max", format!("policy.backup_max: {e}")))?,
+        backup_max: match p.backup_max.map(|s| parse_size(&s)) {
+            Some(Ok(size)) => size,
+            Some(Err(e)) => {
+                problems.push(bad("policy.backup_max", format!("policy.backup_max: {e}")));
+                1 << 30
+            }
             None => 1 << 30,
         },
-        audit_max: match p.audit_max {
-            Some(s) => match parse_size(&s) {
-                Ok(0) => {
-                    return Err(bad(
-                        "policy.audit_max",
-                        "policy.audit_max: must be more than 0".to_string(),
-                    ))
-                }
-                Ok(n) => n,
-                Err(e) => return Err(bad("policy.audit_max", format!("policy.audit_max: {e}"))),
-            },
+        audit_max: match p.audit_max.map(|s| parse_size(&s)) {
+            Some(Ok(0)) => {
+                problems.push(bad(
+                    "policy.audit_max",
+                    "policy.audit_max: must be more than 0".to_string(),
+                ));
+                AuditRotation::default().max
+            }
+            Some(Ok(size)) => size,
+            Some(Err(e)) => {
+                problems.push(bad("policy.audit_max", format!("policy.audit_max: {e}")));
+                AuditRotation::default().max
+            }
             None => AuditRotation::default().max,
         },
         audit_retention: p
@@ -386,7 +337,7 @@ fn resolve_with(args: &GlobalArgs, any_target: bool) -> Result<Settings, ConfigE
         .or(log.format)
         .unwrap_or_else(|| "text".into());
     if log_format != "text" && log_format != "json" {
-        return Err(bad(
+        problems.push(bad(
             "log.format",
             format!("log format {log_format:?}: use text or json"),
         ));
@@ -396,7 +347,14 @@ fn resolve_with(args: &GlobalArgs, any_target: bool) -> Result<Settings, ConfigE
         .clone()
         .or(log.level)
         .unwrap_or_else(|| "info".into());
-    check_log_level(&log_level).map_err(|m| bad("log.level", m))?;
+    if let Err(m) = check_log_level(&log_level) {
+        problems.push(bad("log.level", m));
+    }
+    if !problems.is_empty() {
+        // Every problem at once, one per line.
+        let all: Vec<String> = problems.iter().map(|p| p.to_string()).collect();
+        return Err(ConfigError::Setting(all.join("\n")));
+    }
     Ok(Settings {
         source,
         targets,
@@ -418,12 +376,7 @@ fn resolve_with(args: &GlobalArgs, any_target: bool) -> Result<Settings, ConfigE
                 .stuck_after
                 .map(|d| d.0)
                 .unwrap_or(Duration::from_secs(60)),
-            webhooks: server
-                .webhooks
-                .unwrap_or_default()
-                .into_iter()
-                .map(|(k, v)| (k, v.secret_file))
-                .collect(),
+            webhooks: server.webhooks.unwrap_or_default().secret_files().collect(),
         },
         log_format,
         log_level,
@@ -507,9 +460,9 @@ mod tests {
         )
         .unwrap();
         match &s.targets[0].kind {
-            TargetKind::Exec { command, timeout } => {
-                assert_eq!(command, &["/bin/plugin", "--x"]);
-                assert_eq!(*timeout, Duration::from_secs(5));
+            TargetKind::Exec(c) => {
+                assert_eq!(c.command, ["/bin/plugin", "--x"]);
+                assert_eq!(c.timeout.0, Duration::from_secs(5));
             }
             other => panic!("{other:?}"),
         }

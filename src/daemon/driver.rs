@@ -347,7 +347,7 @@ impl Loop {
         self.ages_grow = self
             .blocking(move |_, rec| {
                 if let Some(line) = write_line {
-                    let _ = rec.ledger.set_meta("watcher", &line);
+                    let _ = rec.ledger.set_watcher(&line);
                 }
                 publish::ledger(&metrics, &rec.ledger)
             })

@@ -80,7 +80,7 @@ async fn run_loop(ctx: Context, rec: Recorder) -> ExitCode {
             .targets
             .iter()
             .filter_map(|t| match &t.kind {
-                TargetKind::Files { root } => Some((t.name.clone(), root.clone())),
+                TargetKind::Files(c) => Some((t.name.clone(), c.root.clone())),
                 _ => None,
             })
             .collect();

@@ -6,6 +6,7 @@
 mod audit;
 mod backup;
 mod db;
+mod declared;
 mod hashkey;
 mod lock;
 mod records;
@@ -23,6 +24,7 @@ pub use audit::{
 };
 pub use backup::BackupStore;
 pub use db::Ledger;
+pub use declared::Digest;
 pub use hashkey::HashKey;
 pub use lock::StateLock;
 pub use records::{
