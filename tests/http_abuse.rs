@@ -114,3 +114,107 @@ fn concurrent_page_loads_over_a_huge_audit_log_stay_in_bounded_memory() {
         );
     }
 }
+
+/// [`Env::serve`] through `wrapper`, a command that execs tend.
+fn serve_under(env: &Env, wrapper: &[&str], extra: &str) -> Served {
+    let cfg = env.config(&format!("{}{extra}", util::http::QUIET));
+    let daemon = env.daemon_under(wrapper, &["--interval", "1h", "-c", cfg.to_str().unwrap()]);
+    let mut addr = None;
+    let up = wait_until(15, || {
+        addr = util::http::listening_addr(&env.daemon_log());
+        addr.is_some()
+    });
+    assert!(up, "no listening line:\n{}", env.daemon_log());
+    let s = Served {
+        daemon,
+        addr: addr.unwrap(),
+    };
+    assert!(s.ready(30), "never ready:\n{}", env.daemon_log());
+    s
+}
+
+fn open_fds(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count())
+}
+
+/// Whether the server closed `stream` (end of file or a reset).
+fn closed(stream: &mut std::net::TcpStream) -> bool {
+    use std::io::Read;
+    stream.set_nonblocking(true).unwrap();
+    let mut buf = [0u8; 1024];
+    loop {
+        match stream.read(&mut buf) {
+            Ok(0) => return true,
+            Ok(_) => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return false,
+            Err(_) => return true,
+        }
+    }
+}
+
+/// Issue 13, item 4: without a timeout on unfinished headers, a few
+/// thousand slow connections took every descriptor: `/healthz` stopped
+/// answering and hand edits were no longer corrected. Now, with tend held
+/// to 1024 open files, 1500 connections that send half a request and stall
+/// neither keep a fresh `/healthz` from answering at once nor stop a
+/// correction, the daemon's descriptors stay well under its limit, and
+/// every stalled connection is closed once the header timeout (10 s) passes.
+#[test]
+fn slow_connections_starve_neither_health_nor_corrections() {
+    let Some(prlimit) = util::http::tool("prlimit", "util-linux") else {
+        return;
+    };
+    let env = Env::new();
+    commit_a(&env, "a1\n");
+    let prlimit = prlimit.to_str().unwrap();
+    let s = serve_under(&env, &[prlimit, "--nofile=1024:1024", "--"], "");
+    let pid = s.daemon.child.id();
+    let ready = Instant::now();
+
+    let mut slow = Vec::new();
+    for _ in 0..1500 {
+        let Ok(mut c) = std::net::TcpStream::connect_timeout(&s.addr, Duration::from_secs(1))
+        else {
+            continue;
+        };
+        let _ = c.write_all(b"GET /healthz HTTP/1.1\r\nHost: tend\r\nX-Slow: ");
+        slow.push(c);
+    }
+    let fds = open_fds(pid);
+    let started = Instant::now();
+    let health = util::http::request(s.addr, "GET", "/healthz", &[], b"");
+    let took = started.elapsed();
+    assert!(
+        health.as_ref().is_ok_and(|r| r.status == 200),
+        "/healthz beside {} slow connections: {health:?}",
+        slow.len()
+    );
+    assert!(took < Duration::from_secs(3), "/healthz took {took:?}");
+    assert!(fds < 512, "the daemon holds {fds} descriptors of 1024");
+
+    // The watcher ignores events on a path for 2 s after tend wrote it
+    // (issue 13 item 2, mended elsewhere): the edit comes after that.
+    while ready.elapsed() < Duration::from_secs(3) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::fs::write(env.at("etc/a"), "edited by hand\n").unwrap();
+    assert!(
+        wait_until(20, || std::fs::read_to_string(env.at("etc/a"))
+            .is_ok_and(|t| t == "a1\n")),
+        "the hand edit was not corrected:\n{}",
+        env.daemon_log()
+    );
+
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut open: Vec<_> = slow;
+    while !open.is_empty() && Instant::now() < deadline {
+        open.retain_mut(|c| !closed(c));
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(
+        open.is_empty(),
+        "{} stalled connections still open 30 s on",
+        open.len()
+    );
+    assert_eq!(s.get("/healthz").status, 200);
+}

@@ -90,6 +90,13 @@ pub struct ServerConfig {
     pub webhooks: Option<WebhooksConfig>,
     /// `/healthz` fails when the loop shows no sign of life for this long.
     pub stuck_after: Option<Dur>,
+    /// Connections open at once, at most.
+    pub max_connections: Option<usize>,
+    /// A request's headers must arrive within this, from the connection's
+    /// start or the previous answer; an idle connection closes after it.
+    pub header_timeout: Option<Dur>,
+    /// A request must be answered within this, its body included.
+    pub request_timeout: Option<Dur>,
 }
 
 /// One field per provider tend understands: another name is an unknown key,

@@ -8,6 +8,7 @@ use std::time::Duration;
 use crate::cli::GlobalArgs;
 use crate::duration::Dur;
 use crate::ledger::AuditRotation;
+use crate::server::Limits as ServerLimits;
 use crate::target::files::FilesConfig;
 
 mod file;
@@ -101,6 +102,7 @@ pub struct ServerSettings {
     pub refresh_token_file: Option<PathBuf>,
     pub webhooks: BTreeMap<String, PathBuf>,
     pub stuck_after: Duration,
+    pub limits: ServerLimits,
 }
 
 /// Everything a command needs, validated.
@@ -350,6 +352,22 @@ fn resolve_with(args: &GlobalArgs, any_target: bool) -> Result<Settings, ConfigE
     if let Err(m) = check_log_level(&log_level) {
         problems.push(bad("log.level", m));
     }
+    let defaults = ServerLimits::default();
+    if server.max_connections == Some(0) {
+        problems.push(bad(
+            "server.max_connections",
+            "server.max_connections: must be more than 0".to_string(),
+        ));
+    }
+    let limits = ServerLimits {
+        connections: server.max_connections.unwrap_or(defaults.connections),
+        header_timeout: server
+            .header_timeout
+            .map_or(defaults.header_timeout, |t| t.0),
+        request_timeout: server
+            .request_timeout
+            .map_or(defaults.request_timeout, |t| t.0),
+    };
     if !problems.is_empty() {
         // Every problem at once, one per line.
         let all: Vec<String> = problems.iter().map(|p| p.to_string()).collect();
@@ -376,6 +394,7 @@ fn resolve_with(args: &GlobalArgs, any_target: bool) -> Result<Settings, ConfigE
                 .stuck_after
                 .map(|d| d.0)
                 .unwrap_or(Duration::from_secs(60)),
+            limits,
             webhooks: server.webhooks.unwrap_or_default().secret_files().collect(),
         },
         log_format,
@@ -501,6 +520,29 @@ mod tests {
                 .to_string();
             assert!(err.contains("tend.yaml:4: policy.audit_max"), "{err}");
         }
+    }
+
+    #[test]
+    fn the_listener_limits_default_and_parse() {
+        let t = "targets:\n  f: {type: files, root: /}\n";
+        let s = resolve_config(t).unwrap();
+        assert_eq!(s.server.limits, ServerLimits::default());
+        let s = resolve_config(&format!(
+            "{t}server:\n  max_connections: 32\n  header_timeout: 2s\n  request_timeout: 1m\n"
+        ))
+        .unwrap();
+        assert_eq!(
+            s.server.limits,
+            ServerLimits {
+                connections: 32,
+                header_timeout: Duration::from_secs(2),
+                request_timeout: Duration::from_secs(60),
+            }
+        );
+        let err = resolve_config(&format!("{t}server:\n  max_connections: 0\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("tend.yaml:4: server.max_connections"), "{err}");
     }
 
     #[test]

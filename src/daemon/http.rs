@@ -110,9 +110,11 @@ pub(crate) async fn start(
         resource_diff: resource_diff(shared)?,
     };
     tracing::info!(%addr, "listening");
+    let limits = settings.server.limits.within_open_files();
+    tracing::debug!(?limits, "HTTP limits");
     let shutdown = async move { stop.notified().await };
     tokio::spawn(async move {
-        if let Err(e) = server::serve(listener, state, shutdown).await {
+        if let Err(e) = server::serve(listener, state, limits, shutdown).await {
             tracing::warn!(error = %e, "HTTP server stopped");
         }
     });

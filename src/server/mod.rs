@@ -5,12 +5,12 @@
 mod api;
 mod auth;
 mod html;
+mod listen;
 mod page;
 mod webhooks;
 
 use std::collections::BTreeMap;
 use std::future::Future;
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
@@ -88,17 +88,17 @@ pub fn router(state: AppState) -> Router {
         .with_state(state)
 }
 
-/// Serves until `shutdown` completes, with each client's address available
-/// for the loopback check of refresh.
+pub use listen::Limits;
+
+/// Serves until `shutdown` completes, within `limits`, with each client's
+/// address available for the loopback check of refresh.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     state: AppState,
+    limits: Limits,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let app = router(state).into_make_service_with_connect_info::<SocketAddr>();
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown)
-        .await
+    listen::serve(listener, router(state), limits, shutdown).await
 }
 
 #[cfg(test)]

@@ -2,6 +2,7 @@
 //! written through the real ledger API, plus one test over a real port.
 
 mod api;
+mod limits;
 mod page;
 mod webhooks;
 
@@ -195,9 +196,14 @@ async fn serve_passes_the_peer_address_and_stops_on_shutdown() {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(super::serve(listener, f.state.clone(), async {
-        let _ = stopped.await;
-    }));
+    let server = tokio::spawn(super::serve(
+        listener,
+        f.state.clone(),
+        super::Limits::default(),
+        async {
+            let _ = stopped.await;
+        },
+    ));
     let mut conn = tokio::net::TcpStream::connect(addr).await.unwrap();
     let request = "POST /api/v1/refresh HTTP/1.1\r\nHost: tend\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
     conn.write_all(request.as_bytes()).await.unwrap();

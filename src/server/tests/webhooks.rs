@@ -158,6 +158,7 @@ async fn a_chunked_oversized_body_is_413_over_a_real_port() {
     let server = tokio::spawn(crate::server::serve(
         listener,
         f.state.clone(),
+        crate::server::Limits::default(),
         std::future::pending(),
     ));
     let conn = tokio::net::TcpStream::connect(addr).await.unwrap();
