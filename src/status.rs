@@ -139,6 +139,37 @@ pub fn build(ledger: &Ledger, now: SystemTime) -> Result<StatusDoc, LedgerError>
     })
 }
 
+/// The document with every count but at most `rows` resources: those not
+/// in sync, the longest drifting first. What the status page shows, read
+/// without loading every record.
+pub fn summary(ledger: &Ledger, now: SystemTime, rows: usize) -> Result<StatusDoc, LedgerError> {
+    let mut counts: BTreeMap<String, usize> = STATES.iter().map(|s| (state_name(*s), 0)).collect();
+    for (state, n) in ledger.state_counts()? {
+        *counts.entry(state_name(state)).or_default() += n;
+    }
+    Ok(StatusDoc {
+        generated_at: rfc3339(now),
+        source: ledger.source()?.map(|s| source_status(s, now)),
+        watcher: ledger.watcher()?.filter(|w| !w.is_empty()),
+        counts,
+        problems: ledger.declaration_problems()?,
+        resources: ledger
+            .resources_not_in_sync_oldest(rows)?
+            .into_iter()
+            .map(|r| resource_status(r, now))
+            .collect(),
+    })
+}
+
+/// The status entry of one resource, looked up alone.
+pub fn resource(
+    ledger: &Ledger,
+    id: &str,
+    now: SystemTime,
+) -> Result<Option<ResourceStatus>, LedgerError> {
+    Ok(ledger.resource(id)?.map(|r| resource_status(r, now)))
+}
+
 /// The text table of `tend status`.
 pub fn text(doc: &StatusDoc, all: bool) -> String {
     let mut out = String::new();

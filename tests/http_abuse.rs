@@ -218,3 +218,52 @@ fn slow_connections_starve_neither_health_nor_corrections() {
     );
     assert_eq!(s.get("/healthz").status, 200);
 }
+
+/// Webhook bodies are capped at 1 MiB each, but every connection read its
+/// own at once: 200 senders of 1 MiB held 200 MiB. Now a few are read at
+/// a time and the rest wait, so the daemon's peak memory barely moves.
+#[test]
+fn large_webhook_bodies_sent_at_once_stay_in_bounded_memory() {
+    let env = Env::new();
+    commit_a(&env, "a1\n");
+    let secret = env.secret_file("generic.secret", "s3cret\n");
+    let extra = format!(
+        "server:\n  webhooks:\n    generic: {{secret_file: {}}}\n",
+        secret.display()
+    );
+    let s = started(&env, &extra, &[]);
+    let pid = s.daemon.child.id();
+    assert_eq!(s.get("/").status, 200);
+    let before = proc_kib(pid, "VmHWM");
+
+    let body = vec![b' '; (1 << 20) - 1];
+    let senders: Vec<_> = (0..200)
+        .map(|_| {
+            let (addr, body) = (s.addr, body.clone());
+            std::thread::spawn(move || {
+                let Ok(mut c) = std::net::TcpStream::connect(addr) else {
+                    return None;
+                };
+                c.set_write_timeout(Some(Duration::from_secs(20))).unwrap();
+                let head = "POST /webhook/generic HTTP/1.1\r\nHost: tend\r\n\
+                            Content-Length: 1048576\r\n\r\n";
+                let _ = c.write_all(head.as_bytes());
+                // All but the last byte: the body is never complete.
+                let _ = c.write_all(&body);
+                Some(c)
+            })
+        })
+        .collect();
+    let held: Vec<_> = senders.into_iter().filter_map(|t| t.join().ok()).collect();
+    // A bounded daemon never gets there: give it every chance to.
+    let bound = 48 << 10;
+    let grew = || proc_kib(pid, "VmHWM").saturating_sub(before);
+    wait_until(5, || grew() >= bound);
+    assert!(
+        grew() < bound,
+        "200 unfinished 1 MiB webhook bodies raised the daemon's peak memory by {} MiB",
+        grew() >> 10
+    );
+    drop(held);
+    assert_eq!(s.get("/healthz").status, 200);
+}

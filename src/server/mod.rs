@@ -6,6 +6,7 @@ mod api;
 mod auth;
 mod html;
 mod listen;
+mod load;
 mod page;
 mod webhooks;
 

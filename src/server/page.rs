@@ -10,11 +10,11 @@ use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Response};
 use serde_json::Value;
 
-use super::api::{load_audit, load_diff, load_status};
 use super::html::{
     abbreviated, age, audit_time, document, escape, parse_time, resource_link, revision, time_ago,
     Table,
 };
+use super::load;
 use super::AppState;
 use crate::ledger::{AuditTail as Tail, State as ResourceState};
 use crate::status::{state_name, ResourceStatus, SourceStatus, StatusDoc};
@@ -124,6 +124,17 @@ fn problems_section(out: &mut String, doc: &StatusDoc) {
     out.push_str("</ul>");
 }
 
+/// How many resources are not in sync, from the counts: the document may
+/// carry only the first [`MAX_ROWS`] of them.
+fn not_in_sync(doc: &StatusDoc) -> usize {
+    let in_sync = state_name(ResourceState::InSync);
+    doc.counts
+        .iter()
+        .filter(|(state, _)| **state != in_sync)
+        .map(|(_, n)| n)
+        .sum()
+}
+
 /// Resources not in sync, the longest drifting first.
 fn drift_table(out: &mut String, doc: &StatusDoc) {
     let mut rows: Vec<&ResourceStatus> = doc
@@ -136,7 +147,8 @@ fn drift_table(out: &mut String, doc: &StatusDoc) {
             .cmp(&a.drift_age_seconds)
             .then_with(|| a.id.cmp(&b.id))
     });
-    let _ = write!(out, "<h2>Not in sync ({})</h2>", rows.len());
+    let total = not_in_sync(doc).max(rows.len());
+    let _ = write!(out, "<h2>Not in sync ({total})</h2>");
     if rows.is_empty() {
         out.push_str("<p class=\"muted\">Every resource matches its declaration.</p>");
         return;
@@ -160,11 +172,12 @@ fn drift_table(out: &mut String, doc: &StatusDoc) {
         ]);
     }
     out.push_str(&table.finish());
-    if rows.len() > MAX_ROWS {
+    let shown = rows.len().min(MAX_ROWS);
+    if total > shown {
         let _ = write!(
             out,
             "<p class=\"muted\">{} more in <a href=\"/api/v1/status\">/api/v1/status</a>.</p>",
-            rows.len() - MAX_ROWS
+            total - shown
         );
     }
 }
@@ -253,11 +266,7 @@ pub fn render_index(doc: Result<&StatusDoc, &str>, audit: Result<&Tail, &str>) -
         }
     };
     let now = parse_time(&doc.generated_at).unwrap_or_else(SystemTime::now);
-    let behind = doc
-        .resources
-        .iter()
-        .filter(|r| r.state != ResourceState::InSync)
-        .count();
+    let behind = not_in_sync(doc);
     let (class, summary) = match (behind, doc.problems.len(), doc.all_in_sync()) {
         (0, 0, true) => ("ok", "All in sync".to_string()),
         (0, 0, false) => ("warn", "A fetched revision is not applied yet".to_string()),
@@ -346,8 +355,8 @@ pub fn render_resource(id: &str, entry: Option<&ResourceStatus>, diff: Option<&s
 
 /// `GET /`.
 pub async fn index(State(state): State<AppState>) -> Response {
-    let doc = load_status(state.state_dir.clone()).await;
-    let audit = load_audit(state.state_dir.clone(), RECENT_AUDIT, AUDIT_READ_CAP).await;
+    let doc = load::summary(state.state_dir.clone(), MAX_ROWS).await;
+    let audit = load::audit(state.state_dir.clone(), RECENT_AUDIT, AUDIT_READ_CAP).await;
     // Always 200: a page that cannot read the ledger yet still loads and
     // reloads itself until it can.
     Html(render_index(
@@ -357,16 +366,17 @@ pub async fn index(State(state): State<AppState>) -> Response {
     .into_response()
 }
 
-/// `GET /resources/{id}`.
+/// `GET /resources/{id}`: one lookup, and a diff only for a resource the
+/// ledger knows.
 pub async fn resource(State(state): State<AppState>, Path(id): Path<String>) -> Response {
-    let doc = load_status(state.state_dir.clone()).await.ok();
-    let entry = doc
-        .as_ref()
-        .and_then(|d| d.resources.iter().find(|r| r.id == id));
-    let diff = load_diff(&state, id.clone()).await;
-    let page = render_resource(&id, entry, diff.as_deref());
-    if entry.is_none() && diff.is_none() {
+    let entry = load::resource(state.state_dir.clone(), id.clone())
+        .await
+        .ok()
+        .and_then(|(_, e)| e);
+    let Some(entry) = entry else {
+        let page = render_resource(&id, None, None);
         return (StatusCode::NOT_FOUND, Html(page)).into_response();
-    }
-    Html(page).into_response()
+    };
+    let diff = load::diff(&state, id.clone()).await;
+    Html(render_resource(&id, Some(&entry), diff.as_deref())).into_response()
 }

@@ -2,6 +2,7 @@
 //! written through the real ledger API, plus one test over a real port.
 
 mod api;
+mod bounded;
 mod limits;
 mod page;
 mod webhooks;
