@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::cli::GlobalArgs;
+use crate::cli::Flags;
 use crate::duration::Dur;
 use crate::ledger::AuditRotation;
 use crate::server::Limits as ServerLimits;
@@ -16,7 +16,7 @@ mod targets;
 
 pub use file::{
     load_file, AuthConfig, ContestedConfig, FileConfig, HookConfig, LogConfig, PolicyConfig,
-    ServerConfig, SourceConfig, WebhookConfig,
+    ServerConfig, SourceConfig, VerifyConfig, WebhookConfig,
 };
 pub use targets::{TargetKind, TargetSettings};
 
@@ -79,6 +79,16 @@ pub struct Policy {
     pub watch: bool,
 }
 
+impl Policy {
+    /// The bounds the audit log is kept within.
+    pub fn audit_rotation(&self) -> AuditRotation {
+        AuditRotation {
+            max: self.audit_max,
+            retention: self.audit_retention,
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct SourceSettings {
     pub repo: String,
@@ -88,6 +98,11 @@ pub struct SourceSettings {
     pub interval: Duration,
     pub timeout: Duration,
     pub auth: crate::source::Auth,
+    /// Signatures to check before a revision is applied (SPEC §9).
+    pub verify: crate::source::verify::VerifySpec,
+    /// Apply a fetched revision that does not descend from the newest one
+    /// applied before.
+    pub allow_rewind: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -116,6 +131,15 @@ pub struct Settings {
     pub server: ServerSettings,
     pub log_format: String,
     pub log_level: String,
+}
+
+/// Under systemd, with stderr connected to the journal, lines go to the
+/// journal with their fields; elsewhere text.
+fn default_log_format() -> &'static str {
+    match crate::logging::stderr_is_journal() {
+        true => "journal",
+        false => "text",
+    }
 }
 
 fn default_state_dir() -> PathBuf {
@@ -151,7 +175,7 @@ fn parse_size(s: &str) -> Result<u64, String> {
 
 /// The state dir alone, for commands that need nothing else (status,
 /// pause, resume): flag, env, config file, default.
-pub fn state_dir_only(args: &GlobalArgs) -> Result<PathBuf, ConfigError> {
+pub fn state_dir_only(args: &Flags) -> Result<PathBuf, ConfigError> {
     if let Some(d) = &args.state_dir {
         return Ok(d.clone());
     }
@@ -164,18 +188,18 @@ pub fn state_dir_only(args: &GlobalArgs) -> Result<PathBuf, ConfigError> {
 
 /// Merges flags/env (already combined by clap) over the config file over
 /// defaults, and checks what can be checked without I/O.
-pub fn resolve(args: &GlobalArgs) -> Result<Settings, ConfigError> {
+pub fn resolve(args: &Flags) -> Result<Settings, ConfigError> {
     resolve_with(args, false)
 }
 
 /// [`resolve`] for `tend validate`, which touches no target: without one
 /// configured, declarations are checked as a `files` target would read
 /// them.
-pub fn resolve_for_validate(args: &GlobalArgs) -> Result<Settings, ConfigError> {
+pub fn resolve_for_validate(args: &Flags) -> Result<Settings, ConfigError> {
     resolve_with(args, true)
 }
 
-fn resolve_with(args: &GlobalArgs, any_target: bool) -> Result<Settings, ConfigError> {
+fn resolve_with(args: &Flags, any_target: bool) -> Result<Settings, ConfigError> {
     let (file, text) = match &args.config {
         Some(p) => file::load_file_and_text(p)?,
         None => (FileConfig::default(), String::new()),
@@ -210,6 +234,24 @@ fn resolve_with(args: &GlobalArgs, any_target: bool) -> Result<Settings, ConfigE
         ));
     }
     let a = src.auth.unwrap_or_default();
+    let v = src.verify.unwrap_or_default();
+    let require = match v.require.as_deref() {
+        Some(r) => crate::source::verify::Require::parse(r)
+            .map_err(|m| bad("source.verify.require", format!("source.verify.{m}")))?,
+        None => crate::source::verify::Require::Commit,
+    };
+    let verify = crate::source::verify::VerifySpec {
+        allowed_signers: args.allowed_signers.clone().or(v.allowed_signers),
+        keyring: args.keyring.clone().or(v.keyring),
+        require,
+    };
+    if v.require.is_some() && verify.allowed_signers.is_none() && verify.keyring.is_none() {
+        return Err(bad(
+            "source.verify",
+            "source.verify needs allowed_signers or keyring (or --allowed-signers / --keyring)"
+                .into(),
+        ));
+    }
     let source = SourceSettings {
         repo,
         reference: args.reference.clone().or(src.reference),
@@ -232,6 +274,8 @@ fn resolve_with(args: &GlobalArgs, any_target: bool) -> Result<Settings, ConfigE
             token_file: a.token_file,
             ca_file: a.ca_file,
         },
+        verify,
+        allow_rewind: args.allow_rewind.or(src.allow_rewind).unwrap_or(false),
     };
 
     let (mut targets, found) = targets::resolve(file.targets.unwrap_or_default());
@@ -337,11 +381,11 @@ fn resolve_with(args: &GlobalArgs, any_target: bool) -> Result<Settings, ConfigE
         .log_format
         .clone()
         .or(log.format)
-        .unwrap_or_else(|| "text".into());
-    if log_format != "text" && log_format != "json" {
+        .unwrap_or_else(|| default_log_format().into());
+    if !["text", "json", "journal"].contains(&log_format.as_str()) {
         problems.push(bad(
             "log.format",
-            format!("log format {log_format:?}: use text or json"),
+            format!("log format {log_format:?}: use text, json or journal"),
         ));
     }
     let log_level = args
@@ -463,13 +507,13 @@ mod tests {
         std::fs::write(&p, text).unwrap();
         let cli = crate::cli::Cli::parse_from([
             "tend",
+            "diff",
             "-c",
             p.to_str().unwrap(),
             "--repo",
             "/x",
-            "diff",
         ]);
-        resolve(&cli.global)
+        resolve(&cli.command.flags())
     }
 
     #[test]

@@ -35,6 +35,9 @@ pub struct AuditEntry {
     pub after: Option<String>,
     /// The backup reference of the content the change replaced.
     pub backup: Option<String>,
+    /// The resource is sensitive: its backups are not printed without
+    /// asking (`tend backup cat --sensitive`).
+    pub sensitive: bool,
 }
 
 #[derive(serde::Serialize)]
@@ -47,6 +50,8 @@ struct Line<'a> {
     before: Option<&'a str>,
     after: Option<&'a str>,
     backup: Option<&'a str>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    sensitive: bool,
 }
 
 pub struct AuditLog {
@@ -138,6 +143,7 @@ impl AuditLog {
                 before: e.before.as_deref(),
                 after: e.after.as_deref(),
                 backup: e.backup.as_deref(),
+                sensitive: e.sensitive,
             };
             serde_json::to_writer(&mut buf, &line).expect("an audit line serializes");
             buf.push(b'\n');
@@ -173,6 +179,34 @@ impl AuditLog {
             cap,
         )
     }
+}
+
+/// At most this much of the log's end is read by [`tail`].
+pub const TAIL_BYTES: u64 = 16 << 20;
+
+/// The entries of `state_dir`'s log that `keep` selects, newest first, read
+/// backwards from the end across rotated files: at most `max` of them,
+/// from at most [`TAIL_BYTES`] of the log, so a long history costs a
+/// bounded read. Returns whether the read stopped before the log's start.
+pub fn tail(
+    state_dir: &Path,
+    max: usize,
+    mut keep: impl FnMut(&serde_json::Value) -> bool,
+) -> Res<(Vec<serde_json::Value>, bool)> {
+    let mut back = AuditLog::iter_back(state_dir, TAIL_BYTES)?;
+    let mut out = Vec::new();
+    while out.len() < max {
+        match back.next() {
+            Some(v) => {
+                let v = v?;
+                if keep(&v) {
+                    out.push(v);
+                }
+            }
+            None => return Ok((out, back.capped())),
+        }
+    }
+    Ok((out, true))
 }
 
 /// A last line without its newline is a write in

@@ -20,18 +20,47 @@ pub enum BuildError {
     Target { name: String, message: String },
     #[error(transparent)]
     Source(#[from] crate::source::SourceError),
+    #[error("source.verify: {0}")]
+    Verify(#[from] crate::source::verify::VerifyError),
 }
 
 pub struct Context {
     pub settings: Settings,
     pub mirror: Mirror,
     pub targets: BTreeMap<String, Arc<dyn Target>>,
+    /// The keys a revision's signature must come from; `None`: no check.
+    pub trust: Option<Arc<crate::source::verify::TrustAnchors>>,
 }
 
 impl Context {
     pub fn build(settings: Settings) -> Result<Context, BuildError> {
+        Context::build_reusing(settings, None)
+    }
+
+    /// A context for new settings (a reload): a target whose settings did
+    /// not change is this one's, not started again (a plugin keeps its
+    /// process); the others are built. Nothing of this context changes, so
+    /// a failure leaves it as it was.
+    pub fn rebuild(&self, settings: Settings) -> Result<Context, BuildError> {
+        Context::build_reusing(settings, Some(self))
+    }
+
+    fn build_reusing(settings: Settings, old: Option<&Context>) -> Result<Context, BuildError> {
+        // Trust files first: a bad one is named before any target starts.
+        let trust =
+            crate::source::verify::TrustAnchors::load(&settings.source.verify)?.map(Arc::new);
         let mut targets: BTreeMap<String, Arc<dyn Target>> = BTreeMap::new();
         for t in &settings.targets {
+            let unchanged = old.and_then(|old| {
+                let before = old.settings.targets.iter().find(|o| o.name == t.name)?;
+                let same = format!("{before:?}") == format!("{t:?}")
+                    && old.settings.state_dir == settings.state_dir;
+                same.then(|| old.targets.get(&t.name).cloned()).flatten()
+            });
+            if let Some(target) = unchanged {
+                targets.insert(t.name.clone(), target);
+                continue;
+            }
             // One arm per adapter: each builds from its own config.
             let built: Result<Arc<dyn Target>, String> = match &t.kind {
                 TargetKind::Files(c) => FilesTarget::build(&t.name, c, &settings.state_dir)
@@ -51,6 +80,7 @@ impl Context {
             settings,
             mirror,
             targets,
+            trust,
         })
     }
 
@@ -63,6 +93,7 @@ impl Context {
             settings: self.settings.clone(),
             mirror,
             targets: self.targets.clone(),
+            trust: self.trust.clone(),
         })
     }
 
@@ -101,6 +132,7 @@ impl Context {
             targets: infos,
             hooks,
             max_file_size: declare::DEFAULT_MAX_FILE_SIZE,
+            as_written: false,
         }
     }
 
@@ -175,7 +207,7 @@ impl Context {
     }
 }
 
-fn mirror_spec(settings: &Settings) -> SourceSpec {
+pub fn mirror_spec(settings: &Settings) -> SourceSpec {
     let s = &settings.source;
     SourceSpec {
         repo: s.repo.clone(),

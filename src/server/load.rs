@@ -82,3 +82,10 @@ pub(super) async fn diff(state: &AppState, id: String) -> Option<String> {
     let diff = state.resource_diff.clone();
     gated(&DIFFS, move || Ok(diff(&id))).await.ok().flatten()
 }
+
+/// Where the resource comes from and what happened to it; it reads the
+/// ledger and the audit log's end, so it waits its turn with the reads.
+pub(super) async fn explain(state: &AppState, id: String) -> Option<crate::explain::Explanation> {
+    let explain = state.resource_explain.clone();
+    gated(&READS, move || Ok(explain(&id))).await.ok().flatten()
+}

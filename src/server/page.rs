@@ -89,6 +89,34 @@ fn source_section(out: &mut String, s: &SourceStatus, now: SystemTime) {
             escape(e)
         );
     }
+    if let Some(signer) = &s.applied_signer {
+        let _ = write!(
+            out,
+            "<dt>Signed by</dt><dd><code>{}</code></dd>",
+            escape(signer)
+        );
+    }
+    if let Some(p) = &s.pinned {
+        let until = p
+            .until
+            .as_deref()
+            .map(|u| format!("until {}", escape(u)))
+            .unwrap_or_else(|| "until <code>tend unpin</code>".into());
+        let _ = write!(
+            out,
+            "<dt>Pinned</dt><dd class=\"s-Paused\">{} {until}; new commits are fetched, not applied</dd>",
+            revision(Some(&p.revision))
+        );
+    }
+    if let Some(r) = &s.refused {
+        let _ = write!(
+            out,
+            "<dt>Refused</dt><dd class=\"s-Failed\">{} <strong>{}</strong>: {}</dd>",
+            revision(Some(&r.revision)),
+            escape(&r.reason),
+            escape(&r.detail)
+        );
+    }
     out.push_str("</dl>");
 }
 
@@ -309,7 +337,12 @@ fn diff_lines(diff: &str) -> String {
 }
 
 /// The diff view of one resource.
-pub fn render_resource(id: &str, entry: Option<&ResourceStatus>, diff: Option<&str>) -> String {
+pub fn render_resource(
+    id: &str,
+    entry: Option<&ResourceStatus>,
+    diff: Option<&str>,
+    history: Option<&crate::explain::Explanation>,
+) -> String {
     let mut out = format!(
         "<p><a href=\"/\">&larr; status</a></p><h1>{}</h1>",
         escape(id)
@@ -350,6 +383,9 @@ pub fn render_resource(id: &str, entry: Option<&ResourceStatus>, diff: Option<&s
             "<p class=\"muted\">No difference between the declaration and the live state.</p>",
         ),
     }
+    if let Some(x) = history {
+        super::history::section(&mut out, x, SystemTime::now());
+    }
     document(&format!("tend: {id}"), None, &out)
 }
 
@@ -366,17 +402,24 @@ pub async fn index(State(state): State<AppState>) -> Response {
     .into_response()
 }
 
-/// `GET /resources/{id}`: one lookup, and a diff only for a resource the
-/// ledger knows.
+/// `GET /resources/{id}`: one lookup, and a diff and history only for a
+/// resource the ledger knows: an unknown name costs nothing more.
 pub async fn resource(State(state): State<AppState>, Path(id): Path<String>) -> Response {
     let entry = load::resource(state.state_dir.clone(), id.clone())
         .await
         .ok()
         .and_then(|(_, e)| e);
     let Some(entry) = entry else {
-        let page = render_resource(&id, None, None);
+        let page = render_resource(&id, None, None, None);
         return (StatusCode::NOT_FOUND, Html(page)).into_response();
     };
     let diff = load::diff(&state, id.clone()).await;
-    Html(render_resource(&id, Some(&entry), diff.as_deref())).into_response()
+    let history = load::explain(&state, id.clone()).await;
+    Html(render_resource(
+        &id,
+        Some(&entry),
+        diff.as_deref(),
+        history.as_ref(),
+    ))
+    .into_response()
 }

@@ -5,16 +5,19 @@
 mod error;
 mod known_hosts;
 mod links;
+mod local;
 mod mirror;
 pub(crate) mod packs;
 mod refs;
 mod remote;
 mod seed;
+mod signed;
 mod sizes;
 mod snapshot;
 mod ssh_key;
 mod transport;
 mod url;
+pub mod verify;
 
 #[cfg(test)]
 mod tests;
@@ -23,7 +26,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 pub use error::SourceError;
-pub use mirror::Mirror;
+pub use local::{local_repository, snapshot_at};
+pub use mirror::{CommitInfo, Mirror};
 pub use snapshot::{routes_through_lfs, BlobReader, Entry, EntryMode, Snapshot};
 pub use transport::{configure_transport, may_use_tls};
 pub use url::redact_url;

@@ -76,6 +76,7 @@ fn batch(tag: &str, n: usize) -> Vec<AuditEntry> {
             before: Some(format!("git:{}", "1".repeat(40))),
             after: Some(format!("git:{}", "2".repeat(40))),
             backup: Some(format!("sha256:{}", "3".repeat(64))),
+            sensitive: false,
         })
         .collect()
 }

@@ -16,6 +16,7 @@ fn entry(n: usize, time: SystemTime) -> AuditEntry {
         before: None,
         after: Some(format!("git:{}", "2".repeat(40))),
         backup: None,
+        sensitive: false,
     }
 }
 
