@@ -9,6 +9,7 @@ use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::json;
+use tokio::sync::mpsc::error::TrySendError;
 
 use super::auth::{bearer_matches, is_loopback};
 use super::{load, AppState, Trigger};
@@ -127,8 +128,12 @@ pub async fn refresh(State(state): State<AppState>, request: Request) -> Respons
             Some(_) => {}
         }
     }
-    match state.triggers.send(Trigger::Fetch) {
-        Ok(()) => (StatusCode::ACCEPTED, Json(json!({"result": "triggered"}))).into_response(),
-        Err(_) => error(StatusCode::SERVICE_UNAVAILABLE, "the loop is not running"),
+    match state.triggers.try_send(Trigger::Fetch) {
+        Ok(()) | Err(TrySendError::Full(_)) => {
+            (StatusCode::ACCEPTED, Json(json!({"result": "triggered"}))).into_response()
+        }
+        Err(TrySendError::Closed(_)) => {
+            error(StatusCode::SERVICE_UNAVAILABLE, "the loop is not running")
+        }
     }
 }

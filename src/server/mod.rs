@@ -50,7 +50,10 @@ pub struct AppState {
     /// than `stuck_after`.
     pub heartbeat: Arc<AtomicU64>,
     pub stuck_after: Duration,
-    pub triggers: tokio::sync::mpsc::UnboundedSender<Trigger>,
+    /// Fetch requests for the loop. Bounded at one: while a request waits,
+    /// more of them add nothing (one fetch answers them all), so a flood of
+    /// refreshes or pushes during a long pass costs no memory.
+    pub triggers: tokio::sync::mpsc::Sender<Trigger>,
     /// The branch tend follows: pushes to other refs are ignored. None
     /// follows any push.
     pub reference: Option<String>,

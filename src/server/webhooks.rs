@@ -210,8 +210,9 @@ async fn judge(state: &AppState, provider: Provider, request: Request) -> Outcom
 }
 
 fn trigger(state: &AppState, why: &str) -> Outcome {
-    match state.triggers.send(Trigger::Fetch) {
-        Ok(()) => outcome(
+    // A full channel holds a fetch not yet made: this push joins it.
+    match state.triggers.try_send(Trigger::Fetch) {
+        Ok(()) | Err(tokio::sync::mpsc::error::TrySendError::Full(_)) => outcome(
             StatusCode::ACCEPTED,
             "triggered",
             format!("fetch requested by {why}"),

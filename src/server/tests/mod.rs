@@ -20,7 +20,7 @@ use axum::Router;
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 use tempfile::TempDir;
-use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
+use tokio::sync::mpsc::{channel, Receiver};
 use tower::ServiceExt;
 
 use super::{router, AppState, ResourceDiff, Trigger};
@@ -30,7 +30,7 @@ use crate::metrics::Metrics;
 pub struct Fixture {
     pub dir: TempDir,
     pub state: AppState,
-    pub triggers: UnboundedReceiver<Trigger>,
+    pub triggers: Receiver<Trigger>,
 }
 
 impl Fixture {
@@ -54,7 +54,7 @@ fn no_diff() -> ResourceDiff {
 
 pub fn fixture(secrets: &[(&str, &str)], reference: Option<&str>) -> Fixture {
     let dir = tempfile::tempdir().unwrap();
-    let (tx, rx) = unbounded_channel();
+    let (tx, rx) = channel(1);
     let state = AppState {
         state_dir: dir.path().to_path_buf(),
         metrics: Arc::new(Metrics::new()),
