@@ -309,6 +309,16 @@ fn resolve_with(args: &GlobalArgs, any_target: bool) -> Result<Settings, ConfigE
             "no target: give --root DIR or `targets:` in the config".into(),
         ));
     }
+    // A relative root is the working directory's, made absolute once here:
+    // every part (the target, the watcher's paths) then names the same one.
+    for t in &mut targets {
+        if let TargetKind::Files { root } = &mut t.kind {
+            if root.is_relative() {
+                *root = std::path::absolute(&*root)
+                    .map_err(|e| ConfigError::Setting(format!("root {}: {e}", root.display())))?;
+            }
+        }
+    }
 
     let mut hooks = BTreeMap::new();
     for (name, h) in file.hooks.unwrap_or_default() {
