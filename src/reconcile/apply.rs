@@ -8,7 +8,7 @@ use std::time::SystemTime;
 
 use super::control::Control;
 use super::pass::{PassError, PassOptions, PassReport, Revision};
-use super::prepare::{claim_fields, pruning, spec_digest, Prepared, Pruning};
+use super::prepare::{claim_fields, pruning, spec_digest, Prepared, Pruning, ONLY_FULL_PASSES};
 use super::record::{clear_temp_swept, Outcome, Recorder};
 use crate::diff::{self, Comparison};
 use crate::ledger::{AuditEntry, IntentKind, InventoryEntry, LedgerError, ResourceRecord, State};
@@ -540,8 +540,14 @@ fn prune(
     };
     let paused = rec.paused()?;
     let mut todo = Vec::new();
+    let keyed = !p.scope.prunes();
     for change in &p.plan.deletes {
-        if let Some(reason) = &guard {
+        let held = match &guard {
+            Some(reason) => Some(reason.as_str()),
+            None if keyed && !p.deletes_retried.contains(&change.id) => Some(ONLY_FULL_PASSES),
+            None => None,
+        };
+        if let Some(reason) = held {
             run.set(
                 &change.id,
                 State::Blocked,
