@@ -56,17 +56,53 @@ pub struct StatusDoc {
     /// What is wrong with the declarations of the revision last worked on
     /// (`file:line: message`); while there are any, nothing is pruned.
     pub problems: Vec<String>,
+    /// What is wrong with the ledger itself, when anything is: while it is
+    /// damaged or cannot be written, its records may not say what is true.
+    #[serde(skip_serializing_if = "LedgerHealth::is_sound")]
+    pub ledger: LedgerHealth,
     pub resources: Vec<ResourceStatus>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct LedgerHealth {
+    /// The database is damaged (a page that cannot be read back).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub damaged: Option<String>,
+    /// The daemon could not write its last outcomes (a full disk): the
+    /// records shown are older than what it knows.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub write_failed: Option<String>,
+}
+
+impl LedgerHealth {
+    pub fn is_sound(&self) -> bool {
+        self.damaged.is_none() && self.write_failed.is_none()
+    }
+
+    /// One line per problem, for text output.
+    pub fn lines(&self) -> Vec<String> {
+        let damaged = self.damaged.iter().map(|d| format!("ledger damaged: {d}"));
+        let failed = self
+            .write_failed
+            .iter()
+            .map(|f| format!("ledger write failed: {f}"));
+        damaged.chain(failed).collect()
+    }
 }
 
 /// The ledger's meta key holding the problems of the revision last worked on.
 pub const PROBLEMS_KEY: &str = "problems";
+/// The ledger's meta key holding why the daemon's last ledger write failed,
+/// written once the ledger takes writes again (or at once, when a small
+/// write still fits) and removed once its outcomes are recorded.
+pub const WRITE_FAILED_KEY: &str = "ledger_write_failed";
 
 impl StatusDoc {
     pub fn all_in_sync(&self) -> bool {
         self.resources.iter().all(|r| r.state == State::InSync)
             && self.source.as_ref().is_none_or(|s| s.drift_since.is_none())
             && self.problems.is_empty()
+            && self.ledger.is_sound()
     }
 }
 
@@ -139,6 +175,10 @@ pub fn build(ledger: &Ledger, now: SystemTime) -> Result<StatusDoc, LedgerError>
             .filter(|p| !p.is_empty())
             .and_then(|p| serde_json::from_str(&p).ok())
             .unwrap_or_default(),
+        ledger: LedgerHealth {
+            damaged: crate::ledger::noted_damage(ledger.state_dir()),
+            write_failed: ledger.meta(WRITE_FAILED_KEY)?.filter(|w| !w.is_empty()),
+        },
         resources: records
             .into_iter()
             .map(|r| resource_status(r, now))
@@ -171,6 +211,9 @@ pub fn text(doc: &StatusDoc, all: bool) -> String {
         if let Some(e) = &s.last_fetch_error {
             out.push_str(&format!("last fetch error: {e}\n"));
         }
+    }
+    for line in doc.ledger.lines() {
+        out.push_str(&format!("{line}\n"));
     }
     if let Some(w) = &doc.watcher {
         out.push_str(&format!("watcher  {w}\n"));

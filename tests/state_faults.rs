@@ -67,3 +67,105 @@ fn deleting_the_lock_file_lets_no_second_writer_in() {
         env.daemon_log()
     );
 }
+
+/// Writes the WAL back into the database file and empties it, so the
+/// file's pages are what SQLite reads.
+fn checkpoint(db: &std::path::Path) {
+    let conn = rusqlite::Connection::open(db).unwrap();
+    conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+        .unwrap();
+}
+
+/// The number of a leaf page of `table`'s b-tree: from its root, down the
+/// right-most child pointers of interior pages.
+fn leaf_page(db: &std::path::Path, table: &str) -> (u64, u64) {
+    let conn = rusqlite::Connection::open(db).unwrap();
+    let size: u64 = conn
+        .query_row("PRAGMA page_size", [], |r| r.get(0))
+        .unwrap();
+    let mut page: u64 = conn
+        .query_row(
+            "SELECT rootpage FROM sqlite_schema WHERE name = ?1",
+            [table],
+            |r| r.get(0),
+        )
+        .unwrap();
+    drop(conn);
+    let bytes = std::fs::read(db).unwrap();
+    loop {
+        let at = ((page - 1) * size) as usize + if page == 1 { 100 } else { 0 };
+        match bytes[at] {
+            // Interior index or table page: the right-most pointer follows.
+            0x02 | 0x05 => {
+                page = u32::from_be_bytes(bytes[at + 8..at + 12].try_into().unwrap()) as u64;
+            }
+            0x0a | 0x0d => return (page, size),
+            other => panic!("page {page} of {table} has type {other:#x}"),
+        }
+    }
+}
+
+/// Overwrites a whole page (never page 1, which holds the header).
+fn scribble(db: &std::path::Path, (page, size): (u64, u64)) {
+    use std::io::{Seek, SeekFrom, Write};
+    assert!(page > 1);
+    let mut f = std::fs::OpenOptions::new().write(true).open(db).unwrap();
+    f.seek(SeekFrom::Start((page - 1) * size)).unwrap();
+    let junk: Vec<u8> = (0..size).map(|i| (i * 7 + 0x5a) as u8).collect();
+    f.write_all(&junk).unwrap();
+    f.sync_all().unwrap();
+}
+
+#[test]
+fn a_scribbled_ledger_page_is_an_error_before_any_change_and_status_says_so() {
+    let env = Env::new();
+    env.repo.write(
+        "site.tend.yaml",
+        "kind: directory\npath: site\nsource: content\n",
+    );
+    for i in 0..300 {
+        env.repo.write(&format!("content/f{i}"), format!("{i}\n"));
+    }
+    env.repo.commit("many");
+    // The second sync sweeps temp files once and notes none are left, so
+    // the third reads the inventory first in its pass.
+    for _ in 0..2 {
+        let r = env.tend(&["sync"]);
+        assert_eq!(r.code, 0, "{r:?}");
+    }
+    let db = env.state.path().join("ledger.db");
+    checkpoint(&db);
+    let page = leaf_page(&db, "inventory");
+    scribble(&db, page);
+    let before = util::snapshot_tree(env.root());
+
+    let sync = env.tend(&["sync"]);
+    assert_eq!(sync.code, 2, "nothing was changed: {sync:?}");
+    assert!(sync.stderr.contains("nothing was changed"), "{sync:?}");
+    assert_eq!(util::snapshot_tree(env.root()), before);
+
+    let state = env.state.path().to_str().unwrap();
+    let status = env.raw(&["status", "--state-dir", state]);
+    assert_eq!(status.code, 2, "{status:?}");
+    assert!(status.all().contains("ledger damaged"), "{status:?}");
+    let json = env.raw(&["status", "-o", "json", "--state-dir", state]);
+    assert_eq!(json.code, 2, "{json:?}");
+    let doc: serde_json::Value = serde_json::from_str(&json.stdout).unwrap();
+    assert!(
+        doc["ledger"]["damaged"]
+            .as_str()
+            .is_some_and(|d| d.contains("ledger.db")),
+        "{doc}"
+    );
+
+    // Moved aside, a fresh ledger starts: the note is about the old file.
+    std::fs::rename(&db, env.state.path().join("ledger.db.damaged")).unwrap();
+    for side in ["ledger.db-wal", "ledger.db-shm"] {
+        let _ = std::fs::remove_file(env.state.path().join(side));
+    }
+    let again = env.tend(&["sync"]);
+    assert_eq!(again.code, 0, "{again:?}");
+    let status = env.raw(&["status", "--state-dir", state]);
+    assert_eq!(status.code, 0, "{status:?}");
+    assert!(!status.all().contains("damaged"), "{status:?}");
+}

@@ -5,6 +5,7 @@
 
 mod audit;
 mod backup;
+mod damage;
 mod db;
 mod hashkey;
 mod lock;
@@ -20,6 +21,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 pub use audit::{AuditEntry, AuditLog};
 pub use backup::BackupStore;
+pub use damage::{clear_damage, note_damage, noted_damage, DAMAGE_FILE};
 pub use db::Ledger;
 pub use hashkey::HashKey;
 pub use lock::StateLock;
@@ -89,8 +91,21 @@ impl LedgerError {
     /// SQLite reports a file that is not a database, or a damaged one, through
     /// these codes; they deserve words an operator can act on.
     pub(crate) fn db(path: &Path, source: rusqlite::Error) -> Self {
+        use rusqlite::Error::{
+            FromSqlConversionFailure, IntegralValueOutOfRange, InvalidColumnType,
+        };
         use rusqlite::ErrorCode::{DatabaseCorrupt, NotADatabase};
+        // A value of a type the schema never stores is damage too: a page
+        // scribbled over can read back as cells that SQLite accepts.
+        let misread = matches!(
+            source,
+            InvalidColumnType(..) | FromSqlConversionFailure(..) | IntegralValueOutOfRange(..)
+        );
         match source.sqlite_error_code() {
+            _ if misread => LedgerError::Corrupt {
+                path: path.to_path_buf(),
+                detail: format!("{source}; move it aside to start with empty state"),
+            },
             Some(NotADatabase) | Some(DatabaseCorrupt) => LedgerError::Corrupt {
                 path: path.to_path_buf(),
                 detail: format!("{source}; move it aside to start with empty state"),

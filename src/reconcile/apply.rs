@@ -409,6 +409,7 @@ fn write_batch(
             continue;
         };
         let batch: Vec<&Change> = idxs.iter().map(|i| changes[*i]).collect();
+        rec.touching();
         for c in &batch {
             ctl.writing(&c.id);
         }

@@ -38,11 +38,32 @@ pub fn open_writer(
     what: &str,
 ) -> Result<(StateLock, Context, Recorder), String> {
     let lock = StateLock::acquire(&settings.state_dir, what).map_err(|e| e.to_string())?;
-    let ledger = Ledger::open(&settings.state_dir).map_err(|e| e.to_string())?;
+    let dir = settings.state_dir.clone();
+    let noted = |e: LedgerError| {
+        crate::ledger::note_damage(&dir, &e);
+        e.to_string()
+    };
+    let ledger = Ledger::open(&dir).map_err(noted)?;
+    recheck_damage(&ledger);
     let ctx = Context::build(settings).map_err(|e| e.to_string())?;
-    let mut rec = Recorder::open(ledger).map_err(|e| e.to_string())?;
-    recover(&ctx, &mut rec).map_err(|e| e.to_string())?;
+    let mut rec = Recorder::open(ledger).map_err(noted)?;
+    recover(&ctx, &mut rec).map_err(noted)?;
     Ok((lock, ctx, rec))
+}
+
+/// A ledger noted as damaged is checked whole once at a writer's start:
+/// found sound (mended in place), the note goes; still damaged, it stays
+/// and the writer goes on with what can be read.
+fn recheck_damage(ledger: &Ledger) {
+    let dir = ledger.state_dir();
+    if crate::ledger::noted_damage(dir).is_none() {
+        return;
+    }
+    match ledger.quick_check() {
+        Ok(None) => crate::ledger::clear_damage(dir),
+        Ok(Some(problem)) => tracing::warn!(%problem, "the ledger is damaged"),
+        Err(e) => tracing::warn!(error = %e, "the ledger is damaged"),
+    }
 }
 
 /// After a restart: remove tend's leftover temp files beside managed paths
