@@ -12,7 +12,7 @@ use tokio::time::Instant;
 
 use super::notify::Notifier;
 use super::queue::Queue;
-use super::watch::Watch;
+use super::watch::{Recheck, Watch};
 use super::{publish, Shared, Worker};
 use crate::config::Settings;
 use crate::ledger::State;
@@ -51,6 +51,9 @@ pub(super) struct Loop {
     ages_grow: bool,
     /// The watcher line last written to the ledger.
     watch_line: Option<String>,
+    /// A full pass to run then: newly begun watches ask to look again, or
+    /// a full pass that failed is retried.
+    full_due: Option<Instant>,
 }
 
 impl Loop {
@@ -78,11 +81,15 @@ impl Loop {
             publish_pending: false,
             ages_grow: false,
             watch_line: None,
+            full_due: None,
         }
     }
 
     pub(super) fn next_due(&self) -> Option<Instant> {
-        self.queue.next_due()
+        match (self.queue.next_due(), self.full_due) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     pub(super) fn schedule_now(&mut self, ids: Vec<ResourceId>) {
@@ -91,8 +98,11 @@ impl Loop {
         }
     }
 
-    /// Runs the keys whose retry or event time has come.
+    /// Runs the full pass or the keys whose time has come.
     pub(super) async fn due_keys(&mut self) {
+        if self.full_due.is_some_and(|t| t <= Instant::now()) {
+            return self.pass(Scope::All).await;
+        }
         let keys: BTreeSet<ResourceId> = self
             .queue
             .take_due(Instant::now(), 10_000)
@@ -205,6 +215,10 @@ impl Loop {
     }
 
     pub(super) async fn pass(&mut self, scope: Scope) {
+        if matches!(scope, Scope::All) {
+            // This pass is the one asked for.
+            self.full_due = None;
+        }
         // Keys from the queue are marked running until the pass ends.
         let keys: Vec<ResourceId> = match &scope {
             Scope::Keys(k) => k.iter().cloned().collect(),
@@ -285,20 +299,30 @@ impl Loop {
         }
         let each = started.elapsed().as_secs_f64() / report.outcomes.len().max(1) as f64;
         publish::pass(&self.shared.metrics, &report, each);
-        if let Some(w) = self.watch.as_mut() {
-            let resources = &rev.declared.resources;
-            let now = |id| resources.get(id).map(|d| (d.target(), &d.path));
-            if let Some(keys) = watch_changes {
-                w.patch(keys.iter().map(|id| (id, now(id))));
-                self.watched = Some(rev.id);
-            } else if full || self.watched != Some(rev.id) {
-                w.update(resources.values().map(|d| (&d.id, d.target(), &d.path)));
-                self.watched = Some(rev.id);
-            } else {
-                // A keyed pass may have made directories: watch them.
-                let applied = report.outcomes.iter().filter(|(_, o)| o.applied);
-                w.patch(applied.map(|(id, _)| (id, now(id))));
+        let recheck = match self.watch.as_mut() {
+            None => Recheck::Nothing,
+            Some(w) => {
+                let resources = &rev.declared.resources;
+                let now = |id| resources.get(id).map(|d| (d.target(), &d.path));
+                if let Some(keys) = watch_changes {
+                    self.watched = Some(rev.id);
+                    w.patch(keys.iter().map(|id| (id, now(id))))
+                } else if full || self.watched != Some(rev.id) {
+                    self.watched = Some(rev.id);
+                    w.update(resources.values().map(|d| (&d.id, d.target(), &d.path)))
+                } else {
+                    // A keyed pass may have made directories: watch them.
+                    let applied = report.outcomes.iter().filter(|(_, o)| o.applied);
+                    w.patch(applied.map(|(id, _)| (id, now(id))))
+                }
             }
+        };
+        // What changed between this pass's look and the watch's start is
+        // seen by looking again, now that events are seen.
+        match recheck {
+            Recheck::Nothing => {}
+            Recheck::Keys(ids) => self.schedule_now(ids),
+            Recheck::All => self.full_due = Some(Instant::now()),
         }
         self.requeue(&report).await;
         self.publish(full).await;

@@ -418,6 +418,7 @@ fn write_batch(
                 .zip(target.apply_batch(&batch, &run.rev.content, rec.backups()))
         {
             let c = changes[i];
+            ctl.wrote(&c.id, result.as_ref().ok().and_then(|a| a.left.as_ref()));
             if let Err(e) = &result {
                 let kind = match e {
                     TargetError::Transient(_) => "failed; retried with backoff",
