@@ -12,6 +12,7 @@ pub mod declare;
 pub mod diff;
 pub mod duration;
 pub mod ledger;
+pub mod logging;
 pub mod metrics;
 pub mod model;
 pub mod open_files;

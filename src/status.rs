@@ -90,13 +90,6 @@ impl LedgerHealth {
     }
 }
 
-/// The ledger's meta key holding the problems of the revision last worked on.
-pub const PROBLEMS_KEY: &str = "problems";
-/// The ledger's meta key holding why the daemon's last ledger write failed,
-/// written once the ledger takes writes again (or at once, when a small
-/// write still fits) and removed once its outcomes are recorded.
-pub const WRITE_FAILED_KEY: &str = "ledger_write_failed";
-
 impl StatusDoc {
     pub fn all_in_sync(&self) -> bool {
         self.resources.iter().all(|r| r.state == State::InSync)
@@ -168,16 +161,12 @@ pub fn build(ledger: &Ledger, now: SystemTime) -> Result<StatusDoc, LedgerError>
     Ok(StatusDoc {
         generated_at: rfc3339(now),
         source: ledger.source()?.map(|s| source_status(s, now)),
-        watcher: ledger.meta("watcher")?.filter(|w| !w.is_empty()),
+        watcher: ledger.watcher()?.filter(|w| !w.is_empty()),
         counts,
-        problems: ledger
-            .meta(PROBLEMS_KEY)?
-            .filter(|p| !p.is_empty())
-            .and_then(|p| serde_json::from_str(&p).ok())
-            .unwrap_or_default(),
+        problems: ledger.declaration_problems()?,
         ledger: LedgerHealth {
             damaged: crate::ledger::noted_damage(ledger.state_dir()),
-            write_failed: ledger.meta(WRITE_FAILED_KEY)?.filter(|w| !w.is_empty()),
+            write_failed: crate::ledger::noted_write_failure(ledger.state_dir()),
         },
         resources: records
             .into_iter()

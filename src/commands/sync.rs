@@ -5,11 +5,11 @@ use std::process::ExitCode;
 use std::time::SystemTime;
 
 use super::fail;
-use crate::cli::GlobalArgs;
+use crate::cli::Flags;
 use crate::config::Settings;
 use crate::reconcile::{self, PassOptions};
 
-pub fn run(g: &GlobalArgs, settings: Settings, allow_mass_prune: bool) -> ExitCode {
+pub fn run(g: &Flags, settings: Settings, allow_mass_prune: bool) -> ExitCode {
     // `--dry-run` (or TEND_DRY_RUN, or policy.dry_run) is honoured here too:
     // a user who asked for no writes gets none, whichever command ran.
     let dry_run = settings.policy.dry_run;

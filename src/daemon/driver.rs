@@ -31,18 +31,18 @@ pub(super) fn jitter(d: Duration) -> Duration {
 }
 
 pub(super) struct Loop {
-    settings: Settings,
-    shared: Shared,
+    pub(super) settings: Settings,
+    pub(super) shared: Shared,
     queue: Queue,
-    opts: PassOptions,
-    fetch_failures: u32,
+    pub(super) opts: PassOptions,
+    pub(super) fetch_failures: u32,
     pauses_seen: String,
-    watch: Option<Watch>,
+    pub(super) watch: Option<Watch>,
     /// The revision the watch index was built for.
-    watched: Option<git2::Oid>,
+    pub(super) watched: Option<git2::Oid>,
     /// The current revision, when its last pruning pass applied it whole:
     /// the next revision is then reconciled from it by its changes.
-    settled: Option<git2::Oid>,
+    pub(super) settled: Option<git2::Oid>,
     notifier: Arc<Notifier>,
     last_published: Option<Instant>,
     /// A throttled publish was skipped; the next tick makes it.
@@ -129,7 +129,7 @@ impl Loop {
         }
     }
 
-    async fn blocking<T: Send + 'static>(
+    pub(super) async fn blocking<T: Send + 'static>(
         &self,
         f: impl FnOnce(&Context, &mut Recorder) -> T + Send + 'static,
     ) -> T {
@@ -141,6 +141,17 @@ impl Loop {
         })
         .await
         .expect("blocking task panicked")
+    }
+
+    /// Runs `f` on the worker (context and recorder), off the runtime.
+    pub(super) async fn with_worker<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Worker) -> T + Send + 'static,
+    ) -> T {
+        let worker = self.shared.worker.clone();
+        tokio::task::spawn_blocking(move || f(&mut worker.lock().expect("worker lock")))
+            .await
+            .expect("blocking task panicked")
     }
 
     /// Fetches; on a new revision loads it and runs a full pass.
@@ -175,7 +186,7 @@ impl Loop {
     /// Reads revision `id` and reconciles it: from the current revision,
     /// when that one is settled and the watcher sees drift, only what
     /// changed; otherwise all of it.
-    async fn switch_to(&mut self, id: git2::Oid) {
+    pub(super) async fn switch_to(&mut self, id: git2::Oid) {
         // Without a healthy watcher, drift of unchanged resources is only
         // seen by full passes: a new revision gets one, as the resync does.
         let watched = self.watch.as_ref().is_some_and(|w| w.healthy());
@@ -371,7 +382,7 @@ impl Loop {
         self.ages_grow = self
             .blocking(move |_, rec| {
                 if let Some(line) = write_line {
-                    let _ = rec.ledger.set_meta("watcher", &line);
+                    let _ = rec.ledger.set_watcher(&line);
                 }
                 publish::ledger(&metrics, &rec.ledger)
             })

@@ -8,12 +8,14 @@ mod http;
 mod notify;
 mod publish;
 mod queue;
+mod reload;
 mod signals;
 mod trigger;
 mod watch;
 mod worker;
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
@@ -26,7 +28,8 @@ use crate::metrics::Metrics;
 use crate::reconcile::{self, Context, Control, Recorder, Scope};
 use driver::{jitter, Loop};
 use notify::Notifier;
-use signals::{keep_systemd_informed, watch_signals};
+pub use reload::ReadConfig;
+use signals::{keep_systemd_informed, watch_hangup, watch_signals};
 pub(crate) use trigger::Trigger;
 use watch::Watch;
 pub(crate) use worker::{Shared, Worker};
@@ -36,11 +39,9 @@ fn fail(message: impl std::fmt::Display) -> ExitCode {
     ExitCode::from(2)
 }
 
-pub fn run(settings: Settings) -> ExitCode {
-    let (lock, ctx, rec) = match reconcile::open_writer(settings, "tend run") {
-        Ok(w) => w,
-        Err(e) => return fail(e),
-    };
+/// Runs the daemon with `settings`; `read_config` reads them again on
+/// SIGHUP.
+pub fn run(settings: Settings, read_config: ReadConfig) -> ExitCode {
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -49,18 +50,64 @@ pub fn run(settings: Settings) -> ExitCode {
         Ok(rt) => rt,
         Err(e) => return fail(format!("cannot start the runtime: {e}")),
     };
-    let code = rt.block_on(run_loop(ctx, rec));
+    // SIGHUP's default ends the process: it is caught from the start, and
+    // one that comes during recovery is answered once the loop runs.
+    let hangup = {
+        let _entered = rt.enter();
+        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+    };
+    let hangup = match hangup {
+        Ok(h) => h,
+        Err(e) => return fail(format!("cannot handle SIGHUP: {e}")),
+    };
+    let (lock, ctx, rec) = match reconcile::open_writer(settings, "tend run") {
+        Ok(w) => w,
+        Err(e) => return fail(e),
+    };
+    let code = rt.block_on(run_loop(ctx, rec, hangup, read_config));
     rt.shutdown_timeout(Duration::from_secs(2));
     drop(lock);
     code
 }
 
-async fn run_loop(ctx: Context, rec: Recorder) -> ExitCode {
+/// The roots of the `files` targets, by target name.
+fn files_roots(settings: &Settings) -> BTreeMap<String, PathBuf> {
+    settings
+        .targets
+        .iter()
+        .filter_map(|t| match &t.kind {
+            TargetKind::Files(c) => Some((t.name.clone(), c.root.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The file-system watcher, when the policy wants one; tend's own writes
+/// are told to it.
+fn start_watch(
+    settings: &Settings,
+    tx: &mpsc::UnboundedSender<Trigger>,
+    ctl: &Control,
+) -> Option<Watch> {
+    settings.policy.watch.then(|| {
+        let w = Watch::start(files_roots(settings), tx.clone());
+        ctl.observe_writes(w.write_observer());
+        w
+    })
+}
+
+async fn run_loop(
+    ctx: Context,
+    rec: Recorder,
+    hangup: tokio::signal::unix::Signal,
+    read_config: ReadConfig,
+) -> ExitCode {
     let ctl = Arc::new(Control::default());
     ctl.beat();
     let stop = Arc::new(Notify::new());
     watch_signals(ctl.clone(), stop.clone());
     let (tx, mut rx) = mpsc::unbounded_channel();
+    watch_hangup(hangup, tx.clone());
     // Plugins' `changed` notifications name resources to look at now.
     let changes = tx.clone();
     ctx.subscribe(Arc::new(move |ids| drop(changes.send(Trigger::Keys(ids)))));
@@ -75,21 +122,9 @@ async fn run_loop(ctx: Context, rec: Recorder) -> ExitCode {
     }
     let notifier = Arc::new(Notifier::from_env());
     keep_systemd_informed(notifier.clone(), shared.ready.clone(), ctl.clone());
-    let watch = settings.policy.watch.then(|| {
-        let roots: BTreeMap<String, std::path::PathBuf> = settings
-            .targets
-            .iter()
-            .filter_map(|t| match &t.kind {
-                TargetKind::Files { root } => Some((t.name.clone(), root.clone())),
-                _ => None,
-            })
-            .collect();
-        let w = Watch::start(roots, tx.clone());
-        ctl.observe_writes(w.write_observer());
-        w
-    });
+    let watch = start_watch(&settings, &tx, &ctl);
     tracing::info!(repo = %crate::source::redact_url(&settings.source.repo), "tend run started");
-    let resync = settings.policy.resync;
+    let mut resync = settings.policy.resync;
     let mut lp = Loop::new(settings, shared, watch, notifier.clone());
     lp.pauses_changed().await;
     let mut next_fetch = Instant::now();
@@ -106,6 +141,13 @@ async fn run_loop(ctx: Context, rec: Recorder) -> ExitCode {
             Some(t) = rx.recv() => match t {
                 Trigger::Fetch => next_fetch = Instant::now(),
                 Trigger::FullPass => lp.pass(Scope::All).await,
+                Trigger::Reload => {
+                    reload::reload(&mut lp, &read_config, &tx).await;
+                    // The new settings' timers, from now.
+                    next_fetch = Instant::now() + jitter(lp.settings.source.interval);
+                    resync = lp.settings.policy.resync;
+                    next_resync = Instant::now() + jitter(resync);
+                }
                 Trigger::Keys(ids) => lp.schedule_now(ids),
             },
             _ = sleep_until(next_fetch) => {

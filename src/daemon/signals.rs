@@ -1,4 +1,4 @@
-//! Signals and systemd: stop on SIGTERM/SIGINT, keep the start timeout and
+//! Signals and systemd: stop on SIGTERM/SIGINT, reload on SIGHUP, keep the start timeout and
 //! the watchdog fed only while the loop shows signs of life.
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -22,6 +22,21 @@ pub(super) fn watch_signals(ctl: Arc<Control>, stop: Arc<Notify>) {
         stop.notify_waiters();
         tokio::select! { _ = term.recv() => {}, _ = int.recv() => {} }
         std::process::exit(130);
+    });
+}
+
+/// SIGHUP (systemd's reload, git-sync's "sync now"): a reload, never an end.
+pub(super) fn watch_hangup(
+    mut hangup: tokio::signal::unix::Signal,
+    tx: tokio::sync::mpsc::UnboundedSender<super::Trigger>,
+) {
+    tokio::spawn(async move {
+        while hangup.recv().await.is_some() {
+            tracing::info!("SIGHUP received");
+            if tx.send(super::Trigger::Reload).is_err() {
+                break;
+            }
+        }
     });
 }
 

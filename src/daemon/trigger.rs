@@ -11,4 +11,6 @@ pub enum Trigger {
     Keys(Vec<ResourceId>),
     /// A full pass now (watch overflow, pause changes).
     FullPass,
+    /// Read the config again, then fetch and pass (SIGHUP).
+    Reload,
 }

@@ -5,10 +5,11 @@
 
 mod audit;
 mod backup;
-mod damage;
 mod db;
+mod declared;
 mod hashkey;
 mod lock;
+mod notes;
 mod records;
 mod schema;
 mod tx;
@@ -21,10 +22,14 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 pub use audit::{AuditEntry, AuditLog};
 pub use backup::BackupStore;
-pub use damage::{clear_damage, note_damage, noted_damage, DAMAGE_FILE};
 pub use db::Ledger;
+pub use declared::Digest;
 pub use hashkey::HashKey;
 pub use lock::StateLock;
+pub use notes::{
+    clear_damage, clear_write_failure, note_damage, note_write_failure, noted_damage,
+    noted_write_failure, DAMAGE_FILE, UNRECORDED_FILE,
+};
 pub use records::{
     next_drift_since, Intent, IntentKind, InventoryEntry, PauseRecord, ResourceRecord,
     SourceRecord, State,

@@ -56,6 +56,9 @@ impl Control {
     pub fn observe_writes(&self, f: Arc<dyn WriteObserver>) {
         *self.on_write.lock().expect("write observer") = Some(f);
     }
+    pub fn unobserve_writes(&self) {
+        *self.on_write.lock().expect("write observer") = None;
+    }
     fn observer(&self) -> Option<Arc<dyn WriteObserver>> {
         self.on_write.lock().expect("write observer").clone()
     }

@@ -223,18 +223,8 @@ fn record_problems(
     if problems.len() > PROBLEMS_KEPT {
         lines.push(format!("... and {} more", problems.len() - PROBLEMS_KEPT));
     }
-    let text = if lines.is_empty() {
-        String::new()
-    } else {
-        serde_json::to_string(&lines).expect("strings serialize")
-    };
-    if rec
-        .ledger
-        .meta(crate::status::PROBLEMS_KEY)?
-        .unwrap_or_default()
-        != text
-    {
-        rec.ledger.set_meta(crate::status::PROBLEMS_KEY, &text)?;
+    if rec.ledger.declaration_problems()? != lines {
+        rec.ledger.set_declaration_problems(&lines)?;
     }
     Ok(())
 }

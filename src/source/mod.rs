@@ -5,6 +5,7 @@
 mod error;
 mod known_hosts;
 mod links;
+mod local;
 mod mirror;
 pub(crate) mod packs;
 mod refs;
@@ -23,6 +24,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 pub use error::SourceError;
+pub use local::{local_repository, snapshot_at};
 pub use mirror::Mirror;
 pub use snapshot::{routes_through_lfs, BlobReader, Entry, EntryMode, Snapshot};
 pub use transport::{configure_transport, may_use_tls};

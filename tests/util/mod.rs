@@ -3,6 +3,7 @@
 
 #![allow(dead_code)]
 
+pub mod container;
 pub mod http;
 pub mod https;
 pub mod plugins;
@@ -122,17 +123,20 @@ impl Env {
 
     pub fn cmd(&self, args: &[&str]) -> Command {
         let mut c = tend_cmd();
-        c.args(args)
-            .arg("--repo")
-            .arg(self.repo.url())
-            .arg("--root")
-            .arg(self.root.path())
-            .arg("--state-dir")
-            .arg(self.state.path());
+        c.args(args);
+        // Commands that read only the state dir take no source or root.
+        if !matches!(args.first(), Some(&("status" | "pause" | "resume"))) {
+            c.arg("--repo")
+                .arg(self.repo.url())
+                .arg("--root")
+                .arg(self.root.path());
+        }
+        c.arg("--state-dir").arg(self.state.path());
         c
     }
 
-    /// Runs `tend <args> --repo .. --root .. --state-dir ..`.
+    /// Runs `tend <args> --repo .. --root .. --state-dir ..` (only
+    /// `--state-dir` for status, pause and resume).
     pub fn tend(&self, args: &[&str]) -> Run {
         Run::from(self.cmd(args).output().expect("run tend"))
     }
