@@ -169,3 +169,151 @@ fn a_scribbled_ledger_page_is_an_error_before_any_change_and_status_says_so() {
     assert_eq!(status.code, 0, "{status:?}");
     assert!(!status.all().contains("damaged"), "{status:?}");
 }
+
+/// A tmpfs of `size` mounted on `dir`; unmounted when dropped.
+struct Tmpfs(std::path::PathBuf);
+
+impl Tmpfs {
+    fn mount(dir: &std::path::Path, size: &str) -> Option<Tmpfs> {
+        std::fs::create_dir_all(dir).unwrap();
+        let ok = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir)
+            .status()
+            .is_ok_and(|s| s.success());
+        ok.then(|| Tmpfs(dir.to_path_buf()))
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg(&self.0).status();
+    }
+}
+
+/// Fills the file system holding `dir` until it refuses more.
+fn fill(dir: &std::path::Path) -> std::path::PathBuf {
+    use std::io::Write;
+    let filler = dir.join("filler");
+    let mut f = std::fs::File::create(&filler).unwrap();
+    let chunk = vec![0u8; 4096];
+    while f.write_all(&chunk).and_then(|()| f.flush()).is_ok() {}
+    filler
+}
+
+#[test]
+fn a_correction_that_cannot_be_recorded_is_kept_retried_and_made_once_there_is_space() {
+    if !util::can_run(
+        rustix::process::geteuid().is_root(),
+        "mounting a tmpfs needs root",
+    ) {
+        return;
+    }
+    let env = Env::new();
+    site(&env);
+    let small = env.state.path().join("small");
+    let Some(_mount) = Tmpfs::mount(&small, "2m") else {
+        util::can_run(false, "cannot mount a tmpfs here");
+        return;
+    };
+    let cfg = env.config("policy:\n  resync: 1h\n");
+    let log = std::fs::File::create(env.state.path().join("daemon.log")).unwrap();
+    let _d = util::Daemon {
+        child: util::tend_cmd()
+            .args(["run", "--listen", "127.0.0.1:0", "--interval", "1h"])
+            .args(["--repo", &env.repo.url()])
+            .arg("--root")
+            .arg(env.root())
+            .arg("--state-dir")
+            .arg(&small)
+            .arg("-c")
+            .arg(&cfg)
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .unwrap(),
+    };
+    let status = || {
+        let r = env.raw(&[
+            "status",
+            "-o",
+            "json",
+            "--state-dir",
+            small.to_str().unwrap(),
+        ]);
+        (
+            r.code,
+            serde_json::from_str::<serde_json::Value>(&r.stdout).unwrap_or_default(),
+        )
+    };
+    assert!(
+        wait_until(30, || {
+            let (_, s) = status();
+            s["counts"]["InSync"] == 2
+                && s["watcher"]
+                    .as_str()
+                    .is_some_and(|w| w.starts_with("watching"))
+        }),
+        "{}",
+        env.daemon_log()
+    );
+    let addr = util::http::listening_addr(&env.daemon_log()).expect("listening");
+    let filler = fill(&small);
+    std::fs::write(env.at("etc/a"), "edited\n").unwrap();
+
+    // The backup fails for want of space, and so does the record of that
+    // failure: the daemon keeps it, says so, and retries with backoff.
+    let api = || util::http::get(addr, "/api/v1/status").json();
+    let of_a = |doc: &serde_json::Value| {
+        doc["resources"]
+            .as_array()
+            .and_then(|rs| rs.iter().find(|r| r["id"] == "files/file/etc/a").cloned())
+            .unwrap_or_default()
+    };
+    let kept = wait_until(30, || {
+        let doc = api();
+        let a = of_a(&doc);
+        a["state"] == "Failed"
+            && a["reason"]
+                .as_str()
+                .is_some_and(|r| r.contains("No space left"))
+            && a["attempts"].as_u64() >= Some(2)
+            && doc["ledger"]["write_failed"].is_string()
+    });
+    assert!(kept, "{}\n{}", api(), env.daemon_log());
+    assert_eq!(api()["counts"]["InSync"], 1, "{}", api());
+    let metrics = util::http::get(addr, "/metrics").text();
+    assert!(
+        metrics.lines().any(|l| l == "tend_ledger_write_failing 1"),
+        "{metrics}"
+    );
+    // `tend status` reads the ledger, which could not take the failure; the
+    // note beside it says the ledger is behind.
+    let (code, doc) = status();
+    assert_eq!(code, 1, "{doc}");
+    assert!(doc["ledger"]["write_failed"].is_string(), "{doc}");
+    let text = env.raw(&["status", "--state-dir", small.to_str().unwrap()]);
+    assert!(text.stdout.contains("ledger write failed"), "{text:?}");
+    assert_eq!(env.read("etc/a"), "edited\n");
+
+    // Space again: the retry corrects it, with the resync an hour away.
+    std::fs::remove_file(filler).unwrap();
+    assert!(
+        wait_until(60, || env.read("etc/a") == "a1\n"),
+        "{}\n{}",
+        api(),
+        env.daemon_log()
+    );
+    assert!(
+        wait_until(20, || {
+            let (code, s) = status();
+            code == 0 && s["counts"]["InSync"] == 2 && s["ledger"].is_null()
+        }),
+        "{:?}\n{}",
+        status(),
+        env.daemon_log()
+    );
+    let doc = api();
+    assert_eq!(doc["counts"]["InSync"], 2, "{doc}");
+    assert!(doc["ledger"].is_null(), "{doc}");
+}

@@ -48,7 +48,7 @@ pub fn run(g: &Flags, settings: Settings, allow_mass_prune: bool) -> ExitCode {
         match reconcile::full_pass(&ctx, &mut rec, &rev, opts, &reconcile::Control::default()) {
             Ok(r) => r,
             Err(e) => {
-                if let reconcile::PassError::Ledger(e) = &e {
+                if let Some(e) = e.ledger() {
                     crate::ledger::note_damage(&ctx.settings.state_dir, e);
                 }
                 // 2 is an error before any change: so is one before any

@@ -108,6 +108,7 @@ pub(crate) async fn start(
         refresh_token,
         webhook_secrets: secrets,
         resource_diff: resource_diff(shared)?,
+        overlay: Some(super::unrecorded::overlay(shared.unrecorded.clone())),
     };
     tracing::info!(%addr, "listening");
     let shutdown = async move { stop.notified().await };

@@ -28,7 +28,7 @@ pub use hashkey::HashKey;
 pub use lock::StateLock;
 pub use notes::{
     clear_damage, clear_write_failure, note_damage, note_write_failure, noted_damage,
-    noted_write_failure, DAMAGE_FILE, UNRECORDED_FILE,
+    noted_write_failure, reserve_write_failure_note, DAMAGE_FILE, UNRECORDED_FILE,
 };
 pub use records::{
     next_drift_since, Intent, IntentKind, InventoryEntry, PauseRecord, ResourceRecord,

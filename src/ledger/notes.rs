@@ -5,7 +5,8 @@
 //!   database file there (the same inode). A ledger moved aside and made
 //!   afresh, or found sound again by an integrity check, leaves it behind.
 //! - `ledger.unrecorded`: the daemon could not record its last outcomes (a
-//!   full disk); removed once they are recorded.
+//!   full disk); blank once they are recorded. It keeps its space, so it
+//!   can still be written when the disk is full.
 
 use std::io::Read;
 use std::os::unix::fs::MetadataExt;
@@ -71,24 +72,6 @@ fn read(state_dir: &Path, name: &str) -> Option<String> {
     Some(text)
 }
 
-/// Notes that the daemon's outcomes since `since` could not be recorded,
-/// and why. Fails as any write to a full disk may.
-pub fn note_write_failure(state_dir: &Path, why: &str) -> std::io::Result<()> {
-    put(state_dir, UNRECORDED_FILE, &format!("{why}\n"))
-}
-
-/// Why the daemon could not record its last outcomes, if it could not.
-pub fn noted_write_failure(state_dir: &Path) -> Option<String> {
-    let text = read(state_dir, UNRECORDED_FILE)?;
-    let text = text.trim();
-    (!text.is_empty()).then(|| text.to_string())
-}
-
-/// The outcomes are recorded: the note goes.
-pub fn clear_write_failure(state_dir: &Path) {
-    let _ = std::fs::remove_file(state_dir.join(UNRECORDED_FILE));
-}
-
 /// The damage noted for the database file now in `state_dir`, if any.
 pub fn noted_damage(state_dir: &Path) -> Option<String> {
     let text = read(state_dir, DAMAGE_FILE)?;
@@ -99,4 +82,56 @@ pub fn noted_damage(state_dir: &Path) -> Option<String> {
 /// Removes the note (the ledger was found sound).
 pub fn clear_damage(state_dir: &Path) {
     let _ = std::fs::remove_file(state_dir.join(DAMAGE_FILE));
+}
+
+/// The size the write-failure note keeps allocated, so that it can be
+/// written on a file system that is full: overwriting bytes a file holds
+/// needs no new space on most file systems.
+const UNRECORDED_SIZE: usize = 4096;
+
+/// At a daemon's start: makes sure the write-failure note has its space,
+/// and returns what it says (a previous process's failure, whose outcomes
+/// the first pass looks at again).
+pub fn reserve_write_failure_note(state_dir: &Path) -> Option<String> {
+    let noted = noted_write_failure(state_dir);
+    let path = state_dir.join(UNRECORDED_FILE);
+    let long_enough = std::fs::metadata(&path).is_ok_and(|m| m.len() >= UNRECORDED_SIZE as u64);
+    if !long_enough {
+        let _ = overwrite(state_dir, noted.as_deref().unwrap_or(""));
+    }
+    noted
+}
+
+/// Writes `text` over the note's bytes, padded with spaces to its size.
+fn overwrite(state_dir: &Path, text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut bytes: Vec<u8> = text.bytes().take(UNRECORDED_SIZE - 1).collect();
+    bytes.push(b'\n');
+    bytes.resize(UNRECORDED_SIZE, b' ');
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(state_dir.join(UNRECORDED_FILE))?;
+    f.write_all(&bytes)?;
+    f.sync_data()
+}
+
+/// Notes that the daemon could not record its outcomes, and why.
+pub fn note_write_failure(state_dir: &Path, why: &str) -> std::io::Result<()> {
+    overwrite(state_dir, why.trim())
+}
+
+/// Why the daemon could not record its last outcomes, if it could not.
+pub fn noted_write_failure(state_dir: &Path) -> Option<String> {
+    let text = read(state_dir, UNRECORDED_FILE)?;
+    let text = text.trim();
+    (!text.is_empty()).then(|| text.to_string())
+}
+
+/// The outcomes are recorded: the note says nothing (and keeps its space).
+pub fn clear_write_failure(state_dir: &Path) {
+    if noted_write_failure(state_dir).is_some() {
+        let _ = overwrite(state_dir, "");
+    }
 }

@@ -192,12 +192,12 @@ pub fn apply(
         }
     }
 
-    rec.record_all(
+    let recorded = rec.record_all(
         &run.outcomes,
         p.scope.keys().is_some().then_some(&run.previous),
         run.now,
         full && !report.cancelled,
-    )?;
+    );
     report.converged =
         run.outcomes.values().all(|o| o.state == State::InSync) && report.problems.is_empty();
     report.outcomes = run.outcomes;
@@ -209,7 +209,14 @@ pub fn apply(
             tracing::warn!(target = t.name(), error = %e, "cannot save the stat cache");
         }
     }
-    Ok(report)
+    // What was done and found is known even when the ledger cannot take it.
+    match recorded {
+        Ok(()) => Ok(report),
+        Err(error) => Err(PassError::Unrecorded {
+            report: Box::new(report),
+            error,
+        }),
+    }
 }
 
 /// The policy checks of each create and update: what is left is to be written.

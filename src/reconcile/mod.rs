@@ -25,7 +25,7 @@ pub use pass::{load, PassError, PassOptions, PassReport, Revision, Scope};
 pub use pass_next::{load_next, Next};
 pub use policy::{action_for, retried, Action};
 pub use prepare::{prepare, pruning, spec_digest, Prepared, Pruning};
-pub use record::{Outcome, Recorder};
+pub use record::{next_record, Outcome, Recorder};
 
 use crate::config::Settings;
 use crate::ledger::{Ledger, LedgerError, SourceRecord, StateLock};
@@ -198,11 +198,19 @@ pub fn pruning_pass(
     debug_assert!(scope.prunes());
     let prepared = prepare(ctx, rev, &rec.ledger, scope)?;
     let report = apply(ctx, rec, rev, &prepared, opts, ctl)?;
-    record_problems(rec, &rev.declared.problems)?;
-    if !opts.dry_run && !report.cancelled {
-        record_applied(rec, rev.id)?;
+    let recorded = record_problems(rec, &rev.declared.problems).and_then(|()| {
+        match !opts.dry_run && !report.cancelled {
+            true => record_applied(rec, rev.id),
+            false => Ok(()),
+        }
+    });
+    match recorded {
+        Ok(()) => Ok(report),
+        Err(error) => Err(PassError::Unrecorded {
+            report: Box::new(report),
+            error,
+        }),
     }
-    Ok(report)
 }
 
 /// Problems listed in the ledger at most; the rest are counted.

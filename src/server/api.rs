@@ -18,10 +18,16 @@ use crate::status::StatusDoc;
 
 /// The status document as `tend status -o json` builds it, read beside the
 /// running loop (SQLite work stays off the async threads).
-pub(super) async fn load_status(dir: PathBuf) -> Result<StatusDoc, String> {
+pub(super) async fn load_status(state: &AppState) -> Result<StatusDoc, String> {
+    let (dir, overlay) = (state.state_dir.clone(), state.overlay.clone());
     tokio::task::spawn_blocking(move || {
         let ledger = Ledger::open_read_only(&dir).map_err(|e| e.to_string())?;
-        crate::status::build(&ledger, SystemTime::now()).map_err(|e| e.to_string())
+        let mut doc =
+            crate::status::build(&ledger, SystemTime::now()).map_err(|e| e.to_string())?;
+        if let Some(overlay) = overlay {
+            overlay(&mut doc);
+        }
+        Ok(doc)
     })
     .await
     .map_err(|e| e.to_string())?
@@ -105,7 +111,7 @@ pub async fn readyz(State(state): State<AppState>) -> Response {
 
 /// `GET /api/v1/status`: byte for byte what `tend status -o json` prints.
 pub async fn status(State(state): State<AppState>) -> Response {
-    match load_status(state.state_dir.clone()).await {
+    match load_status(&state).await {
         Ok(doc) => {
             let text = serde_json::to_string_pretty(&doc).expect("status serializes") + "\n";
             ([(header::CONTENT_TYPE, "application/json")], text).into_response()
@@ -120,7 +126,7 @@ pub async fn status(State(state): State<AppState>) -> Response {
 /// `GET /api/v1/resources/{id}`: the resource's status entry and its
 /// current diff.
 pub async fn resource(State(state): State<AppState>, Path(id): Path<String>) -> Response {
-    let doc = match load_status(state.state_dir.clone()).await {
+    let doc = match load_status(&state).await {
         Ok(d) => d,
         Err(e) => {
             return error(

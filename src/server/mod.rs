@@ -55,6 +55,9 @@ pub struct AppState {
     /// without one answers 404.
     pub webhook_secrets: BTreeMap<String, Vec<u8>>,
     pub resource_diff: ResourceDiff,
+    /// What the loop knows beyond its ledger (outcomes it could not
+    /// record), laid over the status the ledger gives.
+    pub overlay: Option<crate::status::Overlay>,
 }
 
 impl std::fmt::Debug for AppState {

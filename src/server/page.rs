@@ -332,7 +332,7 @@ pub fn render_resource(id: &str, entry: Option<&ResourceStatus>, diff: Option<&s
 
 /// `GET /`.
 pub async fn index(State(state): State<AppState>) -> Response {
-    let doc = load_status(state.state_dir.clone()).await;
+    let doc = load_status(&state).await;
     let audit = load_audit(state.state_dir.clone(), RECENT_AUDIT).await;
     // Always 200: a page that cannot read the ledger yet still loads and
     // reloads itself until it can.
@@ -345,7 +345,7 @@ pub async fn index(State(state): State<AppState>) -> Response {
 
 /// `GET /resources/{id}`.
 pub async fn resource(State(state): State<AppState>, Path(id): Path<String>) -> Response {
-    let doc = load_status(state.state_dir.clone()).await.ok();
+    let doc = load_status(&state).await.ok();
     let entry = doc
         .as_ref()
         .and_then(|d| d.resources.iter().find(|r| r.id == id));

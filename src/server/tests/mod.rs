@@ -67,6 +67,7 @@ pub fn fixture(secrets: &[(&str, &str)], reference: Option<&str>) -> Fixture {
             .map(|(k, v)| (k.to_string(), v.as_bytes().to_vec()))
             .collect::<BTreeMap<_, _>>(),
         resource_diff: no_diff(),
+        overlay: None,
     };
     Fixture {
         dir,
