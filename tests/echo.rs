@@ -1,8 +1,9 @@
 //! tend tells the events of its own writes by what they left at the path,
 //! not by a time window after writing: an edit right after a correction is
 //! a change like any other, two daemons fighting over one root end up
-//! Contested, and under a stream of hand edits status says InSync only when
-//! every file is what its declaration says. Real inotify, real processes.
+//! Contested, under a stream of hand edits status says InSync only when
+//! every file is what its declaration says, and a pass stopped midway
+//! leaves what it did not write Drifted. Real inotify, real processes.
 
 mod util;
 
@@ -244,4 +245,69 @@ fn under_a_stream_of_hand_edits_and_commits_status_is_in_sync_only_when_true() {
         env.daemon_log()
     );
     assert!(wrong.is_empty(), "status says InSync, but {wrong:?} differ");
+}
+
+#[test]
+fn a_pass_stopped_midway_leaves_what_it_did_not_write_drifted_not_in_sync() {
+    let env = Env::new();
+    // Batches of 256, then 512: a stop can land after the first.
+    let n = 1000;
+    env.repo.write(
+        "site.tend.yaml",
+        "kind: directory\npath: site\nsource: content\n",
+    );
+    let version = |v: u32| {
+        for i in 0..n {
+            env.repo.write(
+                &format!("content/d{}/f{i}", i % 30),
+                format!("file {i} v{v}\n"),
+            );
+        }
+        env.repo.commit(&format!("v{v}"));
+    };
+    version(1);
+    let sync = env.tend(&["sync"]);
+    assert_eq!(sync.code, 0, "{sync:?}");
+    let mut landed = 0;
+    for v in 2..=4 {
+        version(v);
+        let want = |i: usize| format!("file {i} v{v}\n");
+        let written = || {
+            (0..n)
+                .filter(|i| {
+                    std::fs::read_to_string(env.at(&format!("site/d{}/f{i}", i % 30)))
+                        .is_ok_and(|s| s == want(*i))
+                })
+                .count()
+        };
+        let mut d = env.daemon(&["--interval", "1h"]);
+        // The first in identity order, so in the first batch written.
+        let first = env.at("site/d0/f0");
+        wait_until(60, || {
+            std::fs::read_to_string(&first).is_ok_and(|s| s == want(0))
+        });
+        assert_eq!(d.stop(30), Some(0), "{}", env.daemon_log());
+        let done = written();
+        if done == n {
+            continue;
+        }
+        landed += 1;
+        // Stopped midway: whatever status calls InSync holds its content.
+        let status = env.status();
+        let resources = status["resources"].as_array().unwrap();
+        assert_eq!(resources.len(), n);
+        for r in resources.iter().filter(|r| r["state"] == "InSync") {
+            let path = r["id"].as_str().unwrap().trim_start_matches("files/file/");
+            let i: usize = path.rsplit_once("/f").unwrap().1.parse().unwrap();
+            assert_eq!(
+                std::fs::read_to_string(env.at(path)).unwrap(),
+                want(i),
+                "{path} is InSync but not written ({done} of {n} were)"
+            );
+        }
+        let drifted = resources.iter().filter(|r| r["state"] == "Drifted").count();
+        assert_eq!(drifted, n - done, "{}", status["counts"]);
+        break;
+    }
+    assert!(landed >= 1, "no stop landed mid-pass");
 }

@@ -38,6 +38,9 @@ fn growing_chunks<T>(mut todo: &[T]) -> impl Iterator<Item = &[T]> {
     })
 }
 
+/// Why a correction a pass decided on was not made.
+const STOPPING: &str = "not corrected: tend was stopping";
+
 /// Failed writes logged one by one in a pass; the rest are counted.
 const FAILURES_LOGGED: usize = 20;
 
@@ -175,6 +178,15 @@ pub fn apply(
         }
     }
     verify(&mut run, rec, p, applied)?;
+    if report.cancelled {
+        // Not written: the last look found it differing, and its record
+        // must say so rather than keep an older InSync.
+        for t in &todo {
+            if !run.outcomes.contains_key(&t.change.id) {
+                run.set(&t.change.id, State::Drifted, Some(STOPPING.into()));
+            }
+        }
+    }
     prune(&mut run, rec, p, opts, ctl, &mut report)?;
 
     // Every pending hook runs once at the end of the pass: those this pass
@@ -569,10 +581,15 @@ fn prune(
             todo.push(change);
         }
     }
-    for chunk in todo.chunks(BATCH) {
+    let mut chunks = todo.chunks(BATCH);
+    while let Some(chunk) = chunks.next() {
         ctl.beat();
         if ctl.cancelled() {
             report.cancelled = true;
+            for c in chunk.iter().chain(chunks.flatten()) {
+                let reason = format!("no longer declared; {STOPPING}");
+                run.set(&c.id, State::Drifted, Some(reason));
+            }
             break;
         }
         let mut gone = Vec::new();
