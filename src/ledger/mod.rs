@@ -12,6 +12,7 @@ mod lock;
 mod notes;
 mod records;
 mod schema;
+mod trust;
 mod tx;
 
 #[cfg(test)]
@@ -20,7 +21,7 @@ mod tests;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-pub use audit::{AuditEntry, AuditLog};
+pub use audit::{tail as audit_tail, AuditEntry, AuditLog, TAIL_BYTES as AUDIT_TAIL_BYTES};
 pub use backup::BackupStore;
 pub use db::Ledger;
 pub use declared::Digest;
@@ -31,8 +32,8 @@ pub use notes::{
     noted_write_failure, reserve_write_failure_note, DAMAGE_FILE, UNRECORDED_FILE,
 };
 pub use records::{
-    next_drift_since, Intent, IntentKind, InventoryEntry, PauseRecord, ResourceRecord,
-    SourceRecord, State,
+    next_drift_since, Intent, IntentKind, InventoryEntry, PauseRecord, PinRecord, RefusalRecord,
+    ResourceRecord, SourceRecord, State,
 };
 pub use tx::Tx;
 
