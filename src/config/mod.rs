@@ -300,6 +300,21 @@ fn resolve_with(args: &Flags, any_target: bool) -> Result<Settings, ConfigError>
             "no target: give --root DIR or `targets:` in the config".into(),
         ));
     }
+    // A relative root is the working directory's, made absolute once here:
+    // every part (the target, the watcher's paths) then names the same one.
+    for t in &mut targets {
+        if let TargetKind::Files(FilesConfig { root }) = &mut t.kind {
+            if root.is_relative() {
+                match std::path::absolute(&*root) {
+                    Ok(absolute) => *root = absolute,
+                    Err(e) => problems.push(ConfigError::Setting(format!(
+                        "root {}: {e}",
+                        root.display()
+                    ))),
+                }
+            }
+        }
+    }
 
     let mut hooks = BTreeMap::new();
     for (name, h) in file.hooks.unwrap_or_default() {

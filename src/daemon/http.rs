@@ -128,6 +128,7 @@ pub(crate) async fn start(
         webhook_secrets: secrets,
         resource_diff: resource_diff(shared, reader.clone()),
         resource_explain: resource_explain(shared, reader),
+        overlay: Some(super::unrecorded::overlay(shared.unrecorded.clone())),
     };
     tracing::info!(%addr, "listening");
     let limits = settings.server.limits.within_open_files();

@@ -11,6 +11,7 @@ mod queue;
 mod reload;
 mod signals;
 mod trigger;
+mod unrecorded;
 mod watch;
 mod worker;
 

@@ -173,7 +173,7 @@ async fn take(
         lp.watch = None;
         lp.watch = super::start_watch(&settings, triggers, &lp.shared.ctl);
         if lp.watch.is_none() {
-            lp.shared.ctl.observe_writes(Arc::new(|_| {}));
+            lp.shared.ctl.unobserve_writes();
         }
         lp.watched = None;
     }

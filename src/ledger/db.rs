@@ -115,6 +115,16 @@ impl Ledger {
         })
     }
 
+    /// SQLite's own check of every page (`PRAGMA quick_check`): `None` when
+    /// sound, else the first problem it found.
+    pub fn quick_check(&self) -> Res<Option<String>> {
+        let found: String = self
+            .conn
+            .query_row("PRAGMA quick_check(1)", [], |r| r.get(0))
+            .map_err(|e| LedgerError::db(&self.path, e))?;
+        Ok((found != "ok").then_some(found))
+    }
+
     pub fn state_dir(&self) -> &Path {
         &self.state_dir
     }

@@ -55,6 +55,8 @@ pub struct Recorder {
     key: HashKey,
     /// The ledger holds [`TEMP_SWEPT`]: no temp file of tend's is left.
     swept: bool,
+    /// A target was asked to write since this recorder was opened.
+    touched: bool,
 }
 
 /// Asked about fewer identities than this, a pass looks each digest up.
@@ -141,8 +143,20 @@ impl Recorder {
             audit: AuditLog::open(&dir)?,
             key: HashKey::load_or_create(&dir)?,
             swept: ledger.temp_swept()?,
+            touched: false,
             ledger,
         })
+    }
+
+    /// Just before a target is asked to write.
+    pub(super) fn touching(&mut self) {
+        self.touched = true;
+    }
+
+    /// Whether any target may have been changed since this recorder was
+    /// opened: an error before then changed nothing.
+    pub fn touched(&self) -> bool {
+        self.touched
     }
 
     /// No temp file of tend's is left beside managed paths: none was made

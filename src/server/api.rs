@@ -69,7 +69,7 @@ pub async fn readyz(State(state): State<AppState>) -> Response {
 
 /// `GET /api/v1/status`: byte for byte what `tend status -o json` prints.
 pub async fn status(State(state): State<AppState>) -> Response {
-    match load::status(state.state_dir.clone()).await {
+    match load::status(&state).await {
         Ok(doc) => {
             let text = serde_json::to_string_pretty(&doc).expect("status serializes") + "\n";
             ([(header::CONTENT_TYPE, "application/json")], text).into_response()
@@ -85,7 +85,7 @@ pub async fn status(State(state): State<AppState>) -> Response {
 /// current diff. The work is one lookup, and a diff only for a resource
 /// the ledger knows: an unknown name costs nothing more.
 pub async fn resource(State(state): State<AppState>, Path(id): Path<String>) -> Response {
-    let (generated_at, entry) = match load::resource(state.state_dir.clone(), id.clone()).await {
+    let (generated_at, entry) = match load::resource(&state, id.clone()).await {
         Ok(found) => found,
         Err(e) => {
             return error(

@@ -37,30 +37,53 @@ fn ledger(dir: &std::path::Path) -> Result<Ledger, String> {
     Ledger::open_read_only(dir).map_err(|e| e.to_string())
 }
 
-/// The status document as `tend status -o json` builds it, every resource.
-pub(super) async fn status(dir: PathBuf) -> Result<StatusDoc, String> {
+/// The status document as `tend status -o json` builds it, every resource,
+/// with what the daemon knows beyond its ledger laid over it.
+pub(super) async fn status(state: &AppState) -> Result<StatusDoc, String> {
+    let (dir, overlay) = (state.state_dir.clone(), state.overlay.clone());
     gated(&READS, move || {
-        crate::status::build(&ledger(&dir)?, SystemTime::now()).map_err(|e| e.to_string())
+        let mut doc =
+            crate::status::build(&ledger(&dir)?, SystemTime::now()).map_err(|e| e.to_string())?;
+        if let Some(overlay) = overlay {
+            overlay(&mut doc);
+        }
+        Ok(doc)
     })
     .await
 }
 
-/// Every count, and at most `rows` resources not in sync.
-pub(super) async fn summary(dir: PathBuf, rows: usize) -> Result<StatusDoc, String> {
+/// Every count, and at most `rows` resources not in sync, with the
+/// daemon's overlay.
+pub(super) async fn summary(state: &AppState, rows: usize) -> Result<StatusDoc, String> {
+    let (dir, overlay) = (state.state_dir.clone(), state.overlay.clone());
     gated(&READS, move || {
-        crate::status::summary(&ledger(&dir)?, SystemTime::now(), rows).map_err(|e| e.to_string())
+        let mut doc = crate::status::summary(&ledger(&dir)?, SystemTime::now(), rows)
+            .map_err(|e| e.to_string())?;
+        if let Some(overlay) = overlay {
+            overlay(&mut doc);
+        }
+        Ok(doc)
     })
     .await
 }
 
-/// One resource's status entry, looked up alone, and the time it was read.
+/// One resource's status entry, looked up alone (the daemon's overlay
+/// may hold a newer one), and the time it was read.
 pub(super) async fn resource(
-    dir: PathBuf,
+    state: &AppState,
     id: String,
 ) -> Result<(String, Option<ResourceStatus>), String> {
+    let (dir, overlay) = (state.state_dir.clone(), state.overlay.clone());
     gated(&READS, move || {
         let now = SystemTime::now();
-        let entry = crate::status::resource(&ledger(&dir)?, &id, now).map_err(|e| e.to_string())?;
+        let ledger = ledger(&dir)?;
+        let mut entry = crate::status::resource(&ledger, &id, now).map_err(|e| e.to_string())?;
+        if let Some(overlay) = overlay {
+            let mut doc = crate::status::summary(&ledger, now, 0).map_err(|e| e.to_string())?;
+            doc.resources = entry.into_iter().collect();
+            overlay(&mut doc);
+            entry = doc.resources.into_iter().find(|r| r.id == id);
+        }
         Ok((humantime::format_rfc3339_seconds(now).to_string(), entry))
     })
     .await

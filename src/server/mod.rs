@@ -64,6 +64,9 @@ pub struct AppState {
     pub webhook_secrets: BTreeMap<String, Vec<u8>>,
     pub resource_diff: ResourceDiff,
     pub resource_explain: ResourceExplain,
+    /// What the loop knows beyond its ledger (outcomes it could not
+    /// record), laid over the status the ledger gives.
+    pub overlay: Option<crate::status::Overlay>,
 }
 
 impl std::fmt::Debug for AppState {

@@ -391,7 +391,7 @@ pub fn render_resource(
 
 /// `GET /`.
 pub async fn index(State(state): State<AppState>) -> Response {
-    let doc = load::summary(state.state_dir.clone(), MAX_ROWS).await;
+    let doc = load::summary(&state, MAX_ROWS).await;
     let audit = load::audit(state.state_dir.clone(), RECENT_AUDIT, AUDIT_READ_CAP).await;
     // Always 200: a page that cannot read the ledger yet still loads and
     // reloads itself until it can.
@@ -405,7 +405,7 @@ pub async fn index(State(state): State<AppState>) -> Response {
 /// `GET /resources/{id}`: one lookup, and a diff and history only for a
 /// resource the ledger knows: an unknown name costs nothing more.
 pub async fn resource(State(state): State<AppState>, Path(id): Path<String>) -> Response {
-    let entry = load::resource(state.state_dir.clone(), id.clone())
+    let entry = load::resource(&state, id.clone())
         .await
         .ok()
         .and_then(|(_, e)| e);

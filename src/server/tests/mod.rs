@@ -70,6 +70,7 @@ pub fn fixture(secrets: &[(&str, &str)], reference: Option<&str>) -> Fixture {
             .collect::<BTreeMap<_, _>>(),
         resource_diff: no_diff(),
         resource_explain: Arc::new(|_: &str| None),
+        overlay: None,
     };
     Fixture {
         dir,
