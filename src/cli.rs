@@ -207,6 +207,33 @@ pub struct RootArg {
     pub root: Option<PathBuf>,
 }
 
+/// Whole-tree publishing (SPEC §10), for the `files` target.
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Publishing")]
+pub struct LinkArgs {
+    /// Publish each revision as a whole tree under <root>/.tend/revs/ and
+    /// switch the symlink <root>/NAME to it atomically
+    #[arg(long, env = "TEND_LINK", value_name = "NAME")]
+    pub link: Option<String>,
+    /// With --link: how many previous trees to keep (default 1)
+    #[arg(long, env = "TEND_LINK_KEEP", value_name = "N")]
+    pub link_keep: Option<usize>,
+}
+
+/// git-sync's `--max-failures`.
+#[derive(Debug, Clone, Args)]
+pub struct MaxFailuresArg {
+    /// Consecutive failed fetches allowed before giving up (sync: retried
+    /// with backoff; run: only while no revision was ever applied)
+    #[arg(
+        long,
+        env = "TEND_MAX_FAILURES",
+        value_name = "N",
+        help_heading = "Source"
+    )]
+    pub max_failures: Option<u32>,
+}
+
 #[derive(Debug, Clone, Args)]
 pub struct StateDirArg {
     /// State directory (lock, mirror, ledger, backups, audit log)
@@ -289,6 +316,10 @@ pub struct RunArgs {
     )]
     pub interval: Option<Dur>,
     #[command(flatten)]
+    pub max_failures: MaxFailuresArg,
+    #[command(flatten)]
+    pub link: LinkArgs,
+    #[command(flatten)]
     pub trust: TrustArgs,
     #[command(flatten)]
     pub rewind: RewindArg,
@@ -313,6 +344,10 @@ pub struct SyncArgs {
     pub output: OutputArg,
     #[command(flatten)]
     pub source: SourceArgs,
+    #[command(flatten)]
+    pub max_failures: MaxFailuresArg,
+    #[command(flatten)]
+    pub link: LinkArgs,
     #[command(flatten)]
     pub trust: TrustArgs,
     #[command(flatten)]
@@ -342,6 +377,8 @@ pub struct DiffArgs {
     pub color: Color,
     #[command(flatten)]
     pub source: SourceArgs,
+    #[command(flatten)]
+    pub link: LinkArgs,
     #[command(flatten)]
     pub trust: TrustArgs,
     #[command(flatten)]
@@ -498,6 +535,9 @@ pub struct Flags {
     pub log_level: Option<String>,
     pub output: Output,
     pub color: Color,
+    pub link: Option<String>,
+    pub link_keep: Option<usize>,
+    pub max_failures: Option<u32>,
     pub allowed_signers: Option<PathBuf>,
     pub keyring: Option<PathBuf>,
     pub allow_rewind: Option<bool>,
@@ -510,6 +550,12 @@ impl Flags {
         self.path.clone_from(&s.path);
         self.mirror = s.mirror;
         self.timeout = s.timeout;
+        self
+    }
+
+    fn link(mut self, l: &LinkArgs) -> Flags {
+        self.link.clone_from(&l.link);
+        self.link_keep = l.link_keep;
         self
     }
 
@@ -551,18 +597,22 @@ impl Command {
                 listen: a.listen.clone(),
                 dry_run: a.dry_run.dry_run,
                 interval: a.interval,
+                max_failures: a.max_failures.max_failures,
                 allow_rewind: a.rewind.allow_rewind,
                 ..Flags::common(&a.config, &a.state, &a.log)
                     .source(&a.source)
+                    .link(&a.link)
                     .trust(&a.trust)
             },
             Command::Sync(a) => Flags {
                 root: a.root.root.clone(),
                 dry_run: a.dry_run.dry_run,
                 output: a.output.output.into(),
+                max_failures: a.max_failures.max_failures,
                 allow_rewind: a.rewind.allow_rewind,
                 ..Flags::common(&a.config, &a.state, &a.log)
                     .source(&a.source)
+                    .link(&a.link)
                     .trust(&a.trust)
             },
             Command::Diff(a) => Flags {
@@ -571,6 +621,7 @@ impl Command {
                 color: a.color,
                 ..Flags::common(&a.config, &a.state, &a.log)
                     .source(&a.source)
+                    .link(&a.link)
                     .trust(&a.trust)
             },
             Command::Validate(a) => Flags {

@@ -7,7 +7,7 @@ use std::time::SystemTime;
 use super::fail;
 use crate::cli::Flags;
 use crate::config::Settings;
-use crate::reconcile::{self, PassOptions};
+use crate::reconcile::{self, backoff, Context, PassOptions, Recorder};
 
 pub fn run(g: &Flags, settings: Settings, allow_mass_prune: bool) -> ExitCode {
     // `--dry-run` (or TEND_DRY_RUN, or policy.dry_run) is honoured here too:
@@ -17,7 +17,7 @@ pub fn run(g: &Flags, settings: Settings, allow_mass_prune: bool) -> ExitCode {
         Ok(w) => w,
         Err(e) => return fail(e),
     };
-    let revision = match reconcile::fetch(&ctx, &rec, SystemTime::now()) {
+    let revision = match fetch_retrying(&ctx, &rec) {
         Ok(r) => r,
         Err(e) => return fail(format!("{e}{}", kept(&rec))),
     };
@@ -72,6 +72,9 @@ pub fn run(g: &Flags, settings: Settings, allow_mass_prune: bool) -> ExitCode {
     if let Some(reason) = &report.prune_blocked {
         eprintln!("tend: prune held: {reason}");
     }
+    if let Some(reason) = &report.unpublished {
+        eprintln!("tend: not published: {reason}");
+    }
     let summary = format!(
         "revision {}: {} applied, {} pruned, {} failed{}",
         &revision.to_string()[..12],
@@ -101,6 +104,30 @@ pub fn run(g: &Flags, settings: Settings, allow_mass_prune: bool) -> ExitCode {
             eprintln!("tend: not converged; see `tend status`");
         }
         ExitCode::from(3)
+    }
+}
+
+/// Fetches, retrying with backoff while `source.max_failures` allows (as
+/// git-sync's `--max-failures`: the failures allowed before giving up; an
+/// init container's remote may come up after it).
+fn fetch_retrying(ctx: &Context, rec: &Recorder) -> Result<git2::Oid, crate::source::SourceError> {
+    let allowed = ctx.settings.source.max_failures.unwrap_or(0);
+    let mut failures = 0;
+    loop {
+        match reconcile::fetch(ctx, rec, SystemTime::now()) {
+            Ok(revision) => return Ok(revision),
+            Err(e) if failures < allowed => {
+                failures += 1;
+                let wait = backoff::jittered(failures);
+                eprintln!(
+                    "tend: fetch failed (attempt {failures} of {}): {e}; retrying in {:.1}s",
+                    allowed + 1,
+                    wait.as_secs_f64()
+                );
+                std::thread::sleep(wait);
+            }
+            Err(e) => return Err(e),
+        }
     }
 }
 

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+use super::hooks::HookConfig;
 use super::ConfigError;
 use crate::duration::Dur;
 
@@ -34,6 +35,12 @@ pub struct SourceConfig {
     pub interval: Option<Dur>,
     pub timeout: Option<Dur>,
     pub auth: Option<AuthConfig>,
+    /// A hook run after any pass that changed something (mirror mode has
+    /// no declarations to name one).
+    pub on_change: Option<String>,
+    /// Consecutive failed fetches allowed before `sync` (and `run`, before
+    /// any revision was applied) gives up.
+    pub max_failures: Option<u32>,
     pub verify: Option<VerifyConfig>,
     pub allow_rewind: Option<bool>,
 }
@@ -55,13 +62,6 @@ pub struct AuthConfig {
     pub known_hosts: Option<PathBuf>,
     pub token_file: Option<PathBuf>,
     pub ca_file: Option<PathBuf>,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct HookConfig {
-    pub run: Vec<String>,
-    pub timeout: Option<Dur>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -12,12 +12,14 @@ use crate::server::Limits as ServerLimits;
 use crate::target::files::FilesConfig;
 
 mod file;
+mod hooks;
 mod targets;
 
 pub use file::{
-    load_file, AuthConfig, ContestedConfig, FileConfig, HookConfig, LogConfig, PolicyConfig,
-    ServerConfig, SourceConfig, VerifyConfig, WebhookConfig,
+    load_file, AuthConfig, ContestedConfig, FileConfig, LogConfig, PolicyConfig, ServerConfig,
+    SourceConfig, VerifyConfig, WebhookConfig,
 };
+pub use hooks::{parse_http, parse_signal, Hook, HookAction, HookConfig, HttpHook};
 pub use targets::{TargetKind, TargetSettings};
 
 #[derive(Debug, thiserror::Error)]
@@ -98,17 +100,16 @@ pub struct SourceSettings {
     pub interval: Duration,
     pub timeout: Duration,
     pub auth: crate::source::Auth,
+    /// The hook run after any pass that changed something.
+    pub on_change: Option<String>,
+    /// Consecutive failed fetches allowed before giving up; `None` when
+    /// not set (sync: no retry; run: retry forever).
+    pub max_failures: Option<u32>,
     /// Signatures to check before a revision is applied (SPEC §9).
     pub verify: crate::source::verify::VerifySpec,
     /// Apply a fetched revision that does not descend from the newest one
     /// applied before.
     pub allow_rewind: bool,
-}
-
-#[derive(Debug, Clone)]
-pub struct Hook {
-    pub run: Vec<String>,
-    pub timeout: Duration,
 }
 
 #[derive(Debug, Clone)]
@@ -274,6 +275,8 @@ fn resolve_with(args: &Flags, any_target: bool) -> Result<Settings, ConfigError>
             token_file: a.token_file,
             ca_file: a.ca_file,
         },
+        on_change: src.on_change,
+        max_failures: args.max_failures.or(src.max_failures),
         verify,
         allow_rewind: args.allow_rewind.or(src.allow_rewind).unwrap_or(false),
     };
@@ -283,17 +286,27 @@ fn resolve_with(args: &Flags, any_target: bool) -> Result<Settings, ConfigError>
         problems.push(bad(&p.key, p.message));
     }
     if let Some(root) = &args.root {
+        // The config's own `files` target gives way, its link kept.
+        let mut files = FilesConfig::at(root);
+        if let Some(TargetKind::Files(was)) =
+            targets.iter().find(|t| t.name == "files").map(|t| &t.kind)
+        {
+            (files.link, files.link_keep) = (was.link.clone(), was.link_keep);
+        }
         targets.retain(|t| t.name != "files");
         targets.push(TargetSettings {
             name: "files".into(),
-            kind: TargetKind::Files(FilesConfig { root: root.clone() }),
+            kind: TargetKind::Files(files),
         });
     }
     if targets.is_empty() && any_target {
         targets.push(TargetSettings {
             name: "files".into(),
-            kind: TargetKind::Files(FilesConfig { root: "/".into() }),
+            kind: TargetKind::Files(FilesConfig::at("/")),
         });
+    }
+    if let Err(e) = link_flags(args, &mut targets) {
+        problems.push(e);
     }
     if targets.is_empty() && problems.is_empty() {
         problems.push(ConfigError::Setting(
@@ -303,7 +316,7 @@ fn resolve_with(args: &Flags, any_target: bool) -> Result<Settings, ConfigError>
     // A relative root is the working directory's, made absolute once here:
     // every part (the target, the watcher's paths) then names the same one.
     for t in &mut targets {
-        if let TargetKind::Files(FilesConfig { root }) = &mut t.kind {
+        if let TargetKind::Files(FilesConfig { root, .. }) = &mut t.kind {
             if root.is_relative() {
                 match std::path::absolute(&*root) {
                     Ok(absolute) => *root = absolute,
@@ -316,22 +329,19 @@ fn resolve_with(args: &Flags, any_target: bool) -> Result<Settings, ConfigError>
         }
     }
 
-    let mut hooks = BTreeMap::new();
-    for (name, h) in file.hooks.unwrap_or_default() {
-        if h.run.is_empty() {
-            problems.push(bad(
-                &format!("hooks.{name}"),
-                format!("hook {name}: `run` is empty"),
-            ));
-            continue;
-        }
-        hooks.insert(
-            name,
-            Hook {
-                run: h.run,
-                timeout: h.timeout.map(|d| d.0).unwrap_or(Duration::from_secs(30)),
-            },
-        );
+    let (hooks, found) = hooks::resolve(file.hooks);
+    for (key, message) in found {
+        problems.push(bad(&key, message));
+    }
+    if let Some(name) = source
+        .on_change
+        .as_ref()
+        .filter(|n| !hooks.contains_key(*n))
+    {
+        problems.push(bad(
+            "source.on_change",
+            format!("source.on_change: hook {name:?} is not defined under `hooks:`"),
+        ));
     }
 
     let p = file.policy.unwrap_or_default();
@@ -461,6 +471,42 @@ fn resolve_with(args: &Flags, any_target: bool) -> Result<Settings, ConfigError>
     })
 }
 
+/// `--link` and `--link-keep` (or their env) set the link of the files
+/// target: the one named `files` (as `--root` makes it), or else the only
+/// one.
+fn link_flags(args: &Flags, targets: &mut [TargetSettings]) -> Result<(), ConfigError> {
+    if args.link.is_none() && args.link_keep.is_none() {
+        return Ok(());
+    }
+    let files: Vec<usize> = (0..targets.len())
+        .filter(|&i| matches!(targets[i].kind, TargetKind::Files(_)))
+        .collect();
+    let named = files.iter().copied().find(|&i| targets[i].name == "files");
+    let only = match files.as_slice() {
+        [only] => Some(*only),
+        _ => None,
+    };
+    let Some(TargetKind::Files(files)) = named.or(only).map(|at| &mut targets[at].kind) else {
+        return Err(ConfigError::Setting(
+            "--link: no single files target to publish (several, or none); set `link` on one under `targets:`".into(),
+        ));
+    };
+    if let Some(name) = &args.link {
+        crate::target::files::check_link_name(name)
+            .map_err(|m| ConfigError::Setting(format!("--link: {m}")))?;
+        files.link = Some(name.clone());
+    }
+    if args.link_keep.is_some() {
+        if files.link.is_none() {
+            return Err(ConfigError::Setting(
+                "--link-keep needs --link (or `link` in the config)".into(),
+            ));
+        }
+        files.link_keep = args.link_keep;
+    }
+    Ok(())
+}
+
 /// A level name, or filter directives naming one (`info,tend=debug`): a bare
 /// word is otherwise taken as a module name, and `loud` would silence all.
 pub fn check_log_level(level: &str) -> Result<(), String> {
@@ -582,6 +628,50 @@ mod tests {
     }
 
     #[test]
+    fn hooks_are_a_command_an_http_call_or_a_signal_and_on_change_names_one() {
+        let s = resolve_config(
+            "targets:\n  files: {type: files, root: /}\nsource:\n  on_change: app\nhooks:\n  app: {http: {url: \"http://127.0.0.1:9/r\"}, timeout: 10s}\n  nginx: {signal: {pidfile: /run/nginx.pid}}\n  cmd: {run: [true]}\n",
+        )
+        .unwrap();
+        assert_eq!(s.source.on_change.as_deref(), Some("app"));
+        match &s.hooks["app"].action {
+            HookAction::Http(h) => assert_eq!((h.port, h.method.as_str()), (9, "POST")),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(s.hooks["app"].timeout, Duration::from_secs(10));
+        assert!(matches!(
+            s.hooks["nginx"].action,
+            HookAction::Signal {
+                signal: rustix::process::Signal::HUP,
+                ..
+            }
+        ));
+        for (text, says) in [
+            ("hooks:\n  a: {timeout: 5s}\n", "give one of"),
+            (
+                "hooks:\n  a: {run: [x], signal: {pidfile: /p}}\n",
+                "only one of",
+            ),
+            (
+                "hooks:\n  a:\n    http: {url: \"https://x/\"}\n",
+                "tend.yaml:5: hook a: url",
+            ),
+            (
+                "hooks:\n  a: {signal: {pidfile: /p, signal: BOOM}}\n",
+                "unknown signal",
+            ),
+            (
+                "hooks:\n  a: {run: [x]}\nsource:\n  on_change: b\n",
+                "tend.yaml:6: source.on_change: hook \"b\" is not defined",
+            ),
+        ] {
+            let with_target = format!("targets:\n  files: {{type: files, root: /}}\n{text}");
+            let err = resolve_config(&with_target).unwrap_err().to_string();
+            assert!(err.contains(says), "{text}: {err}");
+        }
+    }
+
+    #[test]
     fn the_listener_limits_default_and_parse() {
         let t = "targets:\n  f: {type: files, root: /}\n";
         let s = resolve_config(t).unwrap();
@@ -602,6 +692,63 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("tend.yaml:4: server.max_connections"), "{err}");
+    }
+
+    #[test]
+    fn a_link_is_set_on_the_files_target_by_config_or_flag() {
+        let s = resolve_config(
+            "targets:\n  files: {type: files, root: /srv, link: current, link_keep: 3}\n",
+        )
+        .unwrap();
+        let TargetKind::Files(f) = &s.targets[0].kind else {
+            panic!("{:?}", s.targets);
+        };
+        assert_eq!((f.link.as_deref(), f.link_keep), (Some("current"), Some(3)));
+        let err = resolve_config("targets:\n  files: {type: files, root: /, link: a/b}\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("tend.yaml:2: target files: link"), "{err}");
+        let err = resolve_config("targets:\n  x: {type: exec, command: [p], link: current}\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("`link` does not apply to type exec"), "{err}");
+
+        use clap::Parser;
+        let cli = crate::cli::Cli::parse_from([
+            "tend",
+            "sync",
+            "--repo",
+            "/x",
+            "--root",
+            "/srv",
+            "--link",
+            "live",
+            "--link-keep",
+            "0",
+        ]);
+        let s = resolve(&cli.command.flags()).unwrap();
+        let TargetKind::Files(f) = &s.targets[0].kind else {
+            panic!("{:?}", s.targets);
+        };
+        assert_eq!(
+            f.link(),
+            Some(crate::target::files::Link {
+                name: "live".into(),
+                keep: 0
+            })
+        );
+        let cli = crate::cli::Cli::parse_from([
+            "tend",
+            "sync",
+            "--repo",
+            "/x",
+            "--root",
+            "/srv",
+            "--link-keep",
+            "2",
+        ]);
+        let err = resolve(&cli.command.flags()).unwrap_err().to_string();
+        assert!(err.contains("--link-keep needs --link"), "{err}");
     }
 
     #[test]

@@ -37,6 +37,14 @@ pub(super) struct Loop {
     queue: Queue,
     pub(super) opts: PassOptions,
     pub(super) fetch_failures: u32,
+    /// Consecutive passes that could not publish what they wrote.
+    unpublished: u32,
+    /// The watcher moved to a newly published tree: what changed there
+    /// before it watched is looked for by a full pass at the next tick.
+    recheck: bool,
+    /// Why the loop gives up (`--max-failures` reached before any revision
+    /// was ever applied); the daemon then exits.
+    gave_up: Option<String>,
     pauses_seen: String,
     /// The pin last seen in the ledger (written by `tend pin`).
     pin_seen: String,
@@ -78,6 +86,9 @@ impl Loop {
             shared,
             queue: Queue::new(),
             fetch_failures: 0,
+            unpublished: 0,
+            recheck: false,
+            gave_up: None,
             pauses_seen: String::new(),
             pin_seen: String::new(),
             watch,
@@ -124,7 +135,10 @@ impl Loop {
     /// gauges are published. Without drift nothing changes between passes,
     /// so idle stays idle.
     pub(super) async fn tick(&mut self) {
-        if self.pauses_changed().await {
+        // A pause change, or a newly published tree whose edits before it
+        // was watched no event told of: a full pass looks at everything.
+        let recheck = std::mem::take(&mut self.recheck);
+        if self.pauses_changed().await || recheck {
             self.pass(Scope::All).await;
         }
         if self.pin_changed().await {
@@ -178,8 +192,17 @@ impl Loop {
         match result {
             Ok(id) => {
                 self.fetch_failures = 0;
+                let before = self.shared.current().map(|r| r.id);
                 self.admit(id, true).await;
-                jitter(interval)
+                if self.unpublished > 0 && self.shared.current().map(|r| r.id) == before {
+                    // The revision's tree was not published: try again
+                    // soon, with backoff.
+                    self.pass(Scope::All).await;
+                }
+                match self.unpublished {
+                    0 => jitter(interval),
+                    n => backoff::jittered(n).min(interval),
+                }
             }
             Err(e) => {
                 self.fetch_failures += 1;
@@ -189,10 +212,44 @@ impl Loop {
                         self.admit(id, false).await;
                     }
                 }
+                self.give_up_after(&e).await;
                 self.publish(true).await;
                 backoff::jittered(self.fetch_failures).min(interval)
             }
         }
+    }
+
+    /// As git-sync's `--max-failures`: more consecutive failed fetches than
+    /// allowed, and no revision ever applied (by this process or one
+    /// before it), ends the daemon; with a revision applied, the last good
+    /// state is served and fetching goes on.
+    async fn give_up_after(&mut self, error: &crate::source::SourceError) {
+        let Some(allowed) = self.settings.source.max_failures else {
+            return;
+        };
+        if self.fetch_failures <= allowed {
+            return;
+        }
+        let applied = self
+            .blocking(|_, rec| {
+                rec.ledger
+                    .source()
+                    .ok()
+                    .flatten()
+                    .is_some_and(|s| s.applied_revision.is_some())
+            })
+            .await;
+        if !applied {
+            self.gave_up = Some(format!(
+                "{} consecutive fetches failed (max_failures {allowed}) and no revision was ever applied; last error: {error}",
+                self.fetch_failures
+            ));
+        }
+    }
+
+    /// Why the daemon must stop, once it must.
+    pub(super) fn gave_up(&self) -> Option<&str> {
+        self.gave_up.as_deref()
     }
 
     /// Decides on `fetched` (SPEC §9) and switches to what may be applied:
@@ -327,21 +384,17 @@ impl Loop {
         };
         let started = Instant::now();
         let rev2 = rev.clone();
-        let result = self
-            .blocking(
-                move |ctx, rec| -> Result<PassReport, reconcile::PassError> {
-                    match scope {
-                        Scope::All => reconcile::full_pass(ctx, rec, &rev2, opts, &ctl),
-                        Scope::Changes(_) => {
-                            reconcile::pruning_pass(ctx, rec, &rev2, scope, opts, &ctl)
-                        }
-                        Scope::Keys(_) => {
-                            let prepared = reconcile::prepare(ctx, &rev2, &rec.ledger, scope)?;
-                            reconcile::apply(ctx, rec, &rev2, &prepared, opts, &ctl)
-                        }
+        let (result, roots) = self
+            .blocking(move |ctx, rec| {
+                let result = match scope {
+                    Scope::All => reconcile::full_pass(ctx, rec, &rev2, opts, &ctl),
+                    Scope::Changes(_) => {
+                        reconcile::pruning_pass(ctx, rec, &rev2, scope, opts, &ctl)
                     }
-                },
-            )
+                    Scope::Keys(keys) => reconcile::keyed_pass(ctx, rec, &rev2, keys, opts, &ctl),
+                };
+                (result, ctx.live_roots())
+            })
             .await;
         for k in &keys {
             self.queue.done(k);
@@ -360,12 +413,20 @@ impl Loop {
             None => self.recorded(&report, full).await,
             Some(error) => self.unrecorded(&report, error, keys.is_empty()).await,
         }
+        // Not published: the next fetch runs a full pass again, with backoff.
+        match report.unpublished {
+            Some(_) => self.unpublished += 1,
+            None if !report.cancelled => self.unpublished = 0,
+            None => {}
+        }
         if prunes && unrecorded.is_some() {
             self.settled = None;
         } else if prunes {
             // The next revision can be reconciled from this one only when
-            // this one was applied whole: nothing held back or cut short.
+            // this one was applied whole: nothing held back or cut short,
+            // and published (a new tree is built from the published one).
             let whole = report.prune_blocked.is_none()
+                && report.unpublished.is_none()
                 && !report.cancelled
                 && !opts.dry_run
                 && rev.declared.is_complete()
@@ -395,7 +456,13 @@ impl Loop {
             Some(w) => {
                 let resources = &rev.declared.resources;
                 let now = |id| resources.get(id).map(|d| (d.target(), &d.path));
-                if let Some(keys) = watch_changes {
+                // A newly published tree is watched instead of the old one,
+                // and looked at again in full once its watches are in place.
+                if w.set_roots(roots) {
+                    self.watched = Some(rev.id);
+                    self.recheck = true;
+                    w.update(resources.values().map(|d| (&d.id, d.target(), &d.path)))
+                } else if let Some(keys) = watch_changes {
                     self.watched = Some(rev.id);
                     w.patch(keys.iter().map(|id| (id, now(id))))
                 } else if full || self.watched != Some(rev.id) {

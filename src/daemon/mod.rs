@@ -27,6 +27,7 @@ use tokio::time::{sleep_until, Instant};
 use crate::config::{Settings, TargetKind};
 use crate::metrics::Metrics;
 use crate::reconcile::{self, Context, Control, Recorder, Scope};
+use crate::target::files::FilesConfig;
 use driver::{jitter, Loop};
 use notify::Notifier;
 pub use reload::ReadConfig;
@@ -71,27 +72,30 @@ pub fn run(settings: Settings, read_config: ReadConfig) -> ExitCode {
     code
 }
 
-/// The roots of the `files` targets, by target name.
-fn files_roots(settings: &Settings) -> BTreeMap<String, PathBuf> {
+/// The `files` targets' configs, by target name: a change of one (its
+/// root, or its link) moves the watcher.
+fn files_targets(settings: &Settings) -> BTreeMap<String, FilesConfig> {
     settings
         .targets
         .iter()
         .filter_map(|t| match &t.kind {
-            TargetKind::Files(c) => Some((t.name.clone(), c.root.clone())),
+            TargetKind::Files(c) => Some((t.name.clone(), c.clone())),
             _ => None,
         })
         .collect()
 }
 
-/// The file-system watcher, when the policy wants one; tend's own writes
-/// are told to it.
+/// The file-system watcher on `roots` (each target's directory of live
+/// paths, [`Context::live_roots`]), when the policy wants one; tend's own
+/// writes are told to it.
 fn start_watch(
     settings: &Settings,
+    roots: BTreeMap<String, PathBuf>,
     tx: &mpsc::UnboundedSender<Trigger>,
     ctl: &Control,
 ) -> Option<Watch> {
     settings.policy.watch.then(|| {
-        let w = Watch::start(files_roots(settings), tx.clone());
+        let w = Watch::start(roots, tx.clone());
         ctl.observe_writes(w.write_observer());
         w
     })
@@ -117,6 +121,8 @@ async fn run_loop(
     for name in ctx.targets.keys() {
         metrics.writes(name, 0);
     }
+    // Where readers see live paths (with `link`, the published tree).
+    let roots = ctx.live_roots();
     let shared = Shared::new(Worker { ctx, rec }, metrics, ctl.clone());
     let mut fetches = match http::start(&settings, &shared, stop.clone()).await {
         Ok(rx) => rx,
@@ -124,7 +130,7 @@ async fn run_loop(
     };
     let notifier = Arc::new(Notifier::from_env());
     keep_systemd_informed(notifier.clone(), shared.ready.clone(), ctl.clone());
-    let watch = start_watch(&settings, &tx, &ctl);
+    let watch = start_watch(&settings, roots, &tx, &ctl);
     tracing::info!(repo = %crate::source::redact_url(&settings.source.repo), "tend run started");
     let mut resync = settings.policy.resync;
     let mut lp = Loop::new(settings, shared, watch, notifier.clone());
@@ -166,6 +172,10 @@ async fn run_loop(
                 ctl.beat();
                 lp.tick().await;
             }
+        }
+        if let Some(reason) = lp.gave_up() {
+            notifier.stopping();
+            return fail(format!("giving up: {reason}"));
         }
     }
     notifier.stopping();

@@ -151,14 +151,17 @@ async fn take(
 ) -> Result<(), String> {
     let s = settings.clone();
     let changes = triggers.clone();
-    let names = lp
-        .with_worker(move |w| -> Result<Vec<String>, String> {
+    let (names, live) = lp
+        .with_worker(move |w| -> Result<_, String> {
             let ctx = w.ctx.rebuild(s).map_err(|e| e.to_string())?;
             ctx.subscribe(Arc::new(move |ids| drop(changes.send(Trigger::Keys(ids)))));
             w.ctx = ctx;
             w.rec
                 .set_audit_rotation(w.ctx.settings.policy.audit_rotation());
-            Ok(w.ctx.targets.keys().cloned().collect())
+            Ok((
+                w.ctx.targets.keys().cloned().collect::<Vec<_>>(),
+                w.ctx.live_roots(),
+            ))
         })
         .await?;
     for name in &names {
@@ -167,11 +170,11 @@ async fn take(
     if let Err(e) = crate::logging::set_level(&settings.log_level) {
         tracing::warn!(error = %e, "cannot change the log level");
     }
-    let roots = |s: &Settings| (s.policy.watch, super::files_roots(s));
+    let roots = |s: &Settings| (s.policy.watch, super::files_targets(s));
     if roots(&settings) != roots(&lp.settings) {
         // Dropping the old watcher stops it.
         lp.watch = None;
-        lp.watch = super::start_watch(&settings, triggers, &lp.shared.ctl);
+        lp.watch = super::start_watch(&settings, live, triggers, &lp.shared.ctl);
         if lp.watch.is_none() {
             lp.shared.ctl.unobserve_writes();
         }

@@ -287,6 +287,17 @@ impl Watch {
         }
     }
 
+    /// Watches these roots (target name -> directory) from now on; true
+    /// when they changed (a newly published tree), so the caller updates
+    /// the index for them.
+    pub fn set_roots(&mut self, roots: BTreeMap<String, PathBuf>) -> bool {
+        if roots == self.roots {
+            return false;
+        }
+        self.roots = roots;
+        true
+    }
+
     /// Every managed folder is watched: drift is seen as it happens.
     pub fn healthy(&self) -> bool {
         self.watcher.is_some() && self.degraded.lock().expect("watch state").is_none()

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::time::SystemTime;
 
 use super::control::Control;
+use super::hooks::HookOutcome;
 use super::pass::{PassError, PassOptions, PassReport, Revision};
 use super::prepare::{claim_fields, pruning, spec_digest, Prepared, Pruning, ONLY_FULL_PASSES};
 use super::record::{clear_temp_swept, Outcome, Recorder};
@@ -189,18 +190,39 @@ pub fn apply(
     }
     prune(&mut run, rec, p, opts, ctl, &mut report)?;
 
+    if !opts.dry_run {
+        let outcomes = run.outcomes.iter().map(|(id, o)| (id, o.state));
+        report.unpublished = super::publish::show(ctx, rev, outcomes, report.cancelled);
+    }
+
     // Every pending hook runs once at the end of the pass: those this pass
-    // triggered and those still pending from earlier passes or processes.
-    let hooks = match opts.dry_run {
+    // triggered and those still pending from earlier passes or processes;
+    // not before what they are for is published.
+    let hooks = match opts.dry_run || report.unpublished.is_some() {
         true => Vec::new(),
-        false => rec.run_pending_hooks(ctx, ctl.cancelled())?,
+        false => super::hooks::run_pending(ctx, rec, &rev.id.to_string(), ctl.cancelled())?,
     };
-    for (hook, ids, result) in hooks {
-        report.hooks.push((hook, result.is_ok()));
-        if let Err(reason) = result {
-            for id in ids.iter().filter(|id| p.scope.contains(id)) {
-                run.set(id, State::Failed, Some(reason.clone()));
+    for hook in hooks {
+        let (reason, retry_at) = match hook.outcome {
+            HookOutcome::Delivered => {
+                report.hooks.push((hook.name, true));
+                continue;
             }
+            HookOutcome::Failed { reason, retry_at } => {
+                report.hooks.push((hook.name, false));
+                (reason, retry_at)
+            }
+            HookOutcome::Waiting { reason, retry_at } => (reason, retry_at),
+        };
+        // Not delivered yet: what it is for is retried with it, at its time.
+        for id in hook.ids.iter().filter(|id| p.scope.contains(id)) {
+            let o = run
+                .outcomes
+                .entry(id.clone())
+                .or_insert_with(|| Outcome::new(State::Failed, None));
+            o.state = State::Failed;
+            o.reason = Some(reason.clone());
+            o.retry_at = Some(retry_at);
         }
     }
 
@@ -210,8 +232,9 @@ pub fn apply(
         run.now,
         full && !report.cancelled,
     );
-    report.converged =
-        run.outcomes.values().all(|o| o.state == State::InSync) && report.problems.is_empty();
+    report.converged = run.outcomes.values().all(|o| o.state == State::InSync)
+        && report.problems.is_empty()
+        && report.unpublished.is_none();
     report.outcomes = run.outcomes;
     // Saving the stat cache costs what the whole cache costs: keyed passes
     // leave it to the next full pass (a lost entry only means a re-read).
@@ -396,6 +419,10 @@ fn write_batch(
                 })?;
             }
             if let Some(hook) = c.desired.as_ref().and_then(|d| d.on_change.as_deref()) {
+                tx.add_intent(IntentKind::Hook, hook, c.id.as_str())?;
+            }
+            // Deletes too: mirror mode names its hook here alone.
+            if let Some(hook) = &run.ctx.settings.source.on_change {
                 tx.add_intent(IntentKind::Hook, hook, c.id.as_str())?;
             }
         }

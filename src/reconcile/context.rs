@@ -199,6 +199,15 @@ impl Context {
         out
     }
 
+    /// Each target's directory of live paths, as readers see them, for
+    /// watching.
+    pub fn live_roots(&self) -> BTreeMap<String, std::path::PathBuf> {
+        self.targets
+            .iter()
+            .filter_map(|(name, t)| Some((name.clone(), t.live_root()?)))
+            .collect()
+    }
+
     /// Sends every target's change notifications to `sink`.
     pub fn subscribe(&self, sink: ChangeSink) {
         for t in self.targets.values() {

@@ -11,6 +11,7 @@ mod pass;
 mod pass_next;
 mod policy;
 mod prepare;
+mod publish;
 mod record;
 pub mod show;
 pub mod trust;
@@ -80,7 +81,19 @@ pub fn recover(ctx: &Context, rec: &mut Recorder) -> Result<(), LedgerError> {
     if !rec.temp_swept() {
         sweep_temp(ctx, rec)?;
     }
-    rec.run_pending_hooks(ctx, false).map(|_| ())
+    // What a pending hook was for may not be published yet (a tree being
+    // built when the last process stopped): the first pass runs it, after
+    // publishing.
+    if ctx.targets.values().any(|t| t.unpublished()) {
+        return Ok(());
+    }
+    // The revision they were for was being applied when the last process
+    // stopped: the last fetched one.
+    let source = rec.ledger.source()?;
+    let revision = source
+        .and_then(|s| s.fetched_revision.or(s.applied_revision))
+        .unwrap_or_default();
+    hooks::run_pending(ctx, rec, &revision, false).map(|_| ())
 }
 
 fn sweep_temp(ctx: &Context, rec: &mut Recorder) -> Result<(), LedgerError> {
@@ -225,10 +238,13 @@ pub fn pruning_pass(
     ctl: &Control,
 ) -> Result<PassReport, PassError> {
     debug_assert!(scope.prunes());
+    if !opts.dry_run {
+        publish::begin(ctx, rec, rev);
+    }
     let prepared = prepare(ctx, rev, &rec.ledger, scope)?;
     let report = apply(ctx, rec, rev, &prepared, opts, ctl)?;
     let recorded = record_problems(rec, &rev.declared.problems).and_then(|()| {
-        match !opts.dry_run && !report.cancelled {
+        match !opts.dry_run && !report.cancelled && report.unpublished.is_none() {
             true => record_applied(ctx, rec, rev),
             false => Ok(()),
         }
@@ -240,6 +256,22 @@ pub fn pruning_pass(
             error,
         }),
     }
+}
+
+/// A pass over the named identities (events, retries): it never prunes.
+pub fn keyed_pass(
+    ctx: &Context,
+    rec: &mut Recorder,
+    rev: &Revision,
+    keys: std::collections::BTreeSet<crate::model::ResourceId>,
+    opts: PassOptions,
+    ctl: &Control,
+) -> Result<PassReport, PassError> {
+    if !opts.dry_run {
+        publish::begin(ctx, rec, rev);
+    }
+    let prepared = prepare(ctx, rev, &rec.ledger, Scope::Keys(keys))?;
+    apply(ctx, rec, rev, &prepared, opts, ctl)
 }
 
 /// Problems listed in the ledger at most; the rest are counted.

@@ -68,6 +68,10 @@ pub struct PassReport {
     pub hooks: Vec<(String, bool)>,
     /// The pass stopped early because shutdown was asked for.
     pub cancelled: bool,
+    /// Why what the pass wrote is not what readers see yet (a target that
+    /// publishes whole trees could not publish this revision's); hooks
+    /// wait, and the revision is not recorded applied.
+    pub unpublished: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -5,10 +5,10 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::SystemTime;
 
 use super::backoff;
-use super::context::Context;
+
 use crate::ledger::{
-    next_drift_since, AuditEntry, AuditLog, AuditRotation, BackupStore, Digest, HashKey, Intent,
-    IntentKind, Ledger, LedgerError, PauseRecord, ResourceRecord, State,
+    next_drift_since, AuditEntry, AuditLog, AuditRotation, BackupStore, Digest, HashKey, Ledger,
+    LedgerError, PauseRecord, ResourceRecord, State,
 };
 use crate::model::{Backup, Desired, Live, Observed, ResourceId, Spec};
 
@@ -57,6 +57,8 @@ pub struct Recorder {
     swept: bool,
     /// A target was asked to write since this recorder was opened.
     touched: bool,
+    /// Each failing hook's backoff.
+    pub(super) hook_retries: super::hooks::Retries,
 }
 
 /// Asked about fewer identities than this, a pass looks each digest up.
@@ -113,6 +115,9 @@ pub struct Outcome {
     /// Drift corrections inside the contested window, when this pass
     /// changed them.
     pub corrections: Option<Vec<SystemTime>>,
+    /// When a failure is retried, if not by the resource's own backoff (a
+    /// failed hook retries all its resources together, at its own time).
+    pub retry_at: Option<SystemTime>,
 }
 
 impl Outcome {
@@ -131,6 +136,7 @@ impl Outcome {
             reason,
             applied: false,
             corrections: None,
+            retry_at: None,
         }
     }
 }
@@ -144,6 +150,7 @@ impl Recorder {
             key: HashKey::load_or_create(&dir)?,
             swept: ledger.temp_swept()?,
             touched: false,
+            hook_retries: Default::default(),
             ledger,
         })
     }
@@ -263,52 +270,6 @@ impl Recorder {
             return Ok(());
         }
         self.audit.append_all(entries)
-    }
-
-    /// Runs every pending hook once (at-least-once: a hook whose intent was
-    /// recorded by a process that died runs now); clears the intents of those
-    /// that succeed. Returns each hook with the identities it was for.
-    #[allow(clippy::type_complexity)]
-    pub fn run_pending_hooks(
-        &mut self,
-        ctx: &Context,
-        stopping: bool,
-    ) -> Result<Vec<(String, Vec<ResourceId>, Result<(), String>)>, LedgerError> {
-        let mut pending: BTreeMap<String, Vec<Intent>> = BTreeMap::new();
-        for intent in self.ledger.intents(IntentKind::Hook)? {
-            pending.entry(intent.id.clone()).or_default().push(intent);
-        }
-        let mut out = Vec::new();
-        for (name, intents) in pending {
-            let ids: Vec<ResourceId> = intents
-                .iter()
-                .map(|i| ResourceId::from_string(i.detail.clone()))
-                .collect();
-            let result = match ctx.settings.hooks.get(&name) {
-                None => Err(format!("hook {name:?} is not defined in the local config")),
-                Some(h) => {
-                    // On shutdown a hook gets at most 10 s, then stays pending.
-                    let mut h = h.clone();
-                    if stopping {
-                        h.timeout = h.timeout.min(std::time::Duration::from_secs(10));
-                    }
-                    super::hooks::run(&name, &h)
-                }
-            };
-            match &result {
-                Ok(()) => {
-                    self.ledger.transaction(|tx| {
-                        for i in &intents {
-                            tx.clear_intent(i.seq)?;
-                        }
-                        Ok(())
-                    })?;
-                }
-                Err(e) => tracing::warn!(hook = %name, error = %e, "hook failed; it stays pending"),
-            }
-            out.push((name, ids, result));
-        }
-        Ok(out)
     }
 
     pub fn backups(&self) -> &dyn Backup {
@@ -502,7 +463,10 @@ pub fn next_record(
         _ => 0,
     };
     let next_retry = match o.state {
-        State::Failed => Some(now + backoff::jittered(attempts)),
+        State::Failed => Some(
+            o.retry_at
+                .unwrap_or_else(|| now + backoff::jittered(attempts)),
+        ),
         _ => None,
     };
     ResourceRecord {

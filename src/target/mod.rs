@@ -4,7 +4,10 @@
 pub mod exec;
 pub mod files;
 
+use std::path::PathBuf;
 use std::sync::Arc;
+
+use git2::Oid;
 
 use crate::model::{Backup, Change, ContentSource, Observed, RelPath, ResourceId, Spec};
 
@@ -146,5 +149,30 @@ pub trait Target: Send + Sync {
     /// tell when live state changes ignore this.
     fn subscribe(&self, sink: ChangeSink) {
         let _ = sink;
+    }
+    /// Before a pass that writes revision `rev`. A target that publishes
+    /// whole revisions (files with `link`) makes the one for `rev` where
+    /// the pass observes and writes, starting from what is published now
+    /// for the paths `carried()` names (its inventory); others write in
+    /// place and ignore this. On an error, what the pass observes is
+    /// unknown.
+    fn begin(&self, rev: Oid, carried: &dyn Fn() -> Vec<RelPath>) -> Result<(), TargetError> {
+        let _ = (rev, carried);
+        Ok(())
+    }
+    /// What was written since [`Target::begin`] may not be what readers
+    /// see yet: [`Target::publish`] shows it them. Also true before any
+    /// pass, while that is not known.
+    fn unpublished(&self) -> bool {
+        false
+    }
+    /// Makes what was written since [`Target::begin`] what readers see, at
+    /// once; true when it switched. Refused while a write into it failed.
+    fn publish(&self) -> Result<bool, TargetError> {
+        Ok(false)
+    }
+    /// The directory holding the live paths readers see, for watching.
+    fn live_root(&self) -> Option<PathBuf> {
+        None
     }
 }

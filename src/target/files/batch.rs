@@ -113,7 +113,11 @@ impl FilesTarget {
         backup: &dyn Backup,
     ) -> Vec<Result<Applied, TargetError>> {
         let whole = match self.whole_fs {
-            true => self.root.open_dir("", true).ok().and_then(WholeFs::open),
+            true => self
+                .tree_for_write()
+                .ok()
+                .and_then(|tree| tree.open_dir("", true).ok())
+                .and_then(WholeFs::open),
             false => None,
         };
         let run_limit = match whole {

@@ -12,6 +12,7 @@ mod observe;
 mod remove;
 mod resolve;
 mod statcache;
+mod trees;
 mod write;
 
 #[cfg(test)]
@@ -24,23 +25,46 @@ mod tests_attack;
 mod tests_batch;
 #[cfg(test)]
 mod tests_observe;
+#[cfg(test)]
+mod tests_trees;
 
 use std::fmt::Display;
 use std::os::fd::{BorrowedFd, OwnedFd};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+
+use git2::Oid;
 
 use crate::model::{Backup, Change, ContentSource, Observed, RelPath, ResourceId};
 use crate::target::{Applied, Probe, Swept, Target, TargetError};
 
-pub use config::FilesConfig;
+pub use config::{check_link_name, FilesConfig, Link, LINK_KEEP};
 use resolve::Root;
 use statcache::StatCache;
+use trees::Trees;
+
+/// Where paths resolve now: the root, or with `link` the tree of a
+/// revision under it.
+#[derive(Clone)]
+enum View {
+    Tree(Arc<Root>),
+    /// With `link`, before any tree was published: nothing is there.
+    Empty,
+    /// With `link`, the tree for the revision could not be made: what is
+    /// there is unknown.
+    Broken(String),
+}
 
 /// A `files` target instance: one root directory, one stat cache.
 pub struct FilesTarget {
     name: String,
-    root: Root,
+    /// The root as configured.
+    base: Arc<Root>,
+    /// Where paths resolve now: `base`, or with `link` a revision's tree.
+    view: RwLock<View>,
+    /// Whole-tree publishing, with `link`.
+    trees: Option<Trees>,
     cache: StatCache,
     writes: AtomicU64,
     hashes: AtomicU64,
@@ -67,17 +91,23 @@ impl FilesTarget {
             std::fs::create_dir_all(root)
                 .map_err(|e| format!("cannot create root {}: {e}", root.display()))?;
         }
-        FilesTarget::new(name, root, state_dir)
-            .map_err(|e| format!("cannot open root {}: {e}", root.display()))
+        let target = FilesTarget::new(name, root, state_dir)
+            .map_err(|e| format!("cannot open root {}: {e}", root.display()))?;
+        Ok(match config.link() {
+            Some(link) => target.publishing(link),
+            None => target,
+        })
     }
 
     pub fn new(name: &str, root: &Path, state_dir: &Path) -> std::io::Result<FilesTarget> {
-        let root = Root::open(root)?;
+        let root = Arc::new(Root::open(root)?);
         let cache = StatCache::open(state_dir, name, root.path());
         let whole_fs = !root.is_slash() && durable::syncfs_reports_errors();
         Ok(FilesTarget {
             name: name.to_string(),
-            root,
+            view: RwLock::new(View::Tree(root.clone())),
+            base: root,
+            trees: None,
             cache,
             writes: AtomicU64::new(0),
             hashes: AtomicU64::new(0),
@@ -85,6 +115,39 @@ impl FilesTarget {
             fs_syncs: AtomicU64::new(0),
             whole_fs,
         })
+    }
+
+    /// Publishes whole trees (SPEC §10): each revision under
+    /// `<root>/.tend/revs/<commit>`, `<root>/<link.name>` switched to it.
+    /// Until a pass chooses a tree, paths resolve in the published one.
+    pub fn publishing(mut self, link: Link) -> FilesTarget {
+        let trees = Trees::new(link);
+        let view = match self.published(&trees) {
+            Some((_, tree)) => View::Tree(Arc::new(tree)),
+            None => View::Empty,
+        };
+        self.trees = Some(trees);
+        self.set_view(view);
+        self
+    }
+
+    fn view(&self) -> View {
+        self.view.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    fn set_view(&self, view: View) {
+        *self.view.write().unwrap_or_else(|p| p.into_inner()) = view;
+    }
+
+    /// The tree writes go to; none is an error worth retrying.
+    fn tree_for_write(&self) -> Result<Arc<Root>, TargetError> {
+        match self.view() {
+            View::Tree(tree) => Ok(tree),
+            View::Empty => Err(TargetError::Transient(
+                "no tree to write to was made for this revision".into(),
+            )),
+            View::Broken(reason) => Err(TargetError::Transient(reason)),
+        }
     }
 
     /// Makes batches sync each file and directory on its own, as on a root
@@ -131,6 +194,9 @@ impl FilesTarget {
     /// the target all the same.
     fn finish(&self, ops: Ops, result: Result<(), TargetError>) -> Result<Applied, TargetError> {
         self.writes.fetch_add(ops.writes, Ordering::Relaxed);
+        if let Some(trees) = &self.trees {
+            trees.written(ops.id, &result);
+        }
         result.map(|()| Applied {
             writes: ops.writes,
             backups: ops.backups,
@@ -195,6 +261,33 @@ impl Target for FilesTarget {
 
     fn flush(&self) -> std::io::Result<()> {
         self.cache.flush()
+    }
+
+    fn begin(&self, rev: Oid, carried: &dyn Fn() -> Vec<RelPath>) -> Result<(), TargetError> {
+        match &self.trees {
+            Some(trees) => self.begin_tree(trees, rev, carried),
+            None => Ok(()),
+        }
+    }
+
+    fn unpublished(&self) -> bool {
+        self.trees.as_ref().is_some_and(Trees::unpublished)
+    }
+
+    fn publish(&self) -> Result<bool, TargetError> {
+        match &self.trees {
+            Some(trees) => self.publish_tree(trees),
+            None => Ok(false),
+        }
+    }
+
+    fn live_root(&self) -> Option<PathBuf> {
+        match &self.trees {
+            Some(trees) => self
+                .published(trees)
+                .map(|(_, tree)| tree.path().to_path_buf()),
+            None => Some(self.base.path().to_path_buf()),
+        }
     }
 }
 

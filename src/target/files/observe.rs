@@ -11,8 +11,8 @@ use rustix::fs::{self as rfs, AtFlags, FileType, Mode, OFlags};
 use rustix::io::Errno;
 use sha1::{Digest, Sha1};
 
-use super::resolve::{is_absent, type_name};
-use super::FilesTarget;
+use super::resolve::{is_absent, type_name, Root};
+use super::{FilesTarget, View};
 use crate::model::{Live, Observed, RelPath};
 
 /// Read size when hashing; also the largest buffer an observation holds.
@@ -159,6 +159,11 @@ pub(super) struct Batch {
 
 impl FilesTarget {
     pub(super) fn observe_paths(&self, paths: &[&RelPath]) -> Vec<Observed> {
+        let tree = match self.view() {
+            View::Tree(tree) => tree,
+            View::Empty => return vec![Observed::Absent; paths.len()],
+            View::Broken(reason) => return vec![Observed::Unknown(reason); paths.len()],
+        };
         // Grouped by parent, each parent directory is resolved once per batch
         // and only one is held open at a time. Paths come mostly in order, so
         // runs of one parent are sorted, not every path.
@@ -183,17 +188,17 @@ impl FilesTarget {
             let other = (!second.is_empty()).then(|| {
                 std::thread::Builder::new()
                     .name("tend-observe".into())
-                    .spawn_scoped(s, || self.observe_in_order(paths, second, 0))
+                    .spawn_scoped(s, || self.observe_in_order(&tree, paths, second, 0))
             });
             // Room for both halves, so they join without a copy.
-            let a = self.observe_in_order(paths, first, second.len());
+            let a = self.observe_in_order(&tree, paths, first, second.len());
             let b = match other {
                 None => Vec::new(),
                 Some(Ok(handle)) => handle
                     .join()
                     .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
                 // No thread to be had: this one does the rest.
-                Some(Err(_)) => self.observe_in_order(paths, second, 0),
+                Some(Err(_)) => self.observe_in_order(&tree, paths, second, 0),
             };
             (a, b)
         });
@@ -204,7 +209,13 @@ impl FilesTarget {
 
     /// Observes `paths[i]` for each `i` of `order`, in that order, with
     /// room for `more` after them.
-    fn observe_in_order(&self, paths: &[&RelPath], order: &[usize], more: usize) -> Vec<Observed> {
+    fn observe_in_order(
+        &self,
+        tree: &Root,
+        paths: &[&RelPath],
+        order: &[usize],
+        more: usize,
+    ) -> Vec<Observed> {
         let mut out = Vec::with_capacity(order.len() + more);
         let mut batch = Batch::default();
         let mut current: Option<(&str, Result<OwnedFd, Errno>)> = None;
@@ -213,11 +224,7 @@ impl FilesTarget {
             let (parent, name) = path.split_last();
             let dir = match &current {
                 Some((p, dir)) if *p == parent => dir,
-                _ => {
-                    &current
-                        .insert((parent, self.root.open_dir(parent, false)))
-                        .1
-                }
+                _ => &current.insert((parent, tree.open_dir(parent, false))).1,
             };
             out.push(match dir {
                 Ok(dir) => self.observe_at(dir.as_fd(), path, name, &mut batch),
@@ -320,7 +327,12 @@ impl FilesTarget {
 
     pub(super) fn read_live_bytes(&self, path: &RelPath) -> io::Result<Option<Vec<u8>>> {
         let (parent, name) = path.split_last();
-        let dir = match self.root.open_dir(parent, false) {
+        let tree = match self.view() {
+            View::Tree(tree) => tree,
+            View::Empty => return Ok(None),
+            View::Broken(reason) => return Err(io::Error::other(reason)),
+        };
+        let dir = match tree.open_dir(parent, false) {
             Ok(dir) => dir,
             Err(e) if is_absent(e) => return Ok(None),
             Err(e) => {

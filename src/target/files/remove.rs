@@ -18,7 +18,12 @@ impl FilesTarget {
         let path = change.path.as_str();
         let (parent, name) = change.path.split_last();
         self.cache.forget(path);
-        let dir = match self.root.open_dir(parent, true) {
+        let tree = match self.view() {
+            super::View::Tree(tree) => tree,
+            super::View::Empty => return Ok(()),
+            super::View::Broken(reason) => return Err(TargetError::Transient(reason)),
+        };
+        let dir = match tree.open_dir(parent, true) {
             Ok(dir) => dir,
             Err(e) if is_absent(e) => return Ok(()),
             Err(e) => return Err(resolve_error(parent, e)),
@@ -51,16 +56,30 @@ impl FilesTarget {
             Err(e) => return Err(transient(path, "unlink", e)),
         }
         ops.sync_dir(dir.as_fd())
-            .map_err(|e| transient(path, "fsync directory", e))
+            .map_err(|e| transient(path, "fsync directory", e))?;
+        // A revision's tree is tend's own: a directory its deletes left
+        // empty goes too, so the tree holds only what is declared.
+        if self.trees.is_some() {
+            remove_empty_parents(&tree, parent, ops);
+        }
+        Ok(())
     }
 
     pub(super) fn clean_temp_files(&self, paths: &[&RelPath]) -> Swept {
         let parents: BTreeSet<&str> = paths.iter().map(|p| p.split_last().0).collect();
         let mut swept = Swept::default();
+        let tree = match self.view() {
+            super::View::Tree(tree) => tree,
+            super::View::Empty => return swept,
+            super::View::Broken(_) => {
+                swept.left += 1;
+                return swept;
+            }
+        };
         for parent in parents {
             // A directory that is absent, or cannot be resolved inside the
             // root, holds nothing tend wrote: its writes fail the same way.
-            let dir = match self.root.open_dir(parent, true) {
+            let dir = match tree.open_dir(parent, true) {
                 Ok(dir) => dir,
                 Err(e) if is_absent(e) || e == Errno::LOOP || e == Errno::XDEV => continue,
                 Err(_) => {
@@ -97,8 +116,27 @@ impl FilesTarget {
     }
 }
 
+/// Removes `dir` and the directories above it, up to the tree's root,
+/// while each is empty; best effort (an empty directory left is harmless).
+fn remove_empty_parents(tree: &super::resolve::Root, dir: &str, ops: &mut Ops) {
+    let mut dir = dir;
+    while let Some((up, name)) = match dir {
+        "" => None,
+        d => Some(d.rsplit_once('/').unwrap_or(("", d))),
+    } {
+        let Ok(parent) = tree.open_dir(up, true) else {
+            return;
+        };
+        if rfs::unlinkat(&parent, name, AtFlags::REMOVEDIR).is_err() {
+            return;
+        }
+        ops.writes += 1;
+        dir = up;
+    }
+}
+
 /// `.tend-*.tmp`, the only names tend ever creates besides declared ones.
-fn is_temp_name(name: &[u8]) -> bool {
+pub(super) fn is_temp_name(name: &[u8]) -> bool {
     name.len() >= ".tend-.tmp".len() && name.starts_with(b".tend-") && name.ends_with(b".tmp")
 }
 

@@ -41,8 +41,17 @@ impl Root {
         })
     }
 
+    /// A root already opened (an `O_PATH` directory handle), known by `path`.
+    pub(super) fn from_fd(fd: OwnedFd, path: PathBuf) -> Root {
+        Root { fd, path }
+    }
+
     pub(super) fn path(&self) -> &Path {
         &self.path
+    }
+
+    pub(super) fn fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
     }
 
     /// Whether the root is the host's `/`, by identity rather than by name.

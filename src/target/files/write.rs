@@ -110,7 +110,8 @@ impl FilesTarget {
         };
         let path = change.path.as_str();
         let (parent, name) = change.path.split_last();
-        let dir = match self.root.open_dir(parent, true) {
+        let tree = self.tree_for_write()?;
+        let dir = match tree.open_dir(parent, true) {
             Ok(dir) => Some(dir),
             Err(e) if is_absent(e) => None,
             Err(e) => return Err(resolve_error(parent, e)),
@@ -121,11 +122,14 @@ impl FilesTarget {
                 .map_err(|e| transient(path, "observe", e))?,
             None => None,
         };
-        match (
-            decide(change, spec, live.as_ref().map(|(_, l)| l)),
-            dir,
-            live,
-        ) {
+        let step = match decide(change, spec, live.as_ref().map(|(_, l)| l)) {
+            // A revision's tree shares unchanged files with other trees by
+            // hard link: a chmod or chown in place would change them all,
+            // so the file is replaced instead.
+            Step::Attrs(_) if self.trees.is_some() => Step::Replace,
+            step => step,
+        };
+        match (step, dir, live) {
             (Step::Nothing, ..) => Ok(None),
             (Step::Refuse(reason), ..) => Err(TargetError::Transient(reason)),
             (Step::Attrs(attrs), Some(dir), Some(_)) => self
@@ -137,7 +141,7 @@ impl FilesTarget {
             (Step::Replace, dir, live) => {
                 let dir = match dir {
                     Some(dir) => dir,
-                    None => self.root.ensure_dir(parent, ops)?,
+                    None => tree.ensure_dir(parent, ops)?,
                 };
                 let old = live
                     .map(|(meta, _)| meta)
@@ -258,7 +262,7 @@ impl FilesTarget {
     }
 }
 
-fn temp_name() -> String {
+pub(super) fn temp_name() -> String {
     format!(".tend-{:016x}.tmp", rand::random::<u64>())
 }
 

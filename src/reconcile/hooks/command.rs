@@ -1,16 +1,23 @@
-//! Runs the hooks named in the local config: the only commands tend runs.
-//! Declarations only refer to them by name.
+//! Command hooks: the only commands tend runs, told the revision and the
+//! number of changed resources in `TEND_REVISION` and `TEND_CHANGED`.
 
 use std::io::Read;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::config::Hook;
+use super::Delivery;
 
-/// Runs `hook` to completion or until its timeout, logging its output.
-pub fn run(name: &str, hook: &Hook) -> Result<(), String> {
-    let mut cmd = Command::new(&hook.run[0]);
-    cmd.args(&hook.run[1..]);
+/// Runs `argv` to completion or until `timeout`, logging its output.
+pub(super) fn run(
+    name: &str,
+    argv: &[String],
+    timeout: Duration,
+    delivery: &Delivery,
+) -> Result<(), String> {
+    let mut cmd = Command::new(&argv[0]);
+    cmd.args(&argv[1..])
+        .env("TEND_REVISION", delivery.revision)
+        .env("TEND_CHANGED", delivery.changed.to_string());
     // A hook dies with tend: if tend is killed mid-hook, the intent stays
     // pending and the hook runs again after the restart, rather than a
     // half-finished copy racing the next one.
@@ -28,7 +35,7 @@ pub fn run(name: &str, hook: &Hook) -> Result<(), String> {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(|e| format!("hook {name}: cannot start {:?}: {e}", hook.run[0]))?;
+        .map_err(|e| format!("hook {name}: cannot start {:?}: {e}", argv[0]))?;
     let (mut out, mut err) = (child.stdout.take(), child.stderr.take());
     // Readers on threads so a chatty hook cannot block on a full pipe.
     let read = |p: Option<Box<dyn Read + Send>>| {
@@ -43,14 +50,14 @@ pub fn run(name: &str, hook: &Hook) -> Result<(), String> {
     };
     let out_t = read(out.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
     let err_t = read(err.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
-    let deadline = Instant::now() + hook.timeout;
+    let deadline = Instant::now() + timeout;
     let status = loop {
         match child.try_wait() {
             Ok(Some(status)) => break Ok(status),
             Ok(None) if Instant::now() >= deadline => {
                 let _ = child.kill();
                 let _ = child.wait();
-                break Err(format!("hook {name}: timed out after {:?}", hook.timeout));
+                break Err(format!("hook {name}: timed out after {timeout:?}"));
             }
             Ok(None) => std::thread::sleep(Duration::from_millis(10)),
             Err(e) => break Err(format!("hook {name}: {e}")),
@@ -68,7 +75,6 @@ pub fn run(name: &str, hook: &Hook) -> Result<(), String> {
     }
     let status = status?;
     if status.success() {
-        tracing::info!(hook = name, "hook ran");
         Ok(())
     } else {
         Err(format!("hook {name}: exited with {status}"))
@@ -79,26 +85,35 @@ pub fn run(name: &str, hook: &Hook) -> Result<(), String> {
 mod tests {
     use super::*;
 
-    fn hook(args: &[&str], timeout: u64) -> Hook {
-        Hook {
-            run: args.iter().map(|s| s.to_string()).collect(),
-            timeout: Duration::from_millis(timeout),
-        }
+    const DELIVERY: Delivery = Delivery {
+        revision: "0123abcd",
+        changed: 3,
+    };
+
+    fn run_ms(args: &[&str], timeout: u64) -> Result<(), String> {
+        let argv: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+        run("h", &argv, Duration::from_millis(timeout), &DELIVERY)
     }
 
     #[test]
     fn success_failure_and_timeout() {
-        assert!(run("ok", &hook(&["true"], 5000)).is_ok());
-        assert!(run("bad", &hook(&["false"], 5000))
-            .unwrap_err()
-            .contains("exited"));
+        assert!(run_ms(&["true"], 5000).is_ok());
+        assert!(run_ms(&["false"], 5000).unwrap_err().contains("exited"));
         let started = Instant::now();
-        assert!(run("slow", &hook(&["sleep", "10"], 200))
+        assert!(run_ms(&["sleep", "10"], 200)
             .unwrap_err()
             .contains("timed out"));
         assert!(started.elapsed() < Duration::from_secs(5));
-        assert!(run("missing", &hook(&["/nonexistent/hook"], 100))
+        assert!(run_ms(&["/nonexistent/hook"], 100)
             .unwrap_err()
             .contains("cannot start"));
+    }
+
+    #[test]
+    fn a_command_is_told_the_revision_and_the_change_count() {
+        let script = r#"[ "$TEND_REVISION" = 0123abcd ] && [ "$TEND_CHANGED" = 3 ]"#;
+        assert!(run_ms(&["sh", "-c", script], 5000).is_ok());
+        let wrong = r#"[ "$TEND_CHANGED" = 4 ]"#;
+        assert!(run_ms(&["sh", "-c", wrong], 5000).is_err());
     }
 }

@@ -1,0 +1,211 @@
+//! HTTP hooks: one HTTP/1.1 request over a plain TCP connection (http://
+//! only, no TLS: the application is a neighbour in the pod or on the host),
+//! body `{"revision", "changed"}`; any 2xx answer is success. Written by
+//! hand over `std::net` so the pass needs no async runtime.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::time::{Duration, Instant};
+
+use super::Delivery;
+use crate::config::HttpHook;
+
+/// The status line and headers read at most; the body is never read.
+const HEAD_MAX: usize = 16 << 10;
+
+pub(super) fn call(
+    name: &str,
+    hook: &HttpHook,
+    timeout: Duration,
+    delivery: &Delivery,
+) -> Result<(), String> {
+    let fail = |what: String| format!("hook {name}: {} {}: {what}", hook.method, hook.url);
+    let deadline = Instant::now() + timeout;
+    let body =
+        serde_json::json!({"revision": delivery.revision, "changed": delivery.changed}).to_string();
+    let mut stream = connect(hook, deadline).map_err(fail)?;
+    let request = request(hook, &body);
+    let mut exchange = || -> std::io::Result<Vec<u8>> {
+        stream.set_write_timeout(Some(left(deadline)?))?;
+        stream.write_all(request.as_bytes())?;
+        read_head(&mut stream, deadline)
+    };
+    let head = exchange().map_err(|e| match e.kind() {
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => {
+            fail(format!("timed out after {timeout:?}"))
+        }
+        _ => fail(e.to_string()),
+    })?;
+    if head.is_empty() {
+        return Err(fail("the connection closed without an answer".into()));
+    }
+    let (code, reason) = status(&head).ok_or_else(|| fail("the answer is not HTTP".into()))?;
+    match code {
+        200..=299 => Ok(()),
+        _ => Err(fail(format!("answered {code} {reason}"))),
+    }
+}
+
+fn request(hook: &HttpHook, body: &str) -> String {
+    let host = match (hook.host.contains(':'), hook.port) {
+        (true, 80) => format!("[{}]", hook.host),
+        (true, port) => format!("[{}]:{port}", hook.host),
+        (false, 80) => hook.host.clone(),
+        (false, port) => format!("{}:{port}", hook.host),
+    };
+    format!(
+        "{} {} HTTP/1.1\r\nHost: {host}\r\nUser-Agent: tend/{}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        hook.method,
+        hook.target,
+        env!("CARGO_PKG_VERSION"),
+        body.len()
+    )
+}
+
+/// What is left of the time before `deadline`; an error once it passed.
+fn left(deadline: Instant) -> std::io::Result<Duration> {
+    let rest = deadline.saturating_duration_since(Instant::now());
+    if rest.is_zero() {
+        return Err(std::io::ErrorKind::TimedOut.into());
+    }
+    Ok(rest)
+}
+
+/// The first address of the host that accepts a connection in time.
+fn connect(hook: &HttpHook, deadline: Instant) -> Result<TcpStream, String> {
+    let addrs: Vec<SocketAddr> = (hook.host.as_str(), hook.port)
+        .to_socket_addrs()
+        .map_err(|e| format!("cannot resolve {}: {e}", hook.host))?
+        .collect();
+    let mut last = format!("{} has no address", hook.host);
+    for addr in addrs {
+        let Ok(rest) = left(deadline) else {
+            return Err("timed out connecting".into());
+        };
+        match TcpStream::connect_timeout(&addr, rest) {
+            Ok(stream) => return Ok(stream),
+            Err(e) => last = format!("cannot connect to {addr}: {e}"),
+        }
+    }
+    Err(last)
+}
+
+/// Reads until the end of the headers (or of the stream), at most
+/// [`HEAD_MAX`] bytes, each read bounded by what is left of the time.
+fn read_head(stream: &mut TcpStream, deadline: Instant) -> std::io::Result<Vec<u8>> {
+    let mut head = Vec::new();
+    let mut buf = [0u8; 1024];
+    while head.len() < HEAD_MAX && !head.windows(4).any(|w| w == b"\r\n\r\n") {
+        stream.set_read_timeout(Some(left(deadline)?))?;
+        match stream.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => head.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(head)
+}
+
+/// The code and reason of an `HTTP/1.x NNN reason` status line.
+fn status(head: &[u8]) -> Option<(u16, String)> {
+    let line = head.split(|b| *b == b'\n').next()?;
+    let line = String::from_utf8_lossy(line);
+    let mut parts = line.trim_end().splitn(3, ' ');
+    if !parts.next()?.starts_with("HTTP/1.") {
+        return None;
+    }
+    let code = parts.next()?.parse().ok()?;
+    Some((code, parts.next().unwrap_or_default().to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::TcpListener;
+
+    /// A real server on a loopback port: answers each connection with the
+    /// next of `answers` and hands back what it received.
+    fn server(answers: Vec<&'static str>) -> (u16, std::thread::JoinHandle<Vec<String>>) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let handle = std::thread::spawn(move || {
+            let mut got = Vec::new();
+            for answer in answers {
+                let (mut conn, _) = listener.accept().unwrap();
+                let mut text = Vec::new();
+                let mut buf = [0u8; 4096];
+                // Headers, then the body its Content-Length announces.
+                loop {
+                    let n = conn.read(&mut buf).unwrap();
+                    text.extend_from_slice(&buf[..n]);
+                    let s = String::from_utf8_lossy(&text).to_string();
+                    if let Some((head, body)) = s.split_once("\r\n\r\n") {
+                        let len: usize = head
+                            .lines()
+                            .find_map(|l| l.strip_prefix("Content-Length: "))
+                            .map_or(0, |v| v.parse().unwrap());
+                        if body.len() >= len || n == 0 {
+                            break;
+                        }
+                    }
+                }
+                got.push(String::from_utf8_lossy(&text).into_owned());
+                if answer.is_empty() {
+                    // Silent: holds the connection open a while.
+                    std::thread::sleep(Duration::from_secs(3));
+                } else {
+                    conn.write_all(answer.as_bytes()).unwrap();
+                }
+            }
+            got
+        });
+        (port, handle)
+    }
+
+    fn hook(port: u16) -> HttpHook {
+        crate::config::parse_http(&format!("http://127.0.0.1:{port}/-/reload"), None).unwrap()
+    }
+
+    const DELIVERY: Delivery = Delivery {
+        revision: "abc123",
+        changed: 2,
+    };
+
+    #[test]
+    fn posts_the_revision_and_a_2xx_is_success() {
+        let (port, server) = server(vec![
+            "HTTP/1.1 204 No Content\r\n\r\n",
+            "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n",
+        ]);
+        let h = hook(port);
+        call("reload", &h, Duration::from_secs(10), &DELIVERY).unwrap();
+        let err = call("reload", &h, Duration::from_secs(10), &DELIVERY).unwrap_err();
+        assert!(err.contains("answered 503 Service Unavailable"), "{err}");
+        let got = server.join().unwrap();
+        let first = &got[0];
+        assert!(first.starts_with("POST /-/reload HTTP/1.1\r\n"), "{first}");
+        assert!(
+            first.contains(&format!("\r\nHost: 127.0.0.1:{port}\r\n")),
+            "{first}"
+        );
+        let body = first.split_once("\r\n\r\n").unwrap().1;
+        let v: serde_json::Value = serde_json::from_str(body).unwrap();
+        assert_eq!(v, serde_json::json!({"revision": "abc123", "changed": 2}));
+    }
+
+    #[test]
+    fn a_silent_server_times_out_and_a_closed_port_fails() {
+        // Accepts and reads, never answers.
+        let (port, _server) = server(vec![""]);
+        let started = Instant::now();
+        let err = call("slow", &hook(port), Duration::from_millis(300), &DELIVERY).unwrap_err();
+        assert!(err.contains("timed out"), "{err}");
+        assert!(started.elapsed() < Duration::from_secs(5));
+        let closed = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = closed.local_addr().unwrap().port();
+        drop(closed);
+        let err = call("gone", &hook(port), Duration::from_secs(5), &DELIVERY).unwrap_err();
+        assert!(err.contains("cannot connect"), "{err}");
+    }
+}

@@ -1,0 +1,87 @@
+//! A new revision's tree starts as hard links to the published tree's
+//! managed files: unchanged files cost nothing, and the stat cache vouches
+//! for them still.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::os::fd::AsFd;
+
+use rustix::fs::{self as rfs, AtFlags, FileType};
+
+use super::super::durable::WholeFs;
+use super::super::observe::stat_at;
+use super::super::resolve::Root;
+use super::super::{counted_fsync, transient, FilesTarget};
+use super::dirs::make_dirs;
+use super::REVS;
+use crate::model::RelPath;
+use crate::target::TargetError;
+
+impl FilesTarget {
+    /// Links each of `paths` that `from` holds (files and symlinks) into
+    /// `to`, their stat cache entries carried across the link; the new
+    /// tree's directories are synced before it can be called complete.
+    /// Returns how many were linked; one that cannot be is left for the
+    /// pass to write.
+    pub(super) fn carry_over(
+        &self,
+        from: &Root,
+        to: &Root,
+        paths: Vec<RelPath>,
+    ) -> Result<usize, TargetError> {
+        let mut by_parent: BTreeMap<&str, Vec<&RelPath>> = BTreeMap::new();
+        for path in &paths {
+            by_parent.entry(path.split_last().0).or_default().push(path);
+        }
+        let mut dirs: BTreeSet<&str> = BTreeSet::from([""]);
+        let mut linked = 0;
+        for (parent, group) in by_parent {
+            let Ok(src) = from.open_dir(parent, false) else {
+                continue;
+            };
+            let Ok(dst) = make_dirs(to, parent) else {
+                continue;
+            };
+            let mut at = parent;
+            while dirs.insert(at) {
+                at = at.rsplit_once('/').map_or("", |(up, _)| up);
+            }
+            for path in group {
+                let name = path.split_last().1;
+                let Ok(before) = stat_at(src.as_fd(), name) else {
+                    continue;
+                };
+                let file = before.file_type() == FileType::RegularFile;
+                if !file && before.file_type() != FileType::Symlink {
+                    continue;
+                }
+                let known = file && self.cache.lookup(path.as_str(), &before).is_some();
+                if rfs::linkat(&src, name, &dst, name, AtFlags::empty()).is_err() {
+                    continue;
+                }
+                linked += 1;
+                if known {
+                    if let Ok(after) = stat_at(dst.as_fd(), name) {
+                        self.cache.carry(path.as_str(), &before, &after);
+                    }
+                }
+            }
+        }
+        let whole = match self.whole_fs {
+            true => to.open_dir("", true).ok().and_then(WholeFs::open),
+            false => None,
+        };
+        if let Some(whole) = whole {
+            return whole
+                .sync(&self.fs_syncs)
+                .map(|()| linked)
+                .map_err(|e| transient(REVS, "syncfs", e));
+        }
+        for dir in dirs {
+            let fd = to
+                .open_dir(dir, true)
+                .map_err(|e| transient(dir, "open", e))?;
+            counted_fsync(&self.dir_syncs, fd.as_fd()).map_err(|e| transient(dir, "fsync", e))?;
+        }
+        Ok(linked)
+    }
+}
