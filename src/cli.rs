@@ -201,7 +201,8 @@ pub struct DryRunArg {
 #[derive(Debug, Clone, Args)]
 #[command(next_help_heading = "Logging")]
 pub struct LogArgs {
-    /// Log format: text or json
+    /// Log format: text, json or journal (default: journal when stderr is
+    /// the systemd journal, else text)
     #[arg(long, env = "TEND_LOG_FORMAT", value_name = "FORMAT")]
     pub log_format: Option<String>,
     /// Log level: error, warn, info, debug, trace

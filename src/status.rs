@@ -59,9 +59,6 @@ pub struct StatusDoc {
     pub resources: Vec<ResourceStatus>,
 }
 
-/// The ledger's meta key holding the problems of the revision last worked on.
-pub const PROBLEMS_KEY: &str = "problems";
-
 impl StatusDoc {
     pub fn all_in_sync(&self) -> bool {
         self.resources.iter().all(|r| r.state == State::InSync)
@@ -132,13 +129,9 @@ pub fn build(ledger: &Ledger, now: SystemTime) -> Result<StatusDoc, LedgerError>
     Ok(StatusDoc {
         generated_at: rfc3339(now),
         source: ledger.source()?.map(|s| source_status(s, now)),
-        watcher: ledger.meta("watcher")?.filter(|w| !w.is_empty()),
+        watcher: ledger.watcher()?.filter(|w| !w.is_empty()),
         counts,
-        problems: ledger
-            .meta(PROBLEMS_KEY)?
-            .filter(|p| !p.is_empty())
-            .and_then(|p| serde_json::from_str(&p).ok())
-            .unwrap_or_default(),
+        problems: ledger.declaration_problems()?,
         resources: records
             .into_iter()
             .map(|r| resource_status(r, now))

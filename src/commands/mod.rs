@@ -40,23 +40,6 @@ fn configured(settings: Settings) -> Result<Settings, ExitCode> {
     Ok(settings)
 }
 
-fn init_logging(format: &str, level: &str) {
-    use std::io::IsTerminal;
-    use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_new(level).unwrap_or_else(|_| EnvFilter::new("info"));
-    // Colour codes only for a terminal: a log file or the journal would
-    // keep them as noise.
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_writer(std::io::stderr);
-    let _ = if format == "json" {
-        builder.json().try_init()
-    } else {
-        builder.with_target(false).try_init()
-    };
-}
-
 /// Writes command output to stdout. A reader that went away (`tend diff |
 /// head`) ends the output, not the command: its exit code still tells.
 pub(crate) fn out(text: &str) {
@@ -101,7 +84,7 @@ pub fn run(cli: Cli) -> ExitCode {
     }
     if !matches!(cli.command, Command::Run(_)) {
         let level = g.log_level.clone().unwrap_or_else(|| "warn".into());
-        init_logging(g.log_format.as_deref().unwrap_or("text"), &level);
+        crate::logging::init(g.log_format.as_deref().unwrap_or("text"), &level);
     }
     match &cli.command {
         Command::Status(_) => status::run(&g),
@@ -138,8 +121,10 @@ pub fn run(cli: Cli) -> ExitCode {
         } => plugin::check(&g, command, timeout.0),
         Command::Run(_) => match settings(&g) {
             Ok(s) => {
-                init_logging(&s.log_format, &s.log_level);
-                crate::reconcile::daemon::run(s)
+                crate::logging::init(&s.log_format, &s.log_level);
+                let args = g.clone();
+                let read = move || config::resolve(&args).map_err(|e| e.to_string());
+                crate::daemon::run(s, Box::new(read))
             }
             Err(code) => code,
         },

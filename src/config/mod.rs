@@ -7,13 +7,16 @@ use std::time::Duration;
 
 use crate::cli::Flags;
 use crate::duration::Dur;
+use crate::target::files::FilesConfig;
 
 mod file;
+mod targets;
 
 pub use file::{
     load_file, AuthConfig, ContestedConfig, FileConfig, HookConfig, LogConfig, PolicyConfig,
-    ServerConfig, SourceConfig, TargetConfig, WebhookConfig,
+    ServerConfig, SourceConfig, WebhookConfig,
 };
+pub use targets::{TargetKind, TargetSettings};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -84,23 +87,6 @@ pub struct SourceSettings {
 }
 
 #[derive(Debug, Clone)]
-pub enum TargetKind {
-    Files {
-        root: PathBuf,
-    },
-    Exec {
-        command: Vec<String>,
-        timeout: Duration,
-    },
-}
-
-#[derive(Debug, Clone)]
-pub struct TargetSettings {
-    pub name: String,
-    pub kind: TargetKind,
-}
-
-#[derive(Debug, Clone)]
 pub struct Hook {
     pub run: Vec<String>,
     pub timeout: Duration,
@@ -125,6 +111,15 @@ pub struct Settings {
     pub server: ServerSettings,
     pub log_format: String,
     pub log_level: String,
+}
+
+/// Under systemd, with stderr connected to the journal, lines go to the
+/// journal with their fields; elsewhere text.
+fn default_log_format() -> &'static str {
+    match crate::logging::stderr_is_journal() {
+        true => "journal",
+        false => "text",
+    }
 }
 
 fn default_state_dir() -> PathBuf {
@@ -202,6 +197,8 @@ fn resolve_with(args: &Flags, any_target: bool) -> Result<Settings, ConfigError>
             (false, None) => format!("{cfg_name}: {m}"),
         })
     };
+    // Problems of the sections below are gathered and reported together.
+    let mut problems: Vec<ConfigError> = Vec::new();
     let src = file.source.unwrap_or_default();
     let repo = args.repo.clone().or(src.repo).ok_or_else(|| {
         ConfigError::Setting(
@@ -241,71 +238,25 @@ fn resolve_with(args: &Flags, any_target: bool) -> Result<Settings, ConfigError>
         },
     };
 
-    let mut targets = Vec::new();
-    for (name, t) in file.targets.unwrap_or_default() {
-        if name.is_empty() || name.contains('/') {
-            return Err(bad(
-                &format!("targets.{name}"),
-                format!("target name {name:?} may not be empty or contain `/`"),
-            ));
-        }
-        let misplaced = match t.kind.as_str() {
-            "files" if t.command.is_some() => Some("command"),
-            "files" if t.timeout.is_some() => Some("timeout"),
-            "exec" if t.root.is_some() => Some("root"),
-            _ => None,
-        };
-        if let Some(key) = misplaced {
-            return Err(bad(
-                &format!("targets.{name}.{key}"),
-                format!("target {name}: `{key}` does not apply to type {}", t.kind),
-            ));
-        }
-        let kind = match t.kind.as_str() {
-            "files" => TargetKind::Files {
-                root: t.root.ok_or_else(|| {
-                    bad(
-                        &format!("targets.{name}"),
-                        format!("target {name}: type files needs `root`"),
-                    )
-                })?,
-            },
-            "exec" => {
-                let command = t.command.filter(|c| !c.is_empty());
-                TargetKind::Exec {
-                    command: command.ok_or_else(|| {
-                        bad(
-                            &format!("targets.{name}"),
-                            format!("target {name}: type exec needs `command`"),
-                        )
-                    })?,
-                    timeout: t.timeout.map(|d| d.0).unwrap_or(Duration::from_secs(30)),
-                }
-            }
-            other => {
-                return Err(bad(
-                    &format!("targets.{name}.type"),
-                    format!("target {name}: unknown type {other:?} (known: files, exec)"),
-                ))
-            }
-        };
-        targets.push(TargetSettings { name, kind });
+    let (mut targets, found) = targets::resolve(file.targets.unwrap_or_default());
+    for p in found {
+        problems.push(bad(&p.key, p.message));
     }
     if let Some(root) = &args.root {
         targets.retain(|t| t.name != "files");
         targets.push(TargetSettings {
             name: "files".into(),
-            kind: TargetKind::Files { root: root.clone() },
+            kind: TargetKind::Files(FilesConfig { root: root.clone() }),
         });
     }
     if targets.is_empty() && any_target {
         targets.push(TargetSettings {
             name: "files".into(),
-            kind: TargetKind::Files { root: "/".into() },
+            kind: TargetKind::Files(FilesConfig { root: "/".into() }),
         });
     }
-    if targets.is_empty() {
-        return Err(ConfigError::Setting(
+    if targets.is_empty() && problems.is_empty() {
+        problems.push(ConfigError::Setting(
             "no target: give --root DIR or `targets:` in the config".into(),
         ));
     }
@@ -313,10 +264,11 @@ fn resolve_with(args: &Flags, any_target: bool) -> Result<Settings, ConfigError>
     let mut hooks = BTreeMap::new();
     for (name, h) in file.hooks.unwrap_or_default() {
         if h.run.is_empty() {
-            return Err(bad(
+            problems.push(bad(
                 &format!("hooks.{name}"),
                 format!("hook {name}: `run` is empty"),
             ));
+            continue;
         }
         hooks.insert(
             name,
@@ -334,9 +286,12 @@ fn resolve_with(args: &Flags, any_target: bool) -> Result<Settings, ConfigError>
     });
     let policy = Policy {
         prune: p.prune.unwrap_or(true),
-        max_prune: match p.max_prune {
-            Some(s) => PruneLimit::parse(&s)
-                .map_err(|e| bad("policy.max_prune", format!("policy.max_prune: {e}")))?,
+        max_prune: match p.max_prune.map(|s| PruneLimit::parse(&s)) {
+            Some(Ok(limit)) => limit,
+            Some(Err(e)) => {
+                problems.push(bad("policy.max_prune", format!("policy.max_prune: {e}")));
+                PruneLimit::Percent(50.0)
+            }
             None => PruneLimit::Percent(50.0),
         },
         self_heal: p.self_heal.unwrap_or(true),
@@ -349,9 +304,12 @@ fn resolve_with(args: &Flags, any_target: bool) -> Result<Settings, ConfigError>
             .backup_retention
             .map(|d| d.0)
             .unwrap_or(Duration::from_secs(7 * 86400)),
-        backup_max: match p.backup_max {
-            Some(s) => parse_size(&s)
-                .map_err(|e| bad("policy.backup_max", format!("policy.backup_max: {e}")))?,
+        backup_max: match p.backup_max.map(|s| parse_size(&s)) {
+            Some(Ok(size)) => size,
+            Some(Err(e)) => {
+                problems.push(bad("policy.backup_max", format!("policy.backup_max: {e}")));
+                1 << 30
+            }
             None => 1 << 30,
         },
         dry_run: args.dry_run.or(p.dry_run).unwrap_or(false),
@@ -364,11 +322,11 @@ fn resolve_with(args: &Flags, any_target: bool) -> Result<Settings, ConfigError>
         .log_format
         .clone()
         .or(log.format)
-        .unwrap_or_else(|| "text".into());
-    if log_format != "text" && log_format != "json" {
-        return Err(bad(
+        .unwrap_or_else(|| default_log_format().into());
+    if !["text", "json", "journal"].contains(&log_format.as_str()) {
+        problems.push(bad(
             "log.format",
-            format!("log format {log_format:?}: use text or json"),
+            format!("log format {log_format:?}: use text, json or journal"),
         ));
     }
     let log_level = args
@@ -376,7 +334,14 @@ fn resolve_with(args: &Flags, any_target: bool) -> Result<Settings, ConfigError>
         .clone()
         .or(log.level)
         .unwrap_or_else(|| "info".into());
-    check_log_level(&log_level).map_err(|m| bad("log.level", m))?;
+    if let Err(m) = check_log_level(&log_level) {
+        problems.push(bad("log.level", m));
+    }
+    if !problems.is_empty() {
+        // Every problem at once, one per line.
+        let all: Vec<String> = problems.iter().map(|p| p.to_string()).collect();
+        return Err(ConfigError::Setting(all.join("\n")));
+    }
     Ok(Settings {
         source,
         targets,
@@ -398,12 +363,7 @@ fn resolve_with(args: &Flags, any_target: bool) -> Result<Settings, ConfigError>
                 .stuck_after
                 .map(|d| d.0)
                 .unwrap_or(Duration::from_secs(60)),
-            webhooks: server
-                .webhooks
-                .unwrap_or_default()
-                .into_iter()
-                .map(|(k, v)| (k, v.secret_file))
-                .collect(),
+            webhooks: server.webhooks.unwrap_or_default().secret_files().collect(),
         },
         log_format,
         log_level,
@@ -487,9 +447,9 @@ mod tests {
         )
         .unwrap();
         match &s.targets[0].kind {
-            TargetKind::Exec { command, timeout } => {
-                assert_eq!(command, &["/bin/plugin", "--x"]);
-                assert_eq!(*timeout, Duration::from_secs(5));
+            TargetKind::Exec(c) => {
+                assert_eq!(c.command, ["/bin/plugin", "--x"]);
+                assert_eq!(c.timeout.0, Duration::from_secs(5));
             }
             other => panic!("{other:?}"),
         }

@@ -6,6 +6,7 @@
 mod audit;
 mod backup;
 mod db;
+mod declared;
 mod hashkey;
 mod lock;
 mod records;
@@ -21,6 +22,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 pub use audit::{AuditEntry, AuditLog};
 pub use backup::BackupStore;
 pub use db::Ledger;
+pub use declared::Digest;
 pub use hashkey::HashKey;
 pub use lock::StateLock;
 pub use records::{

@@ -93,18 +93,16 @@ impl ResourceRecord {
         }
     }
 
-    /// Notes a correction at `now`, forgets those older than `window`, and
-    /// returns how many remain: more than the policy's limit means Contested.
-    pub fn record_correction(&mut self, now: SystemTime, window: Duration) -> usize {
-        self.corrections.push(now);
-        self.corrections_within(now, window)
-    }
-
-    /// Forgets corrections older than `window` and counts the rest.
-    pub fn corrections_within(&mut self, now: SystemTime, window: Duration) -> usize {
-        let horizon = now.checked_sub(window);
-        self.corrections.retain(|t| horizon.is_none_or(|h| *t >= h));
-        self.corrections.len()
+    /// The contested rule's input: this resource's drift corrections less
+    /// than `window` before `now` (a correction exactly `window` old is
+    /// forgotten; one dated after `now`, from a clock that stepped back,
+    /// still counts).
+    pub fn corrections_within(&self, now: SystemTime, window: Duration) -> Vec<SystemTime> {
+        self.corrections
+            .iter()
+            .copied()
+            .filter(|t| now.duration_since(*t).map(|d| d < window).unwrap_or(true))
+            .collect()
     }
 }
 
@@ -132,13 +130,6 @@ pub struct PauseRecord {
     /// Not a pause: `id` was resumed while the global pause lasts, and is
     /// corrected meanwhile.
     pub excepted: bool,
-}
-
-impl PauseRecord {
-    /// Whether this pause stops corrections of `id`.
-    pub fn covers(&self, id: &str) -> bool {
-        !self.excepted && self.id.as_deref().is_none_or(|p| p == id)
-    }
 }
 
 /// The source's fetch and apply state.

@@ -1,22 +1,18 @@
-//! The reconciler: fetch, prepare, apply, record. `sync` runs one pass; the
-//! daemon runs passes continuously.
+//! The pass, synchronous and free of any runtime: fetch, prepare, apply,
+//! record, hooks. `sync` runs one pass; the daemon (src/daemon) schedules
+//! passes continuously.
 
 mod apply;
-mod backoff;
+pub mod backoff;
 mod context;
 mod control;
-pub mod daemon;
 mod hooks;
-mod http;
-mod notify;
 mod pass;
 mod pass_next;
+mod policy;
 mod prepare;
-mod publish;
-mod queue;
 mod record;
 pub mod show;
-mod watch;
 
 use std::time::SystemTime;
 
@@ -24,11 +20,11 @@ use git2::Oid;
 
 pub use apply::apply;
 pub use context::{BuildError, Context, PassContent};
-pub use control::Control;
+pub use control::{unix_millis, Control, WriteObserver};
 pub use pass::{load, PassError, PassOptions, PassReport, Revision, Scope};
 pub use pass_next::{load_next, Next};
+pub use policy::{action_for, retried, Action};
 pub use prepare::{prepare, pruning, spec_digest, Prepared, Pruning};
-pub use queue::{Action, Queue};
 pub use record::{Outcome, Recorder};
 
 use crate::config::Settings;
@@ -206,18 +202,8 @@ fn record_problems(
     if problems.len() > PROBLEMS_KEPT {
         lines.push(format!("... and {} more", problems.len() - PROBLEMS_KEPT));
     }
-    let text = if lines.is_empty() {
-        String::new()
-    } else {
-        serde_json::to_string(&lines).expect("strings serialize")
-    };
-    if rec
-        .ledger
-        .meta(crate::status::PROBLEMS_KEY)?
-        .unwrap_or_default()
-        != text
-    {
-        rec.ledger.set_meta(crate::status::PROBLEMS_KEY, &text)?;
+    if rec.ledger.declaration_problems()? != lines {
+        rec.ledger.set_declaration_problems(&lines)?;
     }
     Ok(())
 }

@@ -3,6 +3,7 @@
 
 #![allow(dead_code)]
 
+pub mod container;
 pub mod http;
 pub mod https;
 pub mod plugins;

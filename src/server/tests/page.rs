@@ -202,9 +202,8 @@ async fn declaration_problems_are_listed_escaped_and_in_the_banner() {
     let f = fixture(&[], None);
     populate(f.dir.path());
     let ledger = crate::ledger::Ledger::open(f.dir.path()).unwrap();
-    let problems = serde_json::json!(["a.tend.yaml:3: mode \"<9>\" & more"]).to_string();
     ledger
-        .set_meta(crate::status::PROBLEMS_KEY, &problems)
+        .set_declaration_problems(&["a.tend.yaml:3: mode \"<9>\" & more".to_string()])
         .unwrap();
     let (_, _, page) = call(f.app(), get("/")).await;
     at(&page, "Declaration problems (1)");
