@@ -498,3 +498,47 @@ fn counts_agree_in_number() {
         "{v:?}"
     );
 }
+
+/// A checkout owned by another user (a container job) is refused as git
+/// refuses it, saying how to mark it safe; marked safe, it is read.
+#[test]
+fn a_checkout_of_another_user_is_read_once_marked_safe() {
+    if !util::can_run(servers::is_root(), "changing a checkout's owner needs root") {
+        return;
+    }
+    let repo = TestRepo::new();
+    let (before, _) = two_commits(&repo);
+    let chown = Command::new("chown")
+        .args(["-R", "65534:65534"])
+        .arg(repo.path())
+        .status()
+        .unwrap();
+    assert!(chown.success());
+    let args = [
+        "diff",
+        "--repo",
+        ".",
+        "--path",
+        "hosts/web-1",
+        "--against",
+        &before,
+    ];
+    let sandbox = Sandbox::new();
+    let r = sandbox.tend(repo.path(), &args);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.stderr.contains(&format!(
+            "git config --global --add safe.directory {}",
+            repo.path().display()
+        )),
+        "{r:?}"
+    );
+    let safe = Sandbox::new();
+    std::fs::write(
+        safe.home.path().join(".gitconfig"),
+        format!("[safe]\n\tdirectory = {}\n", repo.path().display()),
+    )
+    .unwrap();
+    let r = safe.tend(repo.path(), &args);
+    assert_eq!(r.code, 1, "{r:?}");
+}
