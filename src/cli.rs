@@ -17,6 +17,8 @@ Examples:
   tend status -o json
   tend validate --repo . --path hosts/web-1 --as-written
   tend pause files/file/etc/motd --for 1h
+  tend pin 3f2c9e1 --for 2h
+  tend explain /etc/nginx/nginx.conf
   tend plugin check -- ./fixtures/plugins/settings --file /tmp/settings.json";
 
 const DIFF_HELP: &str = "\
@@ -62,6 +64,24 @@ pub enum Command {
     Pause(PauseArgs),
     /// Restart correcting (all, or the named resources)
     Resume(ResumeArgs),
+    /// Hold the source at a revision (a deliberate rollback); new commits
+    /// are fetched, not applied
+    #[command(
+        after_help = "The revision must have been fetched and must verify as any other.\nExit codes: 0 pinned, 2 error."
+    )]
+    Pin(PinArgs),
+    /// Return to the ref's newest revision
+    Unpin(UnpinArgs),
+    /// Where a resource comes from and what happened to it since
+    #[command(
+        after_help = "ID is an identity (files/file/etc/motd) or a path under a files target's root.\nExit codes: 0 found, 2 error or unknown resource."
+    )]
+    Explain(ExplainArgs),
+    /// Work with the backups of replaced content
+    Backup {
+        #[command(subcommand)]
+        command: BackupCommand,
+    },
     /// Work with exec plugins
     Plugin {
         #[command(subcommand)]
@@ -101,6 +121,12 @@ pub enum PluginCommand {
         #[arg(last = true, required = true, value_name = "COMMAND")]
         command: Vec<String>,
     },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum BackupCommand {
+    /// Print a backup's content (as `tend explain` and the audit log name it)
+    Cat(BackupCatArgs),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -199,6 +225,28 @@ pub struct DryRunArg {
 }
 
 #[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Trust")]
+pub struct TrustArgs {
+    /// SSH signatures: git's allowed_signers file of trusted keys
+    #[arg(long, env = "TEND_ALLOWED_SIGNERS", value_name = "FILE")]
+    pub allowed_signers: Option<PathBuf>,
+    /// OpenPGP signatures: an armored keyring of trusted public keys
+    #[arg(long, env = "TEND_KEYRING", value_name = "FILE")]
+    pub keyring: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct RewindArg {
+    /// Apply a fetched revision that does not descend from the newest one
+    /// applied before (a rewound branch)
+    #[arg(long, env = "TEND_ALLOW_REWIND", num_args = 0..=1,
+          require_equals = true, default_missing_value = "true",
+          value_parser = clap::builder::BoolishValueParser::new(), value_name = "BOOL",
+          help_heading = "Trust")]
+    pub allow_rewind: Option<bool>,
+}
+
+#[derive(Debug, Clone, Args)]
 #[command(next_help_heading = "Logging")]
 pub struct LogArgs {
     /// Log format: text, json or journal (default: journal when stderr is
@@ -241,6 +289,10 @@ pub struct RunArgs {
     )]
     pub interval: Option<Dur>,
     #[command(flatten)]
+    pub trust: TrustArgs,
+    #[command(flatten)]
+    pub rewind: RewindArg,
+    #[command(flatten)]
     pub log: LogArgs,
 }
 
@@ -261,6 +313,10 @@ pub struct SyncArgs {
     pub output: OutputArg,
     #[command(flatten)]
     pub source: SourceArgs,
+    #[command(flatten)]
+    pub trust: TrustArgs,
+    #[command(flatten)]
+    pub rewind: RewindArg,
     #[command(flatten)]
     pub log: LogArgs,
 }
@@ -286,6 +342,8 @@ pub struct DiffArgs {
     pub color: Color,
     #[command(flatten)]
     pub source: SourceArgs,
+    #[command(flatten)]
+    pub trust: TrustArgs,
     #[command(flatten)]
     pub log: LogArgs,
 }
@@ -350,6 +408,76 @@ pub struct ResumeArgs {
     pub log: LogArgs,
 }
 
+#[derive(Debug, Clone, Args)]
+pub struct PinArgs {
+    /// A commit id (abbreviated or full) or a tag, fetched already
+    pub rev: String,
+    /// Unpin by itself after this long (30s, 5m, 1h, 7d)
+    #[arg(long = "for", value_name = "DUR")]
+    pub duration: Option<Dur>,
+    #[command(flatten)]
+    pub config: ConfigArg,
+    #[command(flatten)]
+    pub root: RootArg,
+    #[command(flatten)]
+    pub state: StateDirArg,
+    #[command(flatten)]
+    pub source: SourceArgs,
+    #[command(flatten)]
+    pub trust: TrustArgs,
+    #[command(flatten)]
+    pub log: LogArgs,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct UnpinArgs {
+    #[command(flatten)]
+    pub config: ConfigArg,
+    #[command(flatten)]
+    pub state: StateDirArg,
+    #[command(flatten)]
+    pub log: LogArgs,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ExplainArgs {
+    /// Resource identity (files/file/etc/motd) or path
+    #[arg(value_name = "ID|PATH")]
+    pub what: String,
+    #[command(flatten)]
+    pub config: ConfigArg,
+    #[command(flatten)]
+    pub root: RootArg,
+    #[command(flatten)]
+    pub state: StateDirArg,
+    #[command(flatten)]
+    pub output: OutputArg,
+    #[command(flatten)]
+    pub source: SourceArgs,
+    #[command(flatten)]
+    pub log: LogArgs,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct BackupCatArgs {
+    /// hmac-sha256:<hex>, as `tend explain` and the audit log name it
+    #[arg(value_name = "REF")]
+    pub backup: String,
+    /// Print it even when it is the content of a sensitive resource
+    #[arg(long)]
+    pub sensitive: bool,
+    #[command(flatten)]
+    pub config: ConfigArg,
+    #[command(flatten)]
+    pub root: RootArg,
+    #[command(flatten)]
+    pub state: StateDirArg,
+    #[command(flatten)]
+    pub source: SourceArgs,
+    #[command(flatten)]
+    pub log: LogArgs,
+}
+
 /// The flags of SPEC §2 one command was given (each flag already merged
 /// with its environment variable by clap); what it was not given is `None`
 /// and comes from the config file or the default (`config::resolve`).
@@ -370,6 +498,9 @@ pub struct Flags {
     pub log_level: Option<String>,
     pub output: Output,
     pub color: Color,
+    pub allowed_signers: Option<PathBuf>,
+    pub keyring: Option<PathBuf>,
+    pub allow_rewind: Option<bool>,
 }
 
 impl Flags {
@@ -379,6 +510,12 @@ impl Flags {
         self.path.clone_from(&s.path);
         self.mirror = s.mirror;
         self.timeout = s.timeout;
+        self
+    }
+
+    fn trust(mut self, t: &TrustArgs) -> Flags {
+        self.allowed_signers.clone_from(&t.allowed_signers);
+        self.keyring.clone_from(&t.keyring);
         self
     }
 
@@ -414,19 +551,27 @@ impl Command {
                 listen: a.listen.clone(),
                 dry_run: a.dry_run.dry_run,
                 interval: a.interval,
-                ..Flags::common(&a.config, &a.state, &a.log).source(&a.source)
+                allow_rewind: a.rewind.allow_rewind,
+                ..Flags::common(&a.config, &a.state, &a.log)
+                    .source(&a.source)
+                    .trust(&a.trust)
             },
             Command::Sync(a) => Flags {
                 root: a.root.root.clone(),
                 dry_run: a.dry_run.dry_run,
                 output: a.output.output.into(),
-                ..Flags::common(&a.config, &a.state, &a.log).source(&a.source)
+                allow_rewind: a.rewind.allow_rewind,
+                ..Flags::common(&a.config, &a.state, &a.log)
+                    .source(&a.source)
+                    .trust(&a.trust)
             },
             Command::Diff(a) => Flags {
                 root: a.root.root.clone(),
                 output: a.output,
                 color: a.color,
-                ..Flags::common(&a.config, &a.state, &a.log).source(&a.source)
+                ..Flags::common(&a.config, &a.state, &a.log)
+                    .source(&a.source)
+                    .trust(&a.trust)
             },
             Command::Validate(a) => Flags {
                 root: a.root.root.clone(),
@@ -439,6 +584,24 @@ impl Command {
             },
             Command::Pause(a) => Flags::common(&a.config, &a.state, &a.log),
             Command::Resume(a) => Flags::common(&a.config, &a.state, &a.log),
+            Command::Pin(a) => Flags {
+                root: a.root.root.clone(),
+                ..Flags::common(&a.config, &a.state, &a.log)
+                    .source(&a.source)
+                    .trust(&a.trust)
+            },
+            Command::Unpin(a) => Flags::common(&a.config, &a.state, &a.log),
+            Command::Explain(a) => Flags {
+                root: a.root.root.clone(),
+                output: a.output.output.into(),
+                ..Flags::common(&a.config, &a.state, &a.log).source(&a.source)
+            },
+            Command::Backup {
+                command: BackupCommand::Cat(a),
+            } => Flags {
+                root: a.root.root.clone(),
+                ..Flags::common(&a.config, &a.state, &a.log).source(&a.source)
+            },
             Command::Plugin {
                 command: PluginCommand::Check { output, log, .. },
             } => Flags {

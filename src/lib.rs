@@ -11,6 +11,7 @@ pub mod daemon;
 pub mod declare;
 pub mod diff;
 pub mod duration;
+pub mod explain;
 pub mod ledger;
 pub mod logging;
 pub mod metrics;

@@ -30,6 +30,29 @@ pub struct SourceStatus {
     pub seconds_since_last_successful_fetch: Option<u64>,
     pub drift_since: Option<String>,
     pub drift_age_seconds: Option<u64>,
+    /// Who signed the applied revision, when signatures are checked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub applied_signer: Option<String>,
+    /// The last fetched revision, when it was not applied, and why.
+    pub refused: Option<RefusedStatus>,
+    /// The operator's pin (`tend pin`), while it holds.
+    pub pinned: Option<PinnedStatus>,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct RefusedStatus {
+    pub revision: String,
+    /// unsigned, untrusted, bad_signature, expired or rewind.
+    pub reason: String,
+    pub detail: String,
+    pub since: String,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct PinnedStatus {
+    pub revision: String,
+    pub until: Option<String>,
+    pub since: String,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -85,8 +108,27 @@ pub fn state_name(s: State) -> String {
         .unwrap_or_default()
 }
 
-fn source_status(s: SourceRecord, now: SystemTime) -> SourceStatus {
-    SourceStatus {
+fn source_status(
+    ledger: &Ledger,
+    s: SourceRecord,
+    now: SystemTime,
+) -> Result<SourceStatus, LedgerError> {
+    let applied_signer = match &s.applied_revision {
+        Some(r) => ledger.signer_of(r)?,
+        None => None,
+    };
+    let refused = ledger.refusal()?.map(|r| RefusedStatus {
+        revision: r.revision,
+        reason: r.reason,
+        detail: r.detail,
+        since: rfc3339(r.at),
+    });
+    let pinned = ledger.pin()?.map(|p| PinnedStatus {
+        revision: p.revision,
+        until: p.until.map(rfc3339),
+        since: rfc3339(p.pinned_at),
+    });
+    Ok(SourceStatus {
         repo: crate::source::redact_url(&s.repo),
         reference: s.reference,
         fetched_revision: s.fetched_revision,
@@ -97,7 +139,10 @@ fn source_status(s: SourceRecord, now: SystemTime) -> SourceStatus {
         seconds_since_last_successful_fetch: s.last_success_at.map(|t| age(now, t)),
         drift_since: s.drift_since.map(rfc3339),
         drift_age_seconds: s.drift_since.map(|t| age(now, t)),
-    }
+        applied_signer,
+        refused,
+        pinned,
+    })
 }
 
 fn resource_status(r: ResourceRecord, now: SystemTime) -> ResourceStatus {
@@ -128,7 +173,10 @@ pub fn build(ledger: &Ledger, now: SystemTime) -> Result<StatusDoc, LedgerError>
     }
     Ok(StatusDoc {
         generated_at: rfc3339(now),
-        source: ledger.source()?.map(|s| source_status(s, now)),
+        source: ledger
+            .source()?
+            .map(|s| source_status(ledger, s, now))
+            .transpose()?,
         watcher: ledger.watcher()?.filter(|w| !w.is_empty()),
         counts,
         problems: ledger.declaration_problems()?,
@@ -163,6 +211,27 @@ pub fn text(doc: &StatusDoc, all: bool) -> String {
         }
         if let Some(e) = &s.last_fetch_error {
             out.push_str(&format!("last fetch error: {e}\n"));
+        }
+        if let Some(signer) = &s.applied_signer {
+            out.push_str(&format!("signed by {signer}\n"));
+        }
+        if let Some(p) = &s.pinned {
+            out.push_str(&format!(
+                "pinned   {} {}; new commits are fetched, not applied (`tend unpin`)\n",
+                rev(&Some(p.revision.clone())),
+                match &p.until {
+                    Some(u) => format!("until {u}"),
+                    None => "until `tend unpin`".to_string(),
+                }
+            ));
+        }
+        if let Some(r) = &s.refused {
+            out.push_str(&format!(
+                "refused  {} ({}): {}\n",
+                rev(&Some(r.revision.clone())),
+                r.reason,
+                r.detail
+            ));
         }
     }
     if let Some(w) = &doc.watcher {

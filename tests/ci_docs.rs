@@ -39,9 +39,7 @@ impl Forge {
         let keep = posted.clone();
         std::thread::spawn(move || {
             for stream in listener.incoming().flatten() {
-                if let Some(p) = serve(stream) {
-                    keep.lock().unwrap().push(p);
-                }
+                serve(stream, &keep);
             }
         });
         Forge { addr, posted }
@@ -52,7 +50,9 @@ impl Forge {
     }
 }
 
-fn serve(stream: std::net::TcpStream) -> Option<Posted> {
+/// Reads one request and keeps it, then answers: whoever got the answer
+/// finds the request kept.
+fn serve(stream: std::net::TcpStream, keep: &Mutex<Vec<Posted>>) -> Option<()> {
     let mut writer = stream.try_clone().ok()?;
     let mut reader = BufReader::new(stream);
     let mut line = String::new();
@@ -82,14 +82,14 @@ fn serve(stream: std::net::TcpStream) -> Option<Posted> {
         .unwrap_or(0);
     let mut body = vec![0; len];
     reader.read_exact(&mut body).ok()?;
-    let answer = "HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}";
-    writer.write_all(answer.as_bytes()).ok()?;
-    Some(Posted {
+    keep.lock().unwrap().push(Posted {
         method,
         path,
         headers,
         body,
-    })
+    });
+    let answer = "HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}";
+    writer.write_all(answer.as_bytes()).ok()
 }
 
 /// The fenced block of docs/ci.md tagged `tag`, parsed.

@@ -45,7 +45,12 @@ pub fn run(g: &Flags, mut settings: Settings) -> ExitCode {
         Ok(k) => k,
         Err(e) => return fail(e),
     };
-    let rev = match reconcile::load(&ctx, fetched.revision) {
+    let revision = match reconcile::trust::admit(&ctx, &ledger, fetched.revision) {
+        Ok(Ok(admitted)) => admitted.revision,
+        Ok(Err(refused)) => return fail(format!("{refused}; sync would change nothing")),
+        Err(e) => return fail(e),
+    };
+    let rev = match reconcile::load(&ctx, revision) {
         Ok(r) => r,
         Err(e) => return fail(e),
     };
@@ -95,8 +100,7 @@ pub fn run(g: &Flags, mut settings: Settings) -> ExitCode {
                 .iter()
                 .map(|s| serde_json::from_str(s).expect("rendered JSON"))
                 .collect();
-            let v =
-                serde_json::json!({"revision": fetched.revision.to_string(), "changes": changes});
+            let v = serde_json::json!({"revision": revision.to_string(), "changes": changes});
             super::outln!("{}", serde_json::to_string_pretty(&v).expect("serializes"));
         }
         Output::Text => {

@@ -2,8 +2,10 @@
 
 mod against;
 mod diff;
+mod explain;
 mod generate;
 mod pause;
+mod pin;
 mod plugin;
 mod revisions;
 mod status;
@@ -12,7 +14,7 @@ mod validate;
 
 use std::process::ExitCode;
 
-use crate::cli::{Cli, Command, Flags, PluginCommand};
+use crate::cli::{BackupCommand, Cli, Command, Flags, PluginCommand};
 use crate::config::{self, Settings};
 
 /// Exit code for errors of usage, config, source or lock.
@@ -90,6 +92,21 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Status(_) => status::run(&g),
         Command::Pause(a) => pause::pause(&g, &a.ids, a.duration.map(|d| d.0)),
         Command::Resume(a) => pause::resume(&g, &a.ids),
+        Command::Pin(a) => match settings(&g) {
+            Ok(s) => pin::pin(s, &a.rev, a.duration.map(|d| d.0)),
+            Err(code) => code,
+        },
+        Command::Unpin(_) => pin::unpin(&g),
+        Command::Explain(a) => match settings(&g) {
+            Ok(s) => explain::run(&g, s, &a.what),
+            Err(code) => code,
+        },
+        Command::Backup {
+            command: BackupCommand::Cat(a),
+        } => match settings(&g) {
+            Ok(s) => explain::backup_cat(s, &a.backup, a.sensitive),
+            Err(code) => code,
+        },
         Command::Validate(a) => match config::resolve_for_validate(&g)
             .map_err(fail)
             .and_then(configured)

@@ -34,6 +34,17 @@ pub struct SourceConfig {
     pub interval: Option<Dur>,
     pub timeout: Option<Dur>,
     pub auth: Option<AuthConfig>,
+    pub verify: Option<VerifyConfig>,
+    pub allow_rewind: Option<bool>,
+}
+
+/// `source.verify` (SPEC §9).
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VerifyConfig {
+    pub allowed_signers: Option<PathBuf>,
+    pub keyring: Option<PathBuf>,
+    pub require: Option<String>,
 }
 
 #[derive(Debug, Default, Clone, Deserialize)]

@@ -14,7 +14,7 @@ mod targets;
 
 pub use file::{
     load_file, AuthConfig, ContestedConfig, FileConfig, HookConfig, LogConfig, PolicyConfig,
-    ServerConfig, SourceConfig, WebhookConfig,
+    ServerConfig, SourceConfig, VerifyConfig, WebhookConfig,
 };
 pub use targets::{TargetKind, TargetSettings};
 
@@ -84,6 +84,11 @@ pub struct SourceSettings {
     pub interval: Duration,
     pub timeout: Duration,
     pub auth: crate::source::Auth,
+    /// Signatures to check before a revision is applied (SPEC §9).
+    pub verify: crate::source::verify::VerifySpec,
+    /// Apply a fetched revision that does not descend from the newest one
+    /// applied before.
+    pub allow_rewind: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -214,6 +219,24 @@ fn resolve_with(args: &Flags, any_target: bool) -> Result<Settings, ConfigError>
         ));
     }
     let a = src.auth.unwrap_or_default();
+    let v = src.verify.unwrap_or_default();
+    let require = match v.require.as_deref() {
+        Some(r) => crate::source::verify::Require::parse(r)
+            .map_err(|m| bad("source.verify.require", format!("source.verify.{m}")))?,
+        None => crate::source::verify::Require::Commit,
+    };
+    let verify = crate::source::verify::VerifySpec {
+        allowed_signers: args.allowed_signers.clone().or(v.allowed_signers),
+        keyring: args.keyring.clone().or(v.keyring),
+        require,
+    };
+    if v.require.is_some() && verify.allowed_signers.is_none() && verify.keyring.is_none() {
+        return Err(bad(
+            "source.verify",
+            "source.verify needs allowed_signers or keyring (or --allowed-signers / --keyring)"
+                .into(),
+        ));
+    }
     let source = SourceSettings {
         repo,
         reference: args.reference.clone().or(src.reference),
@@ -236,6 +259,8 @@ fn resolve_with(args: &Flags, any_target: bool) -> Result<Settings, ConfigError>
             token_file: a.token_file,
             ca_file: a.ca_file,
         },
+        verify,
+        allow_rewind: args.allow_rewind.or(src.allow_rewind).unwrap_or(false),
     };
 
     let (mut targets, found) = targets::resolve(file.targets.unwrap_or_default());

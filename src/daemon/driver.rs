@@ -18,7 +18,7 @@ use crate::config::Settings;
 use crate::ledger::State;
 use crate::model::ResourceId;
 use crate::reconcile::{
-    self, action_for, backoff, load_next, retried, Context, Next, PassOptions, PassReport,
+    self, action_for, backoff, load_next, retried, trust, Context, Next, PassOptions, PassReport,
     Recorder, Scope,
 };
 
@@ -37,6 +37,8 @@ pub(super) struct Loop {
     pub(super) opts: PassOptions,
     pub(super) fetch_failures: u32,
     pauses_seen: String,
+    /// The pin last seen in the ledger (written by `tend pin`).
+    pin_seen: String,
     pub(super) watch: Option<Watch>,
     /// The revision the watch index was built for.
     pub(super) watched: Option<git2::Oid>,
@@ -70,6 +72,7 @@ impl Loop {
             queue: Queue::new(),
             fetch_failures: 0,
             pauses_seen: String::new(),
+            pin_seen: String::new(),
             watch,
             watched: None,
             settled: None,
@@ -109,6 +112,13 @@ impl Loop {
     pub(super) async fn tick(&mut self) {
         if self.pauses_changed().await {
             self.pass(Scope::All).await;
+        }
+        if self.pin_changed().await {
+            // The last fetched revision, decided on again: pinned, or the
+            // ref's newest once the pin is lifted or ran out.
+            if let Ok(Some(id)) = self.blocking(|ctx, _| ctx.mirror.resolved()).await {
+                self.admit(id, false).await;
+            }
         }
         let stale = self.ages_grow
             && self
@@ -154,9 +164,7 @@ impl Loop {
         match result {
             Ok(id) => {
                 self.fetch_failures = 0;
-                if self.shared.current().map(|r| r.id) != Some(id) {
-                    self.switch_to(id).await;
-                }
+                self.admit(id, true).await;
                 jitter(interval)
             }
             Err(e) => {
@@ -164,7 +172,7 @@ impl Loop {
                 tracing::warn!(error = %e, failures = self.fetch_failures, "fetch failed; the last good state stays");
                 if self.shared.current().is_none() {
                     if let Ok(Some(id)) = self.blocking(|ctx, _| ctx.mirror.resolved()).await {
-                        self.switch_to(id).await;
+                        self.admit(id, false).await;
                     }
                 }
                 self.publish(true).await;
@@ -173,10 +181,69 @@ impl Loop {
         }
     }
 
+    /// Decides on `fetched` (SPEC §9) and switches to what may be applied:
+    /// a refused revision changes nothing, and the last good one stays (or,
+    /// after a restart, is loaded again) so its drift is still corrected.
+    /// `count`: a refusal of a fresh fetch, for the metric.
+    async fn admit(&mut self, fetched: git2::Oid, count: bool) {
+        self.admit_or_rerun(fetched, count, false).await
+    }
+
+    /// [`Loop::admit`]; with `rerun` (new settings) what stays applied is
+    /// reconciled again even when it is the current revision.
+    pub(super) async fn admit_or_rerun(&mut self, fetched: git2::Oid, count: bool, rerun: bool) {
+        let (gate, fallback) = self
+            .blocking(move |ctx, rec| {
+                let gate = trust::admit(ctx, &rec.ledger, fetched);
+                if let Ok(g) = &gate {
+                    if let Err(e) = trust::record(&rec.ledger, g, SystemTime::now()) {
+                        tracing::warn!(error = %e, "cannot record the source's trust state");
+                    }
+                }
+                let fallback = match &gate {
+                    Ok(Err(_)) => trust::last_good(ctx, &rec.ledger),
+                    _ => None,
+                };
+                (gate, fallback)
+            })
+            .await;
+        let current = self.shared.current();
+        let differs = |a: &trust::Admitted| {
+            rerun
+                || current
+                    .as_ref()
+                    .is_none_or(|r| r.id != a.revision || r.provenance != a.provenance)
+        };
+        match gate {
+            Ok(Ok(admitted)) if differs(&admitted) => self.switch_to(admitted).await,
+            Ok(Ok(_)) => {}
+            Ok(Err(refused)) => {
+                tracing::warn!(%refused, "the last good revision stays applied");
+                if count {
+                    self.shared.metrics.refused(refused.refusal.reason.as_str());
+                }
+                let stays = current.as_ref().map(|r| trust::Admitted {
+                    revision: r.id,
+                    provenance: r.provenance.clone(),
+                });
+                match (stays, fallback) {
+                    (Some(stays), _) if rerun => self.switch_to(stays).await,
+                    (None, Some(good)) => self.switch_to(good).await,
+                    _ => {}
+                }
+                self.publish(true).await;
+            }
+            Err(e) => {
+                tracing::warn!(revision = %fetched, error = %e, "cannot check the revision; the last good state stays")
+            }
+        }
+    }
+
     /// Reads revision `id` and reconciles it: from the current revision,
     /// when that one is settled and the watcher sees drift, only what
     /// changed; otherwise all of it.
-    pub(super) async fn switch_to(&mut self, id: git2::Oid) {
+    pub(super) async fn switch_to(&mut self, admitted: trust::Admitted) {
+        let id = admitted.revision;
         // Without a healthy watcher, drift of unchanged resources is only
         // seen by full passes: a new revision gets one, as the resync does.
         let watched = self.watch.as_ref().is_some_and(|w| w.healthy());
@@ -209,6 +276,8 @@ impl Loop {
         for problem in rev.declared.problems.iter().take(20) {
             tracing::warn!(revision = %id, %problem, "invalid declaration; nothing is pruned until it is fixed");
         }
+        let mut rev = rev;
+        rev.provenance = admitted.provenance;
         let rev = Arc::new(rev);
         self.shared.set_current(rev);
         self.settled = None;
@@ -391,6 +460,17 @@ impl Loop {
             let action = action_for(r.state, r.next_retry, &self.settings);
             self.queue.after(ResourceId::from_string(r.id), action);
         }
+    }
+
+    /// The pin lives in the ledger, written by `tend pin` and `tend unpin`;
+    /// one that ran out reads as none.
+    pub(super) async fn pin_changed(&mut self) -> bool {
+        let now = self
+            .blocking(|_, rec| format!("{:?}", rec.ledger.pin().ok()))
+            .await;
+        let changed = now != self.pin_seen;
+        self.pin_seen = now;
+        changed
     }
 
     /// Pauses live in the ledger, written by `tend pause`: a change starts a pass.

@@ -36,9 +36,7 @@ struct Reader {
     key: HashKey,
 }
 
-/// The current diff of one resource, rendered as `tend diff` would: one
-/// key observed, whatever the size of the revision.
-fn resource_diff(shared: &Shared) -> Result<server::ResourceDiff, String> {
+fn reader(shared: &Shared) -> Result<Arc<Mutex<Reader>>, String> {
     let reader = {
         let w = shared.worker.lock().expect("worker lock");
         let Worker { ctx, .. } = &*w;
@@ -49,9 +47,14 @@ fn resource_diff(shared: &Shared) -> Result<server::ResourceDiff, String> {
             key: HashKey::load_or_create(state_dir).map_err(|e| e.to_string())?,
         }
     };
-    let reader = Mutex::new(reader);
+    Ok(Arc::new(Mutex::new(reader)))
+}
+
+/// The current diff of one resource, rendered as `tend diff` would: one
+/// key observed, whatever the size of the revision.
+fn resource_diff(shared: &Shared, reader: Arc<Mutex<Reader>>) -> server::ResourceDiff {
     let current = shared.current_handle();
-    Ok(Arc::new(move |id: &str| {
+    Arc::new(move |id: &str| {
         let rev = current.lock().ok()?.clone()?;
         let r = reader.lock().ok()?;
         let Reader { ctx, ledger, key } = &*r;
@@ -64,7 +67,28 @@ fn resource_diff(shared: &Shared) -> Result<server::ResourceDiff, String> {
             .collect::<Vec<_>>()
             .concat();
         Some(text)
-    }))
+    })
+}
+
+/// The history of one resource, as `tend explain` tells it, at the
+/// revision being reconciled.
+fn resource_explain(shared: &Shared, reader: Arc<Mutex<Reader>>) -> server::ResourceExplain {
+    let current = shared.current_handle();
+    Arc::new(move |id: &str| {
+        let rev = current.lock().ok()?.clone();
+        let r = reader.lock().ok()?;
+        let Reader { ctx, ledger, .. } = &*r;
+        let origin = rev.as_ref().map(|rev| crate::explain::Origin {
+            revision: rev.id,
+            desired: rev
+                .declared
+                .resources
+                .get(&ResourceId::from_string(id.to_string())),
+            commit: ctx.mirror.commit_info(rev.id).ok(),
+            pinned: rev.provenance.pinned,
+        });
+        crate::explain::build(ledger, id, origin).ok()
+    })
 }
 
 /// Binds and serves in the background until `stop` is notified.
@@ -97,6 +121,7 @@ pub(crate) async fn start(
             }
         }
     });
+    let reader = reader(shared)?;
     let state = AppState {
         state_dir: settings.state_dir.clone(),
         metrics: shared.metrics.clone(),
@@ -107,7 +132,8 @@ pub(crate) async fn start(
         reference: settings.source.reference.clone(),
         refresh_token,
         webhook_secrets: secrets,
-        resource_diff: resource_diff(shared)?,
+        resource_diff: resource_diff(shared, reader.clone()),
+        resource_explain: resource_explain(shared, reader),
     };
     tracing::info!(%addr, "listening");
     let shutdown = async move { stop.notified().await };

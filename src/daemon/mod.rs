@@ -127,6 +127,7 @@ async fn run_loop(
     let mut resync = settings.policy.resync;
     let mut lp = Loop::new(settings, shared, watch, notifier.clone());
     lp.pauses_changed().await;
+    lp.pin_changed().await;
     let mut next_fetch = Instant::now();
     let mut next_resync = Instant::now() + jitter(resync);
     let far = || Instant::now() + Duration::from_secs(86400);

@@ -122,6 +122,7 @@ pub(super) async fn reload(lp: &mut Loop, read: &ReadConfig, triggers: &Unbounde
         .blocking(|ctx, rec| reconcile::fetch(ctx, rec, SystemTime::now()))
         .await;
     super::publish::fetch(&lp.shared.metrics, fetched.is_ok());
+    let fresh = fetched.is_ok();
     let id = match fetched {
         Ok(id) => Some(id),
         Err(e) => {
@@ -137,7 +138,7 @@ pub(super) async fn reload(lp: &mut Loop, read: &ReadConfig, triggers: &Unbounde
         }
     };
     if let Some(id) = id {
-        lp.switch_to(id).await;
+        lp.admit_or_rerun(id, fresh, true).await;
     }
 }
 

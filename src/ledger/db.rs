@@ -150,7 +150,7 @@ impl Ledger {
         Ok(value)
     }
 
-    fn q(&self) -> Tx<'_> {
+    pub(super) fn q(&self) -> Tx<'_> {
         Tx {
             conn: &self.conn,
             path: &self.path,

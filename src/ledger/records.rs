@@ -146,6 +146,25 @@ pub struct SourceRecord {
     pub drift_since: Option<SystemTime>,
 }
 
+/// A fetched revision that was not applied, and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RefusalRecord {
+    pub revision: String,
+    /// One of the reasons of `tend_source_refused_total`.
+    pub reason: String,
+    pub detail: String,
+    pub at: SystemTime,
+}
+
+/// The operator's hold of the source at one revision (`tend pin`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PinRecord {
+    pub revision: String,
+    /// `None` lasts until `tend unpin`.
+    pub until: Option<SystemTime>,
+    pub pinned_at: SystemTime,
+}
+
 /// An identity tend created or adopted; only these are ever pruned.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct InventoryEntry {

@@ -9,7 +9,7 @@ use super::LedgerError;
 
 /// Migration `i` takes a database from version `i` to `i + 1`. Append only:
 /// a released migration is never edited, a change is a new entry.
-const MIGRATIONS: &[&str] = &[FIRST_SCHEMA, TYPED_META];
+const MIGRATIONS: &[&str] = &[FIRST_SCHEMA, TYPED_META, TRUST];
 
 /// 1: the first schema. Times are unix milliseconds.
 pub(crate) const FIRST_SCHEMA: &str = "
@@ -103,6 +103,40 @@ const TYPED_META: &str = "
         (SELECT NULLIF(value, '') FROM meta WHERE key = 'problems'));
 
     DROP TABLE meta;
+    ";
+
+/// 3: trust in the source (SPEC §9). The newest revision applied per
+/// repository and ref (the high-water mark), the refusal of the last
+/// fetched revision, the operator's pin, and who signed what was applied.
+const TRUST: &str = "
+    CREATE TABLE source_marks (
+        repo       TEXT NOT NULL,
+        reference  TEXT NOT NULL,  -- '' for the remote's HEAD
+        revision   TEXT NOT NULL,
+        updated_at INTEGER NOT NULL,
+        PRIMARY KEY (repo, reference)
+    ) WITHOUT ROWID;
+
+    CREATE TABLE source_refusal (
+        singleton INTEGER PRIMARY KEY CHECK (singleton = 1),
+        revision  TEXT NOT NULL,
+        reason    TEXT NOT NULL,
+        detail    TEXT NOT NULL,
+        at        INTEGER NOT NULL
+    );
+
+    CREATE TABLE source_pin (
+        singleton INTEGER PRIMARY KEY CHECK (singleton = 1),
+        revision  TEXT NOT NULL,
+        until     INTEGER,
+        pinned_at INTEGER NOT NULL
+    );
+
+    CREATE TABLE signers (
+        revision   TEXT PRIMARY KEY NOT NULL,
+        signer     TEXT NOT NULL,
+        applied_at INTEGER NOT NULL
+    ) WITHOUT ROWID;
     ";
 
 /// The schema version this build reads and writes.

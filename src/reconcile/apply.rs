@@ -440,6 +440,7 @@ fn write_batch(
                     before: rec.hash_observed(&c.observed, sensitive),
                     after: c.desired.as_ref().map(|d| rec.hash_desired(d)),
                     backup: applied.backups.first().cloned(),
+                    sensitive,
                 });
                 applied.writes
             }));

@@ -20,12 +20,16 @@ pub enum BuildError {
     Target { name: String, message: String },
     #[error(transparent)]
     Source(#[from] crate::source::SourceError),
+    #[error("source.verify: {0}")]
+    Verify(#[from] crate::source::verify::VerifyError),
 }
 
 pub struct Context {
     pub settings: Settings,
     pub mirror: Mirror,
     pub targets: BTreeMap<String, Arc<dyn Target>>,
+    /// The keys a revision's signature must come from; `None`: no check.
+    pub trust: Option<Arc<crate::source::verify::TrustAnchors>>,
 }
 
 impl Context {
@@ -42,6 +46,9 @@ impl Context {
     }
 
     fn build_reusing(settings: Settings, old: Option<&Context>) -> Result<Context, BuildError> {
+        // Trust files first: a bad one is named before any target starts.
+        let trust =
+            crate::source::verify::TrustAnchors::load(&settings.source.verify)?.map(Arc::new);
         let mut targets: BTreeMap<String, Arc<dyn Target>> = BTreeMap::new();
         for t in &settings.targets {
             let unchanged = old.and_then(|old| {
@@ -73,6 +80,7 @@ impl Context {
             settings,
             mirror,
             targets,
+            trust,
         })
     }
 
@@ -85,6 +93,7 @@ impl Context {
             settings: self.settings.clone(),
             mirror,
             targets: self.targets.clone(),
+            trust: self.trust.clone(),
         })
     }
 
@@ -198,7 +207,7 @@ impl Context {
     }
 }
 
-fn mirror_spec(settings: &Settings) -> SourceSpec {
+pub fn mirror_spec(settings: &Settings) -> SourceSpec {
     let s = &settings.source;
     SourceSpec {
         repo: s.repo.clone(),

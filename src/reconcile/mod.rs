@@ -13,15 +13,16 @@ mod policy;
 mod prepare;
 mod record;
 pub mod show;
+pub mod trust;
 
 use std::time::SystemTime;
 
 use git2::Oid;
 
 pub use apply::apply;
-pub use context::{BuildError, Context, PassContent};
+pub use context::{mirror_spec, BuildError, Context, PassContent};
 pub use control::{unix_millis, Control, WriteObserver};
-pub use pass::{load, PassError, PassOptions, PassReport, Revision, Scope};
+pub use pass::{load, PassError, PassOptions, PassReport, Provenance, Revision, Scope};
 pub use pass_next::{load_next, Next};
 pub use policy::{action_for, retried, Action};
 pub use prepare::{prepare, pruning, spec_digest, Prepared, Pruning};
@@ -111,8 +112,17 @@ pub fn fetch(
             last_success_at: None,
             drift_since: None,
         });
-    s.repo = crate::source::redact_url(&ctx.settings.source.repo);
-    s.reference = ctx.settings.source.reference.clone();
+    let repo = crate::source::redact_url(&ctx.settings.source.repo);
+    let reference = ctx.settings.source.reference.clone();
+    // Another ref (or repository) than last time is a deliberate choice:
+    // its anti-rollback mark starts anew.
+    if s.repo != repo || s.reference != reference {
+        if let Err(e) = rec.ledger.clear_high_water(&repo, reference.as_deref()) {
+            tracing::warn!(error = %e, "cannot reset the high-water mark");
+        }
+    }
+    s.repo = repo;
+    s.reference = reference;
     s.last_fetch_at = Some(now);
     let result = ctx.mirror.fetch();
     match &result {
@@ -133,14 +143,29 @@ pub fn fetch(
     result
 }
 
-/// Marks a revision applied: the source no longer drifts.
-pub fn record_applied(rec: &Recorder, revision: Oid) -> Result<(), LedgerError> {
+/// Marks a revision applied: the source no longer drifts, and, unless a
+/// pin holds it, the revision is the new high-water mark (the gate let it
+/// through: it descends from the old one, or a rewind was allowed).
+pub fn record_applied(ctx: &Context, rec: &Recorder, rev: &Revision) -> Result<(), LedgerError> {
+    let revision = rev.id.to_string();
     if let Some(mut s) = rec.ledger.source()? {
-        s.applied_revision = Some(revision.to_string());
+        s.applied_revision = Some(revision.clone());
         if s.fetched_revision == s.applied_revision {
             s.drift_since = None;
         }
         rec.ledger.put_source(&s)?;
+    }
+    if !rev.provenance.pinned {
+        let (repo, reference) = trust::mark_key(ctx);
+        if rec.ledger.high_water(&repo, reference.as_deref())?.as_ref() != Some(&revision) {
+            rec.ledger
+                .set_high_water(&repo, reference.as_deref(), &revision)?;
+        }
+    }
+    if let Some(signer) = &rev.provenance.signer {
+        if rec.ledger.signer_of(&revision)?.as_ref() != Some(signer) {
+            rec.ledger.note_signer(&revision, signer)?;
+        }
     }
     Ok(())
 }
@@ -179,7 +204,7 @@ pub fn pruning_pass(
     let report = apply(ctx, rec, rev, &prepared, opts, ctl)?;
     record_problems(rec, &rev.declared.problems)?;
     if !opts.dry_run && !report.cancelled {
-        record_applied(rec, rev.id)?;
+        record_applied(ctx, rec, rev)?;
     }
     Ok(report)
 }

@@ -11,11 +11,13 @@ pub(crate) mod packs;
 mod refs;
 mod remote;
 mod seed;
+mod signed;
 mod sizes;
 mod snapshot;
 mod ssh_key;
 mod transport;
 mod url;
+pub mod verify;
 
 #[cfg(test)]
 mod tests;
@@ -25,7 +27,7 @@ use std::time::Duration;
 
 pub use error::SourceError;
 pub use local::{local_repository, snapshot_at};
-pub use mirror::Mirror;
+pub use mirror::{CommitInfo, Mirror};
 pub use snapshot::{routes_through_lfs, BlobReader, Entry, EntryMode, Snapshot};
 pub use transport::{configure_transport, may_use_tls};
 pub use url::redact_url;

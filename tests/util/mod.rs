@@ -10,6 +10,7 @@ pub mod plugins;
 pub mod repo;
 pub mod secrets;
 pub mod servers;
+pub mod signing;
 pub mod sshd;
 
 use std::os::unix::fs::MetadataExt;
@@ -125,7 +126,10 @@ impl Env {
         let mut c = tend_cmd();
         c.args(args);
         // Commands that read only the state dir take no source or root.
-        if !matches!(args.first(), Some(&("status" | "pause" | "resume"))) {
+        if !matches!(
+            args.first(),
+            Some(&("status" | "pause" | "resume" | "unpin"))
+        ) {
             c.arg("--repo")
                 .arg(self.repo.url())
                 .arg("--root")

@@ -5,6 +5,7 @@ mod backup;
 mod db;
 mod drift;
 mod lock;
+mod trust;
 mod upgrade;
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
