@@ -146,3 +146,25 @@ fn man_pages_are_roff() {
         }
     }
 }
+
+#[test]
+fn counts_agree_in_number() {
+    let env = Env::new();
+    env.repo
+        .write("a.tend.yaml", "kind: file\npath: one\ncontent: x\n---\nkind: file\npath: two\nmode: \"0999\"\ncontent: y\n");
+    env.repo.commit("one bad");
+    let v = env.tend(&["validate"]);
+    assert_eq!(v.code, 1, "{v:?}");
+    assert!(
+        v.stdout.contains("2 resources declared, 1 problem\n"),
+        "{v:?}"
+    );
+    env.repo
+        .write("a.tend.yaml", "kind: file\npath: one\ncontent: x\n");
+    env.repo.commit("one good");
+    let v = env.tend(&["validate"]);
+    assert!(
+        v.stdout.contains("1 resource declared, 0 problems\n"),
+        "{v:?}"
+    );
+}
