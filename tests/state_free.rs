@@ -4,7 +4,7 @@
 mod util;
 
 use util::sandbox::Sandbox;
-use util::{snapshot_tree, Env};
+use util::{servers, snapshot_tree, Env};
 
 #[test]
 fn diff_and_validate_without_a_state_dir_leave_nothing_behind() {
@@ -43,5 +43,42 @@ fn diff_and_validate_without_a_state_dir_leave_nothing_behind() {
         (snapshot_tree(env.root()), util::stamps(env.root())),
         root_before
     );
+    sandbox.assert_untouched();
+}
+
+/// Not root, the default state dir is `$XDG_STATE_HOME/tend`: it is not
+/// made either.
+#[test]
+fn as_another_user_the_default_state_dir_is_not_made_either() {
+    if !util::can_run(
+        servers::is_root(),
+        "running tend as another user needs root",
+    ) {
+        return;
+    }
+    let env = Env::new();
+    env.repo.write(
+        "a.tend.yaml",
+        "kind: file\npath: etc/motd\ncontent: \"hello\\n\"\n",
+    );
+    env.repo.commit("init");
+    const NOBODY: u32 = 65534;
+    for dir in [env.repo.path(), env.root()] {
+        let chown = std::process::Command::new("chown")
+            .args(["-R", "65534:65534"])
+            .arg(dir)
+            .status()
+            .unwrap();
+        assert!(chown.success());
+    }
+    let sandbox = Sandbox::for_user(NOBODY);
+    let root = env.root().to_str().unwrap();
+    let url = env.repo.url();
+    let d = sandbox.tend(env.root(), &["diff", "--repo", &url, "--root", root]);
+    assert_eq!(d.code, 1, "{d:?}");
+    assert!(d.stdout.contains("files/file/etc/motd: create"), "{d:?}");
+    let v = sandbox.tend(env.root(), &["validate", "--repo", &url]);
+    assert_eq!(v.code, 0, "{v:?}");
+    assert!(snapshot_tree(env.root()).is_empty());
     sandbox.assert_untouched();
 }

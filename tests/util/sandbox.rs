@@ -16,6 +16,9 @@ pub struct Sandbox {
     state_home: tempfile::TempDir,
     tmp: tempfile::TempDir,
     var_lib: tempfile::TempDir,
+    /// Run tend as this user instead (its default state dir is then under
+    /// XDG_STATE_HOME).
+    user: Option<u32>,
 }
 
 impl Sandbox {
@@ -31,14 +34,31 @@ impl Sandbox {
             state_home: dir(),
             tmp: dir(),
             var_lib: dir(),
+            user: None,
         }
+    }
+
+    /// A sandbox whose tend runs as `uid` (which owns its directories).
+    pub fn for_user(uid: u32) -> Sandbox {
+        let mut s = Sandbox::new();
+        for d in [&s.home, &s.state_home, &s.tmp, &s.var_lib] {
+            std::os::unix::fs::chown(d.path(), Some(uid), Some(uid)).unwrap();
+        }
+        s.user = Some(uid);
+        s
     }
 
     /// Runs tend in `cwd`. As root, /var/lib is replaced by an empty
     /// directory for tend alone, so the default state dir
     /// (/var/lib/tend) would show up there.
     pub fn tend(&self, cwd: &Path, args: &[&str]) -> Run {
-        let mut c = if servers::is_root() {
+        let mut c = if let Some(uid) = self.user {
+            let mut c = Command::new("setpriv");
+            let id = uid.to_string();
+            c.args(["--reuid", &id, "--regid", &id, "--clear-groups"])
+                .arg(super::tend_bin());
+            c
+        } else if servers::is_root() {
             let mut c = Command::new("unshare");
             c.args(["--mount", "--propagation", "private", "sh", "-c"])
                 .arg("mount --bind \"$0\" /var/lib && exec \"$@\"")
