@@ -633,8 +633,8 @@ impl Loop {
             .filter(|o| o.state != State::InSync)
             .count();
         format!(
-            "revision {rev}: {} resources, {not_in_sync} not in sync",
-            report.outcomes.len()
+            "revision {rev}: {}, {not_in_sync} not in sync",
+            crate::render::count(report.outcomes.len(), "resource", "resources")
         )
     }
 
