@@ -25,6 +25,7 @@ Examples:
   tend pause files/file/etc/motd --for 1h
   tend pin 3f2c9e1 --for 2h
   tend explain /etc/nginx/nginx.conf
+  tend health --listen 127.0.0.1:9420
   tend plugin check -- ./fixtures/plugins/settings --file /tmp/settings.json";
 
 const DIFF_HELP: &str = "\
@@ -88,6 +89,11 @@ pub enum Command {
         #[command(subcommand)]
         command: BackupCommand,
     },
+    /// Ask the daemon at --listen whether its loop is alive (container health checks)
+    #[command(
+        after_help = "Asks GET /healthz (with --ready, GET /readyz first) of the daemon at --listen\n(TEND_LISTEN, the config's server.listen, or 127.0.0.1:9420); an address\nof every interface (0.0.0.0) is asked on loopback.\n\nExit codes: 0 it answered 200, 1 anything else (no answer in time, an error\nanswer, a bad address or config)."
+    )]
+    Health(HealthArgs),
     /// Work with exec plugins
     Plugin {
         #[command(subcommand)]

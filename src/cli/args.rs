@@ -388,3 +388,18 @@ pub struct BackupCatArgs {
     #[command(flatten)]
     pub log: LogArgs,
 }
+
+#[derive(Debug, Clone, Args)]
+pub struct HealthArgs {
+    /// Ask /readyz as well: the first pass has ended (the image's health check)
+    #[arg(long)]
+    pub ready: bool,
+    /// Give up after this long without an answer
+    #[arg(long, value_name = "DUR", default_value = "2s")]
+    pub max_time: Dur,
+    /// The daemon's HTTP listen address
+    #[arg(long, env = "TEND_LISTEN", value_name = "ADDR")]
+    pub listen: Option<String>,
+    #[command(flatten)]
+    pub config: ConfigArg,
+}

@@ -133,6 +133,11 @@ impl Command {
                     .trust(&a.trust)
             },
             Command::Unpin(a) => Flags::common(&a.config, &a.state, &a.log),
+            Command::Health(a) => Flags {
+                config: a.config.config.clone(),
+                listen: a.listen.clone(),
+                ..Flags::default()
+            },
             Command::Explain(a) => Flags {
                 root: a.root.root.clone(),
                 output: a.output.output.into(),

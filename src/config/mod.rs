@@ -187,6 +187,25 @@ pub fn state_dir_only(args: &Flags) -> Result<PathBuf, ConfigError> {
     Ok(file.state_dir.unwrap_or_else(default_state_dir))
 }
 
+/// Where `tend run` listens when nothing says otherwise.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:9420";
+
+/// The daemon's listen address alone, for `tend health`: flag, env, config
+/// file, default.
+pub fn listen_only(args: &Flags) -> Result<String, ConfigError> {
+    if let Some(l) = &args.listen {
+        return Ok(l.clone());
+    }
+    let file = match &args.config {
+        Some(p) => load_file(p)?,
+        None => FileConfig::default(),
+    };
+    Ok(file
+        .server
+        .and_then(|s| s.listen)
+        .unwrap_or_else(|| DEFAULT_LISTEN.into()))
+}
+
 /// Merges flags/env (already combined by clap) over the config file over
 /// defaults, and checks what can be checked without I/O.
 pub fn resolve(args: &Flags) -> Result<Settings, ConfigError> {
@@ -457,7 +476,7 @@ fn resolve_with(args: &Flags, any_target: bool) -> Result<Settings, ConfigError>
                 .listen
                 .clone()
                 .or(server.listen)
-                .unwrap_or_else(|| "127.0.0.1:9420".into()),
+                .unwrap_or_else(|| DEFAULT_LISTEN.into()),
             refresh_token_file: server.refresh_token_file,
             stuck_after: server
                 .stuck_after

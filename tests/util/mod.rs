@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod container;
+pub mod docker;
 pub mod http;
 pub mod https;
 pub mod plugins;
