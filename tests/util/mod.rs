@@ -9,6 +9,7 @@ pub mod http;
 pub mod https;
 pub mod plugins;
 pub mod repo;
+pub mod sandbox;
 pub mod secrets;
 pub mod servers;
 pub mod signing;

@@ -202,8 +202,8 @@ impl ExecTarget {
             Ok(r) if r.resources.len() == asked.len() => r.resources,
             Ok(r) => {
                 let e = CallError::Broken(format!(
-                    "malformed `observe` answer: {} resources for {} asked",
-                    r.resources.len(),
+                    "malformed `observe` answer: {} for {} asked",
+                    crate::render::count(r.resources.len(), "resource", "resources"),
                     asked.len()
                 ));
                 return vec![self.unknown(&e); asked.len()];
@@ -360,6 +360,7 @@ impl Target for ExecTarget {
                 Ok(Applied {
                     writes: u64::from(r.changed.unwrap_or(true)),
                     backups,
+                    left: None,
                 })
             }
             Err(CallError::Rpc(e)) if e.is_terminal() => {
