@@ -4,8 +4,8 @@
 //! scenario of docs/sidecar/compose.yaml (see tests/container/), with a
 //! smart-HTTP Git server, the sidecar in link mode and a real reader.
 //!
-//! Only Docker networks these tests create are used; no host port is
-//! published.
+//! Only Docker networks these tests create are used (the compose
+//! project's own; none for the lone container); no host port is published.
 
 mod util;
 
@@ -92,7 +92,14 @@ fn writable_dir(prefix: &str) -> tempfile::TempDir {
 #[test]
 fn the_image_is_built_here_small_non_root_and_answers_version() {
     let Some(images) = images() else { return };
-    let version = docker(&["run", "--rm", &images.tend, "--version"]);
+    let version = docker(&[
+        "run",
+        "--rm",
+        "--network",
+        "none",
+        &images.tend,
+        "--version",
+    ]);
     assert_eq!(version, format!("tend {}", env!("CARGO_PKG_VERSION")));
 
     let config = |field: &str| docker(&["image", "inspect", "-f", field, &images.tend]);
@@ -152,6 +159,8 @@ fn the_container_is_healthy_after_the_first_pass_and_unhealthy_while_frozen() {
         "--name",
         &name,
         "--read-only",
+        "--network",
+        "none",
         "--health-interval",
         "1s",
         "--health-timeout",
