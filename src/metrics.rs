@@ -106,6 +106,7 @@ pub struct Metrics {
     hooks: Family<ResultLabel, Counter>,
     webhooks: Family<WebhookLabel, Counter>,
     not_in_sync: Family<ResourceLabel, FloatGauge>,
+    ledger_write_failing: Gauge,
     /// Families whose label sets are replaced (clear, then set) are swapped
     /// under this lock, so a scrape never sees them half-replaced.
     swap: Mutex<()>,
@@ -143,6 +144,7 @@ impl Metrics {
             hooks: Family::default(),
             webhooks: Family::default(),
             not_in_sync: Family::default(),
+            ledger_write_failing: Gauge::default(),
             swap: Mutex::new(()),
         };
         m.register()
@@ -237,6 +239,11 @@ impl Metrics {
             "tend_resource_drift_age_seconds",
             "Drift age of a resource not in sync; only the 100 oldest have a series",
             self.not_in_sync.clone(),
+        );
+        r.register(
+            "tend_ledger_write_failing",
+            "1 while the daemon cannot record its outcomes in the ledger (they are kept in memory and retried)",
+            self.ledger_write_failing.clone(),
         );
         // Series that exist from the start, so rates and alerts work before
         // the first event of each kind.
@@ -341,6 +348,10 @@ impl Metrics {
 
     pub fn set_queue_depth(&self, n: usize) {
         self.queue_depth.set(n as i64);
+    }
+
+    pub fn set_ledger_write_failing(&self, failing: bool) {
+        self.ledger_write_failing.set(i64::from(failing));
     }
 
     pub fn set_declaration_problems(&self, n: usize) {

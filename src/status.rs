@@ -79,14 +79,86 @@ pub struct StatusDoc {
     /// What is wrong with the declarations of the revision last worked on
     /// (`file:line: message`); while there are any, nothing is pruned.
     pub problems: Vec<String>,
+    /// What is wrong with the ledger itself, when anything is: while it is
+    /// damaged or cannot be written, its records may not say what is true.
+    #[serde(skip_serializing_if = "LedgerHealth::is_sound")]
+    pub ledger: LedgerHealth,
     pub resources: Vec<ResourceStatus>,
 }
 
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct LedgerHealth {
+    /// The database is damaged (a page that cannot be read back).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub damaged: Option<String>,
+    /// The daemon could not write its last outcomes (a full disk): the
+    /// records shown are older than what it knows.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub write_failed: Option<String>,
+}
+
+impl LedgerHealth {
+    pub fn is_sound(&self) -> bool {
+        self.damaged.is_none() && self.write_failed.is_none()
+    }
+
+    /// One line per problem, for text output.
+    pub fn lines(&self) -> Vec<String> {
+        let damaged = self.damaged.iter().map(|d| format!("ledger damaged: {d}"));
+        let failed = self
+            .write_failed
+            .iter()
+            .map(|f| format!("ledger write failed: {f}"));
+        damaged.chain(failed).collect()
+    }
+}
+
+/// What the daemon knows beyond its ledger, for its status API: applied to
+/// the document the ledger gives.
+pub type Overlay = std::sync::Arc<dyn Fn(&mut StatusDoc) + Send + Sync>;
+
 impl StatusDoc {
+    /// Puts records the ledger does not hold yet (the daemon's, kept in
+    /// memory while the ledger cannot take them) in place of its older
+    /// ones, and says why they are not recorded.
+    pub fn overlay<'a>(
+        &mut self,
+        records: impl IntoIterator<Item = &'a ResourceRecord>,
+        write_failed: Option<&str>,
+        now: SystemTime,
+    ) {
+        let mut newer: BTreeMap<&str, &ResourceRecord> =
+            records.into_iter().map(|r| (r.id.as_str(), r)).collect();
+        if newer.is_empty() && write_failed.is_none() {
+            return;
+        }
+        for r in &mut self.resources {
+            if let Some(n) = newer.remove(r.id.as_str()) {
+                *r = resource_status(n.clone(), now);
+            }
+        }
+        self.resources
+            .extend(newer.into_values().map(|r| resource_status(r.clone(), now)));
+        // Oldest drift first, as built; RFC 3339 times of one form sort
+        // as text.
+        self.resources
+            .sort_by(|a, b| match (&a.drift_since, &b.drift_since) {
+                (Some(x), Some(y)) => x.cmp(y).then_with(|| a.id.cmp(&b.id)),
+                (Some(_), None) => std::cmp::Ordering::Less,
+                (None, Some(_)) => std::cmp::Ordering::Greater,
+                (None, None) => a.id.cmp(&b.id),
+            });
+        self.counts = count(self.resources.iter().map(|r| r.state));
+        if let Some(why) = write_failed {
+            self.ledger.write_failed = Some(why.to_string());
+        }
+    }
+
     pub fn all_in_sync(&self) -> bool {
         self.resources.iter().all(|r| r.state == State::InSync)
             && self.source.as_ref().is_none_or(|s| s.drift_since.is_none())
             && self.problems.is_empty()
+            && self.ledger.is_sound()
     }
 }
 
@@ -158,6 +230,15 @@ fn resource_status(r: ResourceRecord, now: SystemTime) -> ResourceStatus {
     }
 }
 
+/// Resources per state, every state named.
+fn count(states: impl Iterator<Item = State>) -> BTreeMap<String, usize> {
+    let mut counts: BTreeMap<String, usize> = STATES.iter().map(|s| (state_name(*s), 0)).collect();
+    for state in states {
+        *counts.entry(state_name(state)).or_default() += 1;
+    }
+    counts
+}
+
 /// Builds the document at `now`; resources sorted oldest drift first.
 pub fn build(ledger: &Ledger, now: SystemTime) -> Result<StatusDoc, LedgerError> {
     let mut records = ledger.resources()?;
@@ -167,10 +248,28 @@ pub fn build(ledger: &Ledger, now: SystemTime) -> Result<StatusDoc, LedgerError>
         (None, Some(_)) => std::cmp::Ordering::Greater,
         (None, None) => a.id.cmp(&b.id),
     });
+    let counts = count(records.iter().map(|r| r.state));
+    document(ledger, now, counts, records)
+}
+
+/// The document with every count but at most `rows` resources: those not
+/// in sync, the longest drifting first. What the status page shows, read
+/// without loading every record.
+pub fn summary(ledger: &Ledger, now: SystemTime, rows: usize) -> Result<StatusDoc, LedgerError> {
     let mut counts: BTreeMap<String, usize> = STATES.iter().map(|s| (state_name(*s), 0)).collect();
-    for r in &records {
-        *counts.entry(state_name(r.state)).or_default() += 1;
+    for (state, n) in ledger.state_counts()? {
+        *counts.entry(state_name(state)).or_default() += n;
     }
+    let records = ledger.resources_not_in_sync_oldest(rows)?;
+    document(ledger, now, counts, records)
+}
+
+fn document(
+    ledger: &Ledger,
+    now: SystemTime,
+    counts: BTreeMap<String, usize>,
+    records: Vec<ResourceRecord>,
+) -> Result<StatusDoc, LedgerError> {
     Ok(StatusDoc {
         generated_at: rfc3339(now),
         source: ledger
@@ -180,11 +279,24 @@ pub fn build(ledger: &Ledger, now: SystemTime) -> Result<StatusDoc, LedgerError>
         watcher: ledger.watcher()?.filter(|w| !w.is_empty()),
         counts,
         problems: ledger.declaration_problems()?,
+        ledger: LedgerHealth {
+            damaged: crate::ledger::noted_damage(ledger.state_dir()),
+            write_failed: crate::ledger::noted_write_failure(ledger.state_dir()),
+        },
         resources: records
             .into_iter()
             .map(|r| resource_status(r, now))
             .collect(),
     })
+}
+
+/// The status entry of one resource, looked up alone.
+pub fn resource(
+    ledger: &Ledger,
+    id: &str,
+    now: SystemTime,
+) -> Result<Option<ResourceStatus>, LedgerError> {
+    Ok(ledger.resource(id)?.map(|r| resource_status(r, now)))
 }
 
 /// The text table of `tend status`.
@@ -233,6 +345,9 @@ pub fn text(doc: &StatusDoc, all: bool) -> String {
                 r.detail
             ));
         }
+    }
+    for line in doc.ledger.lines() {
+        out.push_str(&format!("{line}\n"));
     }
     if let Some(w) = &doc.watcher {
         out.push_str(&format!("watcher  {w}\n"));

@@ -127,7 +127,7 @@ fn reading_managed_files_and_listing_their_folders_is_not_drift() {
         "{}",
         env.daemon_log()
     );
-    // Past the window in which events on its own writes are ignored.
+    // Long enough for the echoes of its own first writes to have come.
     std::thread::sleep(Duration::from_secs(3));
     let passes = || env.daemon_log().matches("pass done").count();
     let before = passes();

@@ -23,6 +23,7 @@ pub fn run(g: &Flags) -> ExitCode {
     };
     let doc = match crate::status::build(&ledger, SystemTime::now()) {
         Ok(d) => d,
+        Err(e) if e.is_damage() => return fail(format!("ledger damaged: {e}")),
         Err(e) => return fail(e),
     };
     match g.output {
@@ -32,7 +33,10 @@ pub fn run(g: &Flags) -> ExitCode {
         ),
         Output::Text | Output::Markdown => super::out(&crate::status::text(&doc, false)),
     }
-    if doc.all_in_sync() {
+    // A damaged ledger is an error: what it says cannot be trusted.
+    if doc.ledger.damaged.is_some() {
+        ExitCode::from(2)
+    } else if doc.all_in_sync() {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)

@@ -54,6 +54,14 @@ pub fn run(g: &Flags, settings: Settings, allow_mass_prune: bool) -> ExitCode {
         match reconcile::full_pass(&ctx, &mut rec, &rev, opts, &reconcile::Control::default()) {
             Ok(r) => r,
             Err(e) => {
+                if let Some(e) = e.ledger() {
+                    crate::ledger::note_damage(&ctx.settings.state_dir, e);
+                }
+                // 2 is an error before any change: so is one before any
+                // target was asked to write.
+                if !rec.touched() {
+                    return fail(format!("{e}; nothing was changed"));
+                }
                 eprintln!("tend: {e}");
                 return ExitCode::from(3);
             }

@@ -3,7 +3,7 @@
 //! policy asks for, publish gauges. Triggers only decide *when*; every pass
 //! observes afresh and decides *what* to do.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -12,10 +12,11 @@ use tokio::time::Instant;
 
 use super::notify::Notifier;
 use super::queue::Queue;
-use super::watch::Watch;
+use super::unrecorded::{self, Unrecorded};
+use super::watch::{Recheck, Watch};
 use super::{publish, Shared, Worker};
 use crate::config::Settings;
-use crate::ledger::State;
+use crate::ledger::{ResourceRecord, State};
 use crate::model::ResourceId;
 use crate::reconcile::{
     self, action_for, backoff, load_next, retried, trust, Context, Next, PassOptions, PassReport,
@@ -38,9 +39,6 @@ pub(super) struct Loop {
     pub(super) fetch_failures: u32,
     /// Consecutive passes that could not publish what they wrote.
     unpublished: u32,
-    /// The watcher moved to a newly published tree: what changed there
-    /// before it watched is looked for by a full pass at the next tick.
-    recheck: bool,
     /// Why the loop gives up (`--max-failures` reached before any revision
     /// was ever applied); the daemon then exits.
     gave_up: Option<String>,
@@ -61,6 +59,9 @@ pub(super) struct Loop {
     ages_grow: bool,
     /// The watcher line last written to the ledger.
     watch_line: Option<String>,
+    /// A full pass to run then: newly begun watches ask to look again, or
+    /// a full pass that failed is retried.
+    full_due: Option<Instant>,
 }
 
 impl Loop {
@@ -70,6 +71,9 @@ impl Loop {
         watch: Option<Watch>,
         notifier: Arc<Notifier>,
     ) -> Loop {
+        if let Some(why) = crate::ledger::reserve_write_failure_note(&settings.state_dir) {
+            *shared.unrecorded.lock().expect("unrecorded outcomes") = Unrecorded::resume(why);
+        }
         Loop {
             opts: PassOptions {
                 allow_mass_prune: false,
@@ -80,7 +84,6 @@ impl Loop {
             queue: Queue::new(),
             fetch_failures: 0,
             unpublished: 0,
-            recheck: false,
             gave_up: None,
             pauses_seen: String::new(),
             pin_seen: String::new(),
@@ -92,11 +95,15 @@ impl Loop {
             publish_pending: false,
             ages_grow: false,
             watch_line: None,
+            full_due: None,
         }
     }
 
     pub(super) fn next_due(&self) -> Option<Instant> {
-        self.queue.next_due()
+        match (self.queue.next_due(), self.full_due) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     pub(super) fn schedule_now(&mut self, ids: Vec<ResourceId>) {
@@ -105,8 +112,11 @@ impl Loop {
         }
     }
 
-    /// Runs the keys whose retry or event time has come.
+    /// Runs the full pass or the keys whose time has come.
     pub(super) async fn due_keys(&mut self) {
+        if self.full_due.is_some_and(|t| t <= Instant::now()) {
+            return self.pass(Scope::All).await;
+        }
         let keys: BTreeSet<ResourceId> = self
             .queue
             .take_due(Instant::now(), 10_000)
@@ -121,10 +131,7 @@ impl Loop {
     /// gauges are published. Without drift nothing changes between passes,
     /// so idle stays idle.
     pub(super) async fn tick(&mut self) {
-        // A pause change, or a newly published tree whose edits before it
-        // was watched no event told of: a full pass looks at everything.
-        let recheck = std::mem::take(&mut self.recheck);
-        if self.pauses_changed().await || recheck {
+        if self.pauses_changed().await {
             self.pass(Scope::All).await;
         }
         if self.pin_changed().await {
@@ -342,6 +349,10 @@ impl Loop {
     }
 
     pub(super) async fn pass(&mut self, scope: Scope) {
+        if matches!(scope, Scope::All) {
+            // This pass is the one asked for.
+            self.full_due = None;
+        }
         // Keys from the queue are marked running until the pass ends.
         let keys: Vec<ResourceId> = match &scope {
             Scope::Keys(k) => k.iter().cloned().collect(),
@@ -381,13 +392,14 @@ impl Loop {
         for k in &keys {
             self.queue.done(k);
         }
-        let report = match result {
-            Ok(r) => r,
+        let (report, unrecorded) = match result {
+            Ok(r) => (r, None),
+            Err(reconcile::PassError::Unrecorded { report, error }) => (*report, Some(error)),
             Err(e) => {
                 if prunes {
                     self.settled = None;
                 }
-                return tracing::warn!(error = %e, "pass failed");
+                return self.pass_failed(&keys, &e).await;
             }
         };
         // Not published: the next fetch runs a full pass again, with backoff.
@@ -396,7 +408,13 @@ impl Loop {
             None if !report.cancelled => self.unpublished = 0,
             None => {}
         }
-        if prunes {
+        match &unrecorded {
+            None => self.recorded(&report, full).await,
+            Some(error) => self.unrecorded(&report, error, keys.is_empty()).await,
+        }
+        if prunes && unrecorded.is_some() {
+            self.settled = None;
+        } else if prunes {
             // The next revision can be reconciled from this one only when
             // this one was applied whole: nothing held back or cut short,
             // and published (a new tree is built from the published one).
@@ -426,33 +444,172 @@ impl Loop {
         }
         let each = started.elapsed().as_secs_f64() / report.outcomes.len().max(1) as f64;
         publish::pass(&self.shared.metrics, &report, each);
-        if let Some(w) = self.watch.as_mut() {
-            let resources = &rev.declared.resources;
-            let now = |id| resources.get(id).map(|d| (d.target(), &d.path));
-            // A newly published tree is watched instead of the old one.
-            if w.set_roots(roots) {
-                w.update(resources.values().map(|d| (&d.id, d.target(), &d.path)));
-                self.watched = Some(rev.id);
-                self.recheck = true;
-            } else if let Some(keys) = watch_changes {
-                w.patch(keys.iter().map(|id| (id, now(id))));
-                self.watched = Some(rev.id);
-            } else if full || self.watched != Some(rev.id) {
-                w.update(resources.values().map(|d| (&d.id, d.target(), &d.path)));
-                self.watched = Some(rev.id);
-            } else {
-                // A keyed pass may have made directories: watch them.
-                let applied = report.outcomes.iter().filter(|(_, o)| o.applied);
-                w.patch(applied.map(|(id, _)| (id, now(id))));
+        let recheck = match self.watch.as_mut() {
+            None => Recheck::Nothing,
+            Some(w) => {
+                let resources = &rev.declared.resources;
+                let now = |id| resources.get(id).map(|d| (d.target(), &d.path));
+                if w.set_roots(roots) {
+                    // A newly published tree is watched instead of the old one.
+                    self.watched = Some(rev.id);
+                    w.update(resources.values().map(|d| (&d.id, d.target(), &d.path)))
+                } else if let Some(keys) = watch_changes {
+                    self.watched = Some(rev.id);
+                    w.patch(keys.iter().map(|id| (id, now(id))))
+                } else if full || self.watched != Some(rev.id) {
+                    self.watched = Some(rev.id);
+                    w.update(resources.values().map(|d| (&d.id, d.target(), &d.path)))
+                } else {
+                    // A keyed pass may have made directories: watch them.
+                    let applied = report.outcomes.iter().filter(|(_, o)| o.applied);
+                    w.patch(applied.map(|(id, _)| (id, now(id))))
+                }
             }
+        };
+        // What changed between this pass's look and the watch's start is
+        // seen by looking again, now that events are seen.
+        match recheck {
+            Recheck::Nothing => {}
+            Recheck::Keys(ids) => self.schedule_now(ids),
+            Recheck::All => self.full_due = Some(Instant::now()),
         }
-        self.requeue(&report).await;
-        self.publish(full).await;
+        if unrecorded.is_none() {
+            self.requeue(&report).await;
+        }
+        self.publish(full || unrecorded.is_some()).await;
         if full && !self.shared.ready.swap(true, Ordering::SeqCst) {
             tracing::info!("first pass ended: ready");
             self.notifier.ready(&self.summary(&report));
         } else if full {
             self.notifier.status(&self.summary(&report));
+        }
+    }
+
+    /// A pass failed before it had outcomes: its keys, or the pass over
+    /// everything, are tried again with backoff, and the failure is kept
+    /// for status (the ledger's records are older than it).
+    async fn pass_failed(&mut self, keys: &[ResourceId], e: &reconcile::PassError) {
+        if let Some(err) = e.ledger() {
+            crate::ledger::note_damage(&self.settings.state_dir, err);
+        }
+        let (why, now) = (e.to_string(), SystemTime::now());
+        if keys.is_empty() {
+            let wait = self
+                .shared
+                .unrecorded
+                .lock()
+                .expect("unrecorded outcomes")
+                .full_failed(&why, now);
+            tracing::warn!(error = %e, retry_in = ?wait, "pass failed; it is run again with backoff");
+            self.full_due = Some(Instant::now() + wait);
+        } else {
+            let records = self
+                .shared
+                .unrecorded
+                .lock()
+                .expect("unrecorded outcomes")
+                .keys_failed(keys, &why, now);
+            tracing::warn!(error = %e, keys = keys.len(), "pass failed; its resources are tried again with backoff");
+            self.requeue_records(records);
+        }
+        self.note_unrecorded();
+        self.publish(true).await;
+    }
+
+    /// A pass's outcomes could not be recorded: they are kept in memory and
+    /// those the error policy retries are requeued from there. A pass over
+    /// everything (its revision's records too) is run again with backoff.
+    async fn unrecorded(
+        &mut self,
+        report: &PassReport,
+        error: &crate::ledger::LedgerError,
+        whole: bool,
+    ) {
+        crate::ledger::note_damage(&self.settings.state_dir, error);
+        let ids: Vec<String> = report
+            .outcomes
+            .iter()
+            .filter(|(_, o)| unrecorded::worth_keeping(o))
+            .map(|(id, _)| id.to_string())
+            .collect();
+        // Read where they can be (a full disk still reads): attempts and
+        // drift ages go on from the ledger's records.
+        let ledger: HashMap<String, ResourceRecord> = self
+            .blocking(move |_, rec| rec.ledger.resources_of(ids.iter().map(String::as_str)))
+            .await
+            .unwrap_or_default()
+            .into_iter()
+            .map(|r| (r.id.clone(), r))
+            .collect();
+        let (why, now) = (error.to_string(), SystemTime::now());
+        let mut kept = self.shared.unrecorded.lock().expect("unrecorded outcomes");
+        let records = kept.outcomes(&report.outcomes, &ledger, &why, now);
+        let again = whole.then(|| kept.full_failed(&why, now));
+        drop(kept);
+        tracing::warn!(%error, kept = records.len(), "cannot record the pass's outcomes; they are kept in memory and tried again with backoff");
+        if let Some(wait) = again {
+            self.full_due = Some(Instant::now() + wait);
+        }
+        self.requeue_records(records);
+        self.note_unrecorded();
+    }
+
+    /// A pass recorded its outcomes: what was kept of them is dropped, and
+    /// the rest of what the ledger could not take before is written now.
+    async fn recorded(&mut self, report: &PassReport, full: bool) {
+        let left = {
+            let mut kept = self.shared.unrecorded.lock().expect("unrecorded outcomes");
+            if kept.failure().is_none() && kept.records().next().is_none() {
+                return;
+            }
+            kept.recorded(report.outcomes.keys(), full)
+        };
+        let written = self
+            .blocking(move |_, rec| {
+                if left.is_empty() {
+                    return Ok(());
+                }
+                rec.ledger
+                    .transaction(|tx| left.iter().try_for_each(|r| tx.put_resource(r)))
+            })
+            .await;
+        match written {
+            Ok(()) => {
+                self.shared
+                    .unrecorded
+                    .lock()
+                    .expect("unrecorded outcomes")
+                    .written();
+                crate::ledger::clear_write_failure(&self.settings.state_dir);
+                tracing::info!(
+                    "the ledger takes writes again: every outcome kept in memory is recorded"
+                );
+            }
+            Err(e) => tracing::warn!(error = %e, "cannot record the outcomes kept in memory yet"),
+        }
+    }
+
+    /// Schedules the retries of records kept in memory.
+    fn requeue_records(&mut self, records: Vec<ResourceRecord>) {
+        for r in records.into_iter().filter(|r| retried(r.state)) {
+            let action = action_for(r.state, r.next_retry, &self.settings);
+            self.queue.after(ResourceId::from_string(r.id), action);
+        }
+    }
+
+    /// Leaves a note beside the ledger for `tend status`, when the state
+    /// dir can take one: the ledger's own records are older than what the
+    /// daemon knows.
+    fn note_unrecorded(&self) {
+        let failure = self
+            .shared
+            .unrecorded
+            .lock()
+            .expect("unrecorded outcomes")
+            .failure()
+            .map(String::from);
+        if let Some(why) = failure {
+            let _ = crate::ledger::note_write_failure(&self.settings.state_dir, &why);
         }
     }
 
@@ -487,6 +644,13 @@ impl Loop {
         self.publish_pending = false;
         self.last_published = Some(Instant::now());
         let metrics = self.shared.metrics.clone();
+        let (kept, failing) = {
+            let kept = self.shared.unrecorded.lock().expect("unrecorded outcomes");
+            (
+                kept.records().cloned().collect::<Vec<_>>(),
+                kept.failure().is_some(),
+            )
+        };
         let line = self.watch.as_ref().map(|w| w.describe());
         let write_line = line.clone().filter(|l| Some(l) != self.watch_line.as_ref());
         self.watch_line = line;
@@ -495,7 +659,7 @@ impl Loop {
                 if let Some(line) = write_line {
                     let _ = rec.ledger.set_watcher(&line);
                 }
-                publish::ledger(&metrics, &rec.ledger)
+                publish::ledger(&metrics, &rec.ledger, &kept, failing)
             })
             .await;
         self.shared.metrics.set_queue_depth(self.queue.depth());
@@ -515,16 +679,27 @@ impl Loop {
         if ids.is_empty() {
             return;
         }
+        let asked = ids.clone();
         let records = self
-            .blocking(move |_, rec| {
-                rec.ledger
-                    .resources_of(ids.iter().map(|id| id.as_str()))
-                    .unwrap_or_default()
-            })
+            .blocking(move |_, rec| rec.ledger.resources_of(asked.iter().map(|id| id.as_str())))
             .await;
-        for r in records {
-            let action = action_for(r.state, r.next_retry, &self.settings);
-            self.queue.after(ResourceId::from_string(r.id), action);
+        match records {
+            Ok(records) => {
+                for r in records {
+                    let action = action_for(r.state, r.next_retry, &self.settings);
+                    self.queue.after(ResourceId::from_string(r.id), action);
+                }
+            }
+            // Unread, the retry times are not lost: each is looked at again
+            // at the first backoff step.
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read the retry times; retrying soon");
+                for id in ids {
+                    let state = report.outcomes.get(&id).map_or(State::Failed, |o| o.state);
+                    self.queue
+                        .after(id, action_for(state, None, &self.settings));
+                }
+            }
         }
     }
 

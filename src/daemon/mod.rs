@@ -11,6 +11,7 @@ mod queue;
 mod reload;
 mod signals;
 mod trigger;
+mod unrecorded;
 mod watch;
 mod worker;
 
@@ -123,9 +124,10 @@ async fn run_loop(
     // Where readers see live paths (with `link`, the published tree).
     let roots = ctx.live_roots();
     let shared = Shared::new(Worker { ctx, rec }, metrics, ctl.clone());
-    if let Err(e) = http::start(&settings, &shared, tx.clone(), stop.clone()).await {
-        return fail(e);
-    }
+    let mut fetches = match http::start(&settings, &shared, stop.clone()).await {
+        Ok(rx) => rx,
+        Err(e) => return fail(e),
+    };
     let notifier = Arc::new(Notifier::from_env());
     keep_systemd_informed(notifier.clone(), shared.ready.clone(), ctl.clone());
     let watch = start_watch(&settings, roots, &tx, &ctl);
@@ -145,8 +147,8 @@ async fn run_loop(
         tokio::select! {
             biased;
             _ = &mut stopped => break,
+            Some(_) = fetches.recv() => next_fetch = Instant::now(),
             Some(t) = rx.recv() => match t {
-                Trigger::Fetch => next_fetch = Instant::now(),
                 Trigger::FullPass => lp.pass(Scope::All).await,
                 Trigger::Reload => {
                     reload::reload(&mut lp, &read_config, &tx).await;

@@ -1,10 +1,10 @@
 //! Turns the ledger and a pass's report into metrics, so `/metrics`, the
 //! status API and `tend status` tell one story.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use crate::ledger::{Ledger, State};
+use crate::ledger::{Ledger, ResourceRecord, State};
 use crate::metrics::Metrics;
 use crate::reconcile::PassReport;
 use crate::status::state_name;
@@ -41,9 +41,12 @@ pub fn pass(metrics: &Metrics, report: &PassReport, seconds_each: f64) {
 
 /// Gauges that come from the ledger: counts per state, drift ages. Only
 /// the records not in sync are read, so this costs what drifts, not what is
-/// managed; the figures are those of `tend status`. Returns whether any
-/// resource is not in sync (then its age grows between passes).
-pub fn ledger(metrics: &Metrics, ledger: &Ledger) -> bool {
+/// managed; the figures are those of `tend status`, with the records `kept`
+/// in memory (the ledger could not take them) in place of the ledger's.
+/// Returns whether any resource is not in sync (then its age grows between
+/// passes).
+pub fn ledger(metrics: &Metrics, ledger: &Ledger, kept: &[ResourceRecord], failing: bool) -> bool {
+    metrics.set_ledger_write_failing(failing);
     let now = SystemTime::now();
     let (Ok(counts), Ok(mut off), Ok(source)) = (
         ledger.state_counts(),
@@ -56,6 +59,19 @@ pub fn ledger(metrics: &Metrics, ledger: &Ledger) -> bool {
         State::ALL.iter().map(|s| (state_name(*s), 0)).collect();
     for (state, n) in counts {
         *by_name.entry(state_name(state)).or_default() += n;
+    }
+    if !kept.is_empty() {
+        let ids: HashSet<&str> = kept.iter().map(|r| r.id.as_str()).collect();
+        let older = ledger.resources_of(ids.iter().copied()).unwrap_or_default();
+        for r in older {
+            let n = by_name.entry(state_name(r.state)).or_default();
+            *n = n.saturating_sub(1);
+        }
+        for r in kept {
+            *by_name.entry(state_name(r.state)).or_default() += 1;
+        }
+        off.retain(|r| !ids.contains(r.id.as_str()));
+        off.extend(kept.iter().filter(|r| r.state != State::InSync).cloned());
     }
     metrics.set_resources(&by_name);
     // Oldest drift first, as status lists them.

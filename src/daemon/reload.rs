@@ -156,6 +156,8 @@ async fn take(
             let ctx = w.ctx.rebuild(s).map_err(|e| e.to_string())?;
             ctx.subscribe(Arc::new(move |ids| drop(changes.send(Trigger::Keys(ids)))));
             w.ctx = ctx;
+            w.rec
+                .set_audit_rotation(w.ctx.settings.policy.audit_rotation());
             Ok((
                 w.ctx.targets.keys().cloned().collect::<Vec<_>>(),
                 w.ctx.live_roots(),
@@ -174,7 +176,7 @@ async fn take(
         lp.watch = None;
         lp.watch = super::start_watch(&settings, live, triggers, &lp.shared.ctl);
         if lp.watch.is_none() {
-            lp.shared.ctl.observe_writes(Arc::new(|_| {}));
+            lp.shared.ctl.unobserve_writes();
         }
         lp.watched = None;
     }

@@ -2,21 +2,26 @@
 //! that hold managed paths (a recursive watch would follow symlinks out of
 //! the root). Events only schedule keys in the loop's queue; on overflow or
 //! watch errors the loop runs a full pass and leans on the resync timer.
+//! tend's own writes are told by what they left at the path (inode, size,
+//! times, mode), never by a time window: any other state is a change.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
 
 use notify::{RecursiveMode, Watcher};
 use tokio::sync::mpsc::UnboundedSender;
 
 use super::Trigger;
 use crate::model::{RelPath, ResourceId};
+use crate::reconcile::WriteObserver;
+use crate::target::Left;
 
-/// How long an event on a path tend just wrote is taken as its own echo.
-const OWN_WRITE_ECHO: Duration = Duration::from_secs(2);
+/// Stamps of tend's writes kept at most; past this many they are dropped
+/// and begun again. A dropped stamp costs one keyed pass that finds the
+/// path in sync, never a missed change.
+const STAMPS_MAX: usize = 65_536;
 
 #[derive(Default)]
 struct Index {
@@ -24,27 +29,56 @@ struct Index {
     /// paths (path -> identity). The paths are the declaration's own, shared
     /// rather than copied: at 100k files they would be most of the index.
     roots: Vec<(String, PathBuf, BTreeMap<RelPath, ResourceId>)>,
-    /// Identities tend wrote, until when events on them are ignored.
-    own: HashMap<ResourceId, Instant>,
+    /// What tend's last write of each identity left at its path: an event
+    /// after which the path shows just that is the echo of tend's own
+    /// write; anything else is a change.
+    left: HashMap<ResourceId, Left>,
+    /// Identities being written now, each with whether events came for it
+    /// meanwhile: they are judged once the write has ended.
+    writing: HashMap<ResourceId, bool>,
+}
+
+/// Whether an event on `path`, the path of `id`, may be a change: not while
+/// tend writes it (judged when the write ends), and not when the path shows
+/// just what tend's last write left there.
+fn may_have_changed(
+    left: &mut HashMap<ResourceId, Left>,
+    writing: &mut HashMap<ResourceId, bool>,
+    id: &ResourceId,
+    path: &Path,
+) -> bool {
+    if let Some(seen) = writing.get_mut(id) {
+        *seen = true;
+        return false;
+    }
+    match left.get(id) {
+        Some(stamp) if Left::at(path).as_ref() == Some(stamp) => false,
+        Some(_) => {
+            left.remove(id);
+            true
+        }
+        None => true,
+    }
 }
 
 impl Index {
     /// Identities an event on `path` may concern: the file itself, or every
-    /// managed file below a directory.
+    /// managed file below a directory; tend's own echoes left out.
     fn ids_for(&mut self, path: &Path) -> Vec<ResourceId> {
+        let Index {
+            roots,
+            left,
+            writing,
+        } = self;
         let mut ids = Vec::new();
-        for (_, root, files) in &self.roots {
+        for (_, root, files) in roots.iter() {
             let Some(rel) = path.strip_prefix(root).ok().and_then(|r| r.to_str()) else {
                 continue;
             };
             if let Some(id) = files.get(rel) {
-                if let Some(until) = self.own.get(id) {
-                    if Instant::now() < *until {
-                        continue;
-                    }
-                    self.own.remove(id);
+                if may_have_changed(left, writing, id, path) {
+                    ids.push(id.clone());
                 }
-                ids.push(id.clone());
                 continue;
             }
             let prefix = if rel.is_empty() {
@@ -52,12 +86,14 @@ impl Index {
             } else {
                 format!("{rel}/")
             };
-            ids.extend(
-                files
-                    .range::<str, _>((Bound::Included(prefix.as_str()), Bound::Unbounded))
-                    .take_while(|(p, _)| p.as_str().starts_with(&prefix))
-                    .map(|(_, id)| id.clone()),
-            );
+            let under = files
+                .range::<str, _>((Bound::Included(prefix.as_str()), Bound::Unbounded))
+                .take_while(|(p, _)| p.as_str().starts_with(&prefix));
+            for (p, id) in under {
+                if may_have_changed(left, writing, id, &root.join(p.as_str())) {
+                    ids.push(id.clone());
+                }
+            }
         }
         ids
     }
@@ -79,17 +115,84 @@ impl Index {
         (files.get(path) == Some(id)).then_some((files, path))
     }
 
-    /// Marks `id`, when it is indexed, as just written by tend.
-    fn own_write(&mut self, id: &ResourceId) {
-        if self.indexed(id).is_none() {
-            return;
-        }
-        let now = Instant::now();
-        if self.own.len() >= 4096 {
-            self.own.retain(|_, until| *until > now);
-        }
-        self.own.insert(id.clone(), now + OWN_WRITE_ECHO);
+    /// The full path of an indexed identity.
+    fn path_of(&self, id: &ResourceId) -> Option<PathBuf> {
+        let (_, root, files) = self.roots.iter().find(|(n, _, _)| n == id.target())?;
+        (files.get(id.key()) == Some(id)).then(|| root.join(id.key()))
     }
+
+    /// tend is about to write `id`.
+    fn writing(&mut self, id: &ResourceId) {
+        self.writing.insert(id.clone(), false);
+    }
+
+    /// tend's write of `id` ended, leaving `left` (when it wrote). Returns
+    /// the identity when events that came meanwhile were not all its own:
+    /// the path no longer shows what the write left.
+    fn wrote(&mut self, id: &ResourceId, left: Option<&Left>) -> Option<ResourceId> {
+        let seen = self.writing.remove(id).unwrap_or(false);
+        match left {
+            Some(stamp) => {
+                if self.left.len() >= STAMPS_MAX && !self.left.contains_key(id) {
+                    self.left.clear();
+                }
+                self.left.insert(id.clone(), *stamp);
+            }
+            None => {
+                self.left.remove(id);
+            }
+        }
+        if !seen {
+            return None;
+        }
+        let now = self.path_of(id).and_then(|p| Left::at(&p));
+        (left.is_none() || now.as_ref() != left).then(|| id.clone())
+    }
+}
+
+/// Past this many files to look at again, a full pass looks at everything.
+const RECHECK_KEYS_MAX: usize = 4096;
+
+/// What newly begun watches ask of the loop: the managed files in a
+/// directory just watched may have changed before its watch began, after
+/// the pass that observed them. Only those showing just what tend's own
+/// write left there are known not to have.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Recheck {
+    Nothing,
+    Keys(Vec<ResourceId>),
+    All,
+}
+
+impl Index {
+    fn recheck<'a>(&self, files: impl Iterator<Item = (&'a ResourceId, PathBuf)>) -> Recheck {
+        let mut keys = Vec::new();
+        for (id, path) in files {
+            let known = self
+                .left
+                .get(id)
+                .is_some_and(|stamp| Left::at(&path).as_ref() == Some(stamp));
+            if !known {
+                if keys.len() == RECHECK_KEYS_MAX {
+                    return Recheck::All;
+                }
+                keys.push(id.clone());
+            }
+        }
+        match keys.is_empty() {
+            true => Recheck::Nothing,
+            false => Recheck::Keys(keys),
+        }
+    }
+}
+
+/// Whether the directory holding `path` under `root` is one of `dirs`.
+fn parent_in(root: &Path, path: &RelPath, dirs: &HashSet<PathBuf>) -> bool {
+    if dirs.is_empty() {
+        return false;
+    }
+    let full = root.join(path.as_str());
+    full.parent().is_some_and(|d| dirs.contains(d))
 }
 
 /// Whether an event can mean a managed path changed. Opens and read-only
@@ -130,6 +233,8 @@ pub struct Watch {
     watched: HashSet<PathBuf>,
     index: Arc<Mutex<Index>>,
     degraded: Arc<Mutex<Option<String>>>,
+    /// Where events and the judgement of writes send their keys.
+    tx: UnboundedSender<Trigger>,
 }
 
 impl Watch {
@@ -138,7 +243,7 @@ impl Watch {
     pub fn start(roots: BTreeMap<String, PathBuf>, tx: UnboundedSender<Trigger>) -> Watch {
         let index = Arc::new(Mutex::new(Index::default()));
         let degraded = Arc::new(Mutex::new(None));
-        let (idx, deg) = (index.clone(), degraded.clone());
+        let (idx, deg, keys) = (index.clone(), degraded.clone(), tx.clone());
         let handler = move |res: notify::Result<notify::Event>| match res {
             Ok(event) => {
                 if event.need_rescan() {
@@ -178,6 +283,7 @@ impl Watch {
             watched: HashSet::new(),
             index,
             degraded,
+            tx: keys,
         }
     }
 
@@ -211,7 +317,7 @@ impl Watch {
     pub fn update<'a>(
         &mut self,
         managed: impl IntoIterator<Item = (&'a ResourceId, &'a str, &'a RelPath)>,
-    ) {
+    ) -> Recheck {
         let mut roots: Vec<(String, PathBuf, BTreeMap<RelPath, ResourceId>)> = self
             .roots
             .iter()
@@ -229,7 +335,7 @@ impl Watch {
         }
         self.index.lock().expect("watch index").roots = roots;
         let Some(watcher) = self.watcher.as_mut() else {
-            return;
+            return Recheck::Nothing;
         };
         for gone in self
             .watched
@@ -241,7 +347,15 @@ impl Watch {
             let _ = watcher.unwatch(&gone);
             self.watched.remove(&gone);
         }
-        self.watch_dirs(dirs);
+        let new = self.watch_dirs(dirs);
+        let index = self.index.lock().expect("watch index");
+        let under_new = index.roots.iter().flat_map(|(_, root, files)| {
+            files
+                .iter()
+                .filter(|(p, _)| parent_in(root, p, &new))
+                .map(move |(p, id)| (id, root.join(p.as_str())))
+        });
+        index.recheck(under_new)
     }
 
     /// Updates the index for a few identities only: each with its (target,
@@ -251,8 +365,9 @@ impl Watch {
     pub fn patch<'a>(
         &mut self,
         changes: impl IntoIterator<Item = (&'a ResourceId, Option<(&'a str, &'a RelPath)>)>,
-    ) {
+    ) -> Recheck {
         let mut dirs = Vec::new();
+        let mut patched = Vec::new();
         {
             let mut index = self.index.lock().expect("watch index");
             for (id, now) in changes {
@@ -266,6 +381,7 @@ impl Watch {
                     continue;
                 };
                 files.insert(path.clone(), id.clone());
+                patched.push((id.clone(), root.join(path.as_str())));
                 each_dir_up(root, path, |d| {
                     let new = !self.watched.contains(d);
                     if new {
@@ -275,13 +391,20 @@ impl Watch {
                 });
             }
         }
-        self.watch_dirs(dirs);
+        let new = self.watch_dirs(dirs);
+        let index = self.index.lock().expect("watch index");
+        let under_new = patched
+            .iter()
+            .filter(|(_, full)| full.parent().is_some_and(|d| new.contains(d)))
+            .map(|(id, full)| (id, full.clone()));
+        index.recheck(under_new)
     }
 
     /// Watches each existing directory not watched yet.
-    fn watch_dirs(&mut self, dirs: impl IntoIterator<Item = PathBuf>) {
+    fn watch_dirs(&mut self, dirs: impl IntoIterator<Item = PathBuf>) -> HashSet<PathBuf> {
+        let mut new = HashSet::new();
         let Some(watcher) = self.watcher.as_mut() else {
-            return;
+            return new;
         };
         for dir in dirs {
             if self.watched.contains(&dir) || !dir.is_dir() {
@@ -289,7 +412,8 @@ impl Watch {
             }
             match watcher.watch(&dir, RecursiveMode::NonRecursive) {
                 Ok(()) => {
-                    self.watched.insert(dir);
+                    self.watched.insert(dir.clone());
+                    new.insert(dir);
                 }
                 Err(e) => {
                     let limit = matches!(e.kind, notify::ErrorKind::MaxFilesWatch)
@@ -309,15 +433,35 @@ impl Watch {
                 }
             }
         }
+        new
     }
 
-    /// A callback that marks a path tend is about to write, so the events
-    /// its own write causes are not taken as drift.
-    pub fn write_observer(&self) -> crate::reconcile::WriteObserver {
-        let index = self.index.clone();
-        Arc::new(move |id: &ResourceId| {
-            index.lock().expect("watch index").own_write(id);
+    /// What tells this watcher of tend's own writes, so their events are
+    /// not taken as drift while every other change still is.
+    pub fn write_observer(&self) -> Arc<dyn WriteObserver> {
+        Arc::new(Echoes {
+            index: self.index.clone(),
+            tx: self.tx.clone(),
         })
+    }
+}
+
+/// The watcher's side of tend's writes.
+struct Echoes {
+    index: Arc<Mutex<Index>>,
+    tx: UnboundedSender<Trigger>,
+}
+
+impl WriteObserver for Echoes {
+    fn writing(&self, id: &ResourceId) {
+        self.index.lock().expect("watch index").writing(id);
+    }
+
+    fn wrote(&self, id: &ResourceId, left: Option<&Left>) {
+        let changed = self.index.lock().expect("watch index").wrote(id, left);
+        if let Some(id) = changed {
+            let _ = self.tx.send(Trigger::Keys(vec![id]));
+        }
     }
 }
 
@@ -354,14 +498,58 @@ mod tests {
         );
         assert!(index.ids_for(Path::new("/r/other")).is_empty());
         assert!(index.ids_for(Path::new("/elsewhere/etc/a")).is_empty());
-        index.own_write(&id("etc/a"));
-        assert!(index.ids_for(Path::new("/r/etc/a")).is_empty());
-        // A write of a path not indexed yet (a new file) is not marked: an
-        // edit right after it is still seen once the index has it.
-        index.own_write(&id("etc/new"));
-        assert!(!index.own.contains_key(&id("etc/new")));
         assert!(is_own_temp(Path::new("/r/etc/.tend-abc.tmp")));
         assert!(!is_own_temp(Path::new("/r/etc/tend.tmp")));
+    }
+
+    #[test]
+    fn own_writes_are_told_by_what_they_left_not_by_when() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().to_path_buf();
+        std::fs::create_dir(root.join("etc")).unwrap();
+        let mut index = Index::default();
+        let id = |s: &str| ResourceId::new("files", "file", s);
+        let mut files = BTreeMap::new();
+        for p in ["etc/a", "etc/b"] {
+            files.insert(RelPath::parse(p).unwrap(), id(p));
+        }
+        index.roots.push(("files".into(), root.clone(), files));
+        let a = root.join("etc/a");
+        // tend writes a: an event meanwhile waits for the write to end, and
+        // the path then shows what tend left: its own echo.
+        index.writing(&id("etc/a"));
+        std::fs::write(&a, "tend\n").unwrap();
+        assert!(index.ids_for(&a).is_empty());
+        let stamp = Left::at(&a).unwrap();
+        assert_eq!(index.wrote(&id("etc/a"), Some(&stamp)), None);
+        // More events of that write, later: still its echo.
+        assert!(index.ids_for(&a).is_empty());
+        assert!(index.ids_for(&root.join("etc")).contains(&id("etc/b")));
+        assert!(!index.ids_for(&root.join("etc")).contains(&id("etc/a")));
+        // An edit right after, however soon, is a change.
+        std::fs::write(&a, "hand\n").unwrap();
+        assert_eq!(index.ids_for(&a), vec![id("etc/a")]);
+        assert_eq!(index.ids_for(&a), vec![id("etc/a")], "and stays one");
+        // An edit while tend writes: judged when the write ends.
+        index.writing(&id("etc/a"));
+        std::fs::write(&a, "tend again\n").unwrap();
+        let stamp = Left::at(&a).unwrap();
+        assert!(index.ids_for(&a).is_empty());
+        std::fs::write(&a, "hand again\n").unwrap();
+        assert_eq!(index.wrote(&id("etc/a"), Some(&stamp)), Some(id("etc/a")));
+        // A write that failed or wrote nothing leaves no stamp: events
+        // during it are changes.
+        index.writing(&id("etc/b"));
+        assert!(index.ids_for(&root.join("etc/b")).is_empty());
+        assert_eq!(index.wrote(&id("etc/b"), None), Some(id("etc/b")));
+        assert_eq!(index.ids_for(&root.join("etc/b")), vec![id("etc/b")]);
+        // A delete leaves absence; a file put back is a change.
+        std::fs::remove_file(&a).unwrap();
+        index.writing(&id("etc/a"));
+        assert_eq!(index.wrote(&id("etc/a"), Some(&Left::Absent)), None);
+        assert!(index.ids_for(&a).is_empty());
+        std::fs::write(&a, "back\n").unwrap();
+        assert_eq!(index.ids_for(&a), vec![id("etc/a")]);
     }
 
     #[test]

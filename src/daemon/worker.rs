@@ -22,6 +22,8 @@ pub(crate) struct Shared {
     pub metrics: Arc<Metrics>,
     pub ready: Arc<AtomicBool>,
     pub ctl: Arc<Control>,
+    /// What the ledger could not take: the loop keeps it, the server shows it.
+    pub unrecorded: Arc<Mutex<super::unrecorded::Unrecorded>>,
 }
 
 impl Shared {
@@ -32,6 +34,7 @@ impl Shared {
             metrics,
             ready: Arc::new(AtomicBool::new(false)),
             ctl,
+            unrecorded: Arc::default(),
         }
     }
 

@@ -115,6 +115,16 @@ impl Ledger {
         })
     }
 
+    /// SQLite's own check of every page (`PRAGMA quick_check`): `None` when
+    /// sound, else the first problem it found.
+    pub fn quick_check(&self) -> Res<Option<String>> {
+        let found: String = self
+            .conn
+            .query_row("PRAGMA quick_check(1)", [], |r| r.get(0))
+            .map_err(|e| LedgerError::db(&self.path, e))?;
+        Ok((found != "ok").then_some(found))
+    }
+
     pub fn state_dir(&self) -> &Path {
         &self.state_dir
     }
@@ -211,6 +221,10 @@ impl Ledger {
     }
     pub fn resources_not_in_sync(&self) -> Res<Vec<ResourceRecord>> {
         self.q().resources_not_in_sync()
+    }
+    /// See [`Tx::resources_not_in_sync_oldest`].
+    pub fn resources_not_in_sync_oldest(&self, limit: usize) -> Res<Vec<ResourceRecord>> {
+        self.q().resources_not_in_sync_oldest(limit)
     }
     /// The records among `ids`, in no promised order: one indexed lookup
     /// each for a few, one scan of every record for many.

@@ -9,6 +9,7 @@ mod db;
 mod declared;
 mod hashkey;
 mod lock;
+mod notes;
 mod records;
 mod schema;
 mod trust;
@@ -20,12 +21,19 @@ mod tests;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-pub use audit::{tail as audit_tail, AuditEntry, AuditLog, TAIL_BYTES as AUDIT_TAIL_BYTES};
+pub use audit::{
+    tail as audit_tail, AuditEntry, AuditLog, Backwards as AuditBackwards,
+    Rotation as AuditRotation, Tail as AuditTail, TAIL_BYTES as AUDIT_TAIL_BYTES,
+};
 pub use backup::BackupStore;
 pub use db::Ledger;
 pub use declared::Digest;
 pub use hashkey::HashKey;
 pub use lock::StateLock;
+pub use notes::{
+    clear_damage, clear_write_failure, note_damage, note_write_failure, noted_damage,
+    noted_write_failure, reserve_write_failure_note, DAMAGE_FILE, UNRECORDED_FILE,
+};
 pub use records::{
     next_drift_since, Intent, IntentKind, InventoryEntry, PauseRecord, PinRecord, RefusalRecord,
     ResourceRecord, SourceRecord, State,
@@ -92,8 +100,21 @@ impl LedgerError {
     /// SQLite reports a file that is not a database, or a damaged one, through
     /// these codes; they deserve words an operator can act on.
     pub(crate) fn db(path: &Path, source: rusqlite::Error) -> Self {
+        use rusqlite::Error::{
+            FromSqlConversionFailure, IntegralValueOutOfRange, InvalidColumnType,
+        };
         use rusqlite::ErrorCode::{DatabaseCorrupt, NotADatabase};
+        // A value of a type the schema never stores is damage too: a page
+        // scribbled over can read back as cells that SQLite accepts.
+        let misread = matches!(
+            source,
+            InvalidColumnType(..) | FromSqlConversionFailure(..) | IntegralValueOutOfRange(..)
+        );
         match source.sqlite_error_code() {
+            _ if misread => LedgerError::Corrupt {
+                path: path.to_path_buf(),
+                detail: format!("{source}; move it aside to start with empty state"),
+            },
             Some(NotADatabase) | Some(DatabaseCorrupt) => LedgerError::Corrupt {
                 path: path.to_path_buf(),
                 detail: format!("{source}; move it aside to start with empty state"),

@@ -9,7 +9,7 @@ use std::time::SystemTime;
 use super::control::Control;
 use super::hooks::HookOutcome;
 use super::pass::{PassError, PassOptions, PassReport, Revision};
-use super::prepare::{claim_fields, pruning, spec_digest, Prepared, Pruning};
+use super::prepare::{claim_fields, pruning, spec_digest, Prepared, Pruning, ONLY_FULL_PASSES};
 use super::record::{clear_temp_swept, Outcome, Recorder};
 use crate::diff::{self, Comparison};
 use crate::ledger::{AuditEntry, IntentKind, InventoryEntry, LedgerError, ResourceRecord, State};
@@ -38,6 +38,9 @@ fn growing_chunks<T>(mut todo: &[T]) -> impl Iterator<Item = &[T]> {
         Some(chunk)
     })
 }
+
+/// Why a correction a pass decided on was not made.
+const STOPPING: &str = "not corrected: tend was stopping";
 
 /// Failed writes logged one by one in a pass; the rest are counted.
 const FAILURES_LOGGED: usize = 20;
@@ -176,6 +179,15 @@ pub fn apply(
         }
     }
     verify(&mut run, rec, p, applied)?;
+    if report.cancelled {
+        // Not written: the last look found it differing, and its record
+        // must say so rather than keep an older InSync.
+        for t in &todo {
+            if !run.outcomes.contains_key(&t.change.id) {
+                run.set(&t.change.id, State::Drifted, Some(STOPPING.into()));
+            }
+        }
+    }
     prune(&mut run, rec, p, opts, ctl, &mut report)?;
 
     if !opts.dry_run {
@@ -214,12 +226,12 @@ pub fn apply(
         }
     }
 
-    rec.record_all(
+    let recorded = rec.record_all(
         &run.outcomes,
         p.scope.keys().is_some().then_some(&run.previous),
         run.now,
         full && !report.cancelled,
-    )?;
+    );
     report.converged = run.outcomes.values().all(|o| o.state == State::InSync)
         && report.problems.is_empty()
         && report.unpublished.is_none();
@@ -232,7 +244,14 @@ pub fn apply(
             tracing::warn!(target = t.name(), error = %e, "cannot save the stat cache");
         }
     }
-    Ok(report)
+    // What was done and found is known even when the ledger cannot take it.
+    match recorded {
+        Ok(()) => Ok(report),
+        Err(error) => Err(PassError::Unrecorded {
+            report: Box::new(report),
+            error,
+        }),
+    }
 }
 
 /// The policy checks of each create and update: what is left is to be written.
@@ -427,6 +446,7 @@ fn write_batch(
             continue;
         };
         let batch: Vec<&Change> = idxs.iter().map(|i| changes[*i]).collect();
+        rec.touching();
         for c in &batch {
             ctl.writing(&c.id);
         }
@@ -435,6 +455,7 @@ fn write_batch(
                 .zip(target.apply_batch(&batch, &run.rev.content, rec.backups()))
         {
             let c = changes[i];
+            ctl.wrote(&c.id, result.as_ref().ok().and_then(|a| a.left.as_ref()));
             if let Err(e) = &result {
                 let kind = match e {
                     TargetError::Transient(_) => "failed; retried with backoff",
@@ -559,8 +580,14 @@ fn prune(
     };
     let paused = rec.paused()?;
     let mut todo = Vec::new();
+    let keyed = !p.scope.prunes();
     for change in &p.plan.deletes {
-        if let Some(reason) = &guard {
+        let held = match &guard {
+            Some(reason) => Some(reason.as_str()),
+            None if keyed && !p.deletes_retried.contains(&change.id) => Some(ONLY_FULL_PASSES),
+            None => None,
+        };
+        if let Some(reason) = held {
             run.set(
                 &change.id,
                 State::Blocked,
@@ -582,10 +609,15 @@ fn prune(
             todo.push(change);
         }
     }
-    for chunk in todo.chunks(BATCH) {
+    let mut chunks = todo.chunks(BATCH);
+    while let Some(chunk) = chunks.next() {
         ctl.beat();
         if ctl.cancelled() {
             report.cancelled = true;
+            for c in chunk.iter().chain(chunks.flatten()) {
+                let reason = format!("no longer declared; {STOPPING}");
+                run.set(&c.id, State::Drifted, Some(reason));
+            }
             break;
         }
         let mut gone = Vec::new();

@@ -27,7 +27,7 @@ pub use pass::{load, PassError, PassOptions, PassReport, Provenance, Revision, S
 pub use pass_next::{load_next, Next};
 pub use policy::{action_for, retried, Action};
 pub use prepare::{prepare, pruning, spec_digest, Prepared, Pruning};
-pub use record::{Outcome, Recorder};
+pub use record::{next_record, Outcome, Recorder};
 
 use crate::config::Settings;
 use crate::ledger::{Ledger, LedgerError, SourceRecord, StateLock};
@@ -40,11 +40,33 @@ pub fn open_writer(
     what: &str,
 ) -> Result<(StateLock, Context, Recorder), String> {
     let lock = StateLock::acquire(&settings.state_dir, what).map_err(|e| e.to_string())?;
-    let ledger = Ledger::open(&settings.state_dir).map_err(|e| e.to_string())?;
+    let dir = settings.state_dir.clone();
+    let noted = |e: LedgerError| {
+        crate::ledger::note_damage(&dir, &e);
+        e.to_string()
+    };
+    let ledger = Ledger::open(&dir).map_err(noted)?;
+    recheck_damage(&ledger);
     let ctx = Context::build(settings).map_err(|e| e.to_string())?;
-    let mut rec = Recorder::open(ledger).map_err(|e| e.to_string())?;
-    recover(&ctx, &mut rec).map_err(|e| e.to_string())?;
+    let mut rec = Recorder::open(ledger).map_err(noted)?;
+    rec.set_audit_rotation(ctx.settings.policy.audit_rotation());
+    recover(&ctx, &mut rec).map_err(noted)?;
     Ok((lock, ctx, rec))
+}
+
+/// A ledger noted as damaged is checked whole once at a writer's start:
+/// found sound (mended in place), the note goes; still damaged, it stays
+/// and the writer goes on with what can be read.
+fn recheck_damage(ledger: &Ledger) {
+    let dir = ledger.state_dir();
+    if crate::ledger::noted_damage(dir).is_none() {
+        return;
+    }
+    match ledger.quick_check() {
+        Ok(None) => crate::ledger::clear_damage(dir),
+        Ok(Some(problem)) => tracing::warn!(%problem, "the ledger is damaged"),
+        Err(e) => tracing::warn!(error = %e, "the ledger is damaged"),
+    }
 }
 
 /// After a restart: remove tend's leftover temp files beside managed paths
@@ -199,6 +221,9 @@ pub fn full_pass(
     {
         tracing::warn!(error = %e, "cannot trim the backup store");
     }
+    if let Err(e) = rec.maintain_audit() {
+        tracing::warn!(error = %e, "cannot rotate the audit log");
+    }
     Ok(report)
 }
 
@@ -218,11 +243,19 @@ pub fn pruning_pass(
     }
     let prepared = prepare(ctx, rev, &rec.ledger, scope)?;
     let report = apply(ctx, rec, rev, &prepared, opts, ctl)?;
-    record_problems(rec, &rev.declared.problems)?;
-    if !opts.dry_run && !report.cancelled && report.unpublished.is_none() {
-        record_applied(ctx, rec, rev)?;
+    let recorded = record_problems(rec, &rev.declared.problems).and_then(|()| {
+        match !opts.dry_run && !report.cancelled && report.unpublished.is_none() {
+            true => record_applied(ctx, rec, rev),
+            false => Ok(()),
+        }
+    });
+    match recorded {
+        Ok(()) => Ok(report),
+        Err(error) => Err(PassError::Unrecorded {
+            report: Box::new(report),
+            error,
+        }),
     }
-    Ok(report)
 }
 
 /// A pass over the named identities (events, retries): it never prunes.

@@ -80,6 +80,23 @@ pub enum PassError {
     Source(#[from] crate::source::SourceError),
     #[error(transparent)]
     Ledger(#[from] crate::ledger::LedgerError),
+    /// The pass ran to its end, but the ledger did not take its outcomes
+    /// (a full disk): they are here, for the caller to keep and retry.
+    #[error("cannot record the pass's outcomes: {error}")]
+    Unrecorded {
+        report: Box<PassReport>,
+        error: crate::ledger::LedgerError,
+    },
+}
+
+impl PassError {
+    /// The ledger's error, when the ledger is what failed.
+    pub fn ledger(&self) -> Option<&crate::ledger::LedgerError> {
+        match self {
+            PassError::Ledger(e) | PassError::Unrecorded { error: e, .. } => Some(e),
+            PassError::Source(_) => None,
+        }
+    }
 }
 
 /// How a revision came to be applied: held by the operator's pin, and who

@@ -2,13 +2,13 @@
 //! corrections against the ledger's inventory and managed fields, and decide
 //! whether pruning is held back.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use super::context::Context;
 use super::pass::{PassOptions, Revision, Scope};
 use super::record::{managed_fields, Recorder};
 use crate::diff::{self, Owned, Plan};
-use crate::ledger::{Ledger, LedgerError};
+use crate::ledger::{Ledger, LedgerError, State};
 use crate::model::{Desired, RelPath, ResourceId, Spec};
 
 /// An inventory member as the plan compares it. Identity, target and path
@@ -78,6 +78,10 @@ pub struct Prepared {
     /// The fields tend set before on the structured resources in scope.
     pub managed: HashMap<ResourceId, Vec<String>>,
     pub plan: Plan,
+    /// In a keyed scope, the deletes that retry one a pruning pass decided
+    /// and that failed (their record says Failed): those a keyed pass may
+    /// carry out. Empty for scopes that prune.
+    pub deletes_retried: HashSet<ResourceId>,
 }
 
 /// Observes what the scope names and plans the corrections, with the
@@ -152,12 +156,22 @@ pub fn prepare(
     } else {
         managed_count
     };
+    let deletes_retried = match scope.prunes() || plan.deletes.is_empty() {
+        true => HashSet::new(),
+        false => ledger
+            .resources_of(plan.deletes.iter().map(|c| c.id.as_str()))?
+            .into_iter()
+            .filter(|r| r.state == State::Failed)
+            .map(|r| ResourceId::from_string(r.id))
+            .collect(),
+    };
     Ok(Prepared {
         scope,
         inventory,
         managed_count,
         managed,
         plan,
+        deletes_retried,
     })
 }
 
@@ -183,6 +197,9 @@ pub fn pruning(ctx: &Context, rev: &Revision, p: &Prepared, opts: PassOptions) -
     }
 }
 
+/// Why a keyed pass holds back a delete it does not retry.
+pub const ONLY_FULL_PASSES: &str = "only full passes prune";
+
 /// Why prune is held back this pass, if it is (releasing too, except for
 /// the share `max_prune` limits, since a release deletes nothing).
 fn prune_guard(ctx: &Context, rev: &Revision, p: &Prepared, opts: PassOptions) -> Option<String> {
@@ -190,8 +207,12 @@ fn prune_guard(ctx: &Context, rev: &Revision, p: &Prepared, opts: PassOptions) -
     if p.plan.deletes.is_empty() {
         return None;
     }
-    if !p.scope.prunes() {
-        return Some("only full passes prune".into());
+    // A keyed pass (an event, a retry) prunes only what a pruning pass
+    // decided to and failed at: a transient failure is retried with
+    // backoff, not held until the next full pass. The revision's guards
+    // below still hold; the share max_prune allows was checked by that pass.
+    if !p.scope.prunes() && p.deletes_retried.is_empty() {
+        return Some(ONLY_FULL_PASSES.into());
     }
     if !rev.declared.is_complete() {
         return Some(
@@ -207,7 +228,8 @@ fn prune_guard(ctx: &Context, rev: &Revision, p: &Prepared, opts: PassOptions) -
         ));
     }
     let allowed = policy.max_prune.allowed(p.managed_count);
-    if policy.prune && p.plan.deletes.len() > allowed && !opts.allow_mass_prune {
+    let limited = policy.prune && p.scope.prunes() && !opts.allow_mass_prune;
+    if limited && p.plan.deletes.len() > allowed {
         return Some(format!(
             "the pass would prune {} of {} managed resources, over policy.max_prune ({allowed}); raise the limit or run `tend sync --allow-mass-prune`",
             p.plan.deletes.len(),

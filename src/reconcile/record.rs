@@ -7,8 +7,8 @@ use std::time::SystemTime;
 use super::backoff;
 
 use crate::ledger::{
-    next_drift_since, AuditEntry, AuditLog, BackupStore, Digest, HashKey, Ledger, LedgerError,
-    PauseRecord, ResourceRecord, State,
+    next_drift_since, AuditEntry, AuditLog, AuditRotation, BackupStore, Digest, HashKey, Ledger,
+    LedgerError, PauseRecord, ResourceRecord, State,
 };
 use crate::model::{Backup, Desired, Live, Observed, ResourceId, Spec};
 
@@ -57,6 +57,8 @@ pub struct Recorder {
     swept: bool,
     /// Each failing hook's backoff.
     pub(super) hook_retries: super::hooks::Retries,
+    /// A target was asked to write since this recorder was opened.
+    touched: bool,
 }
 
 /// Asked about fewer identities than this, a pass looks each digest up.
@@ -148,8 +150,20 @@ impl Recorder {
             key: HashKey::load_or_create(&dir)?,
             swept: ledger.temp_swept()?,
             hook_retries: Default::default(),
+            touched: false,
             ledger,
         })
+    }
+
+    /// Just before a target is asked to write.
+    pub(super) fn touching(&mut self) {
+        self.touched = true;
+    }
+
+    /// Whether any target may have been changed since this recorder was
+    /// opened: an error before then changed nothing.
+    pub fn touched(&self) -> bool {
+        self.touched
     }
 
     /// No temp file of tend's is left beside managed paths: none was made
@@ -239,6 +253,16 @@ impl Recorder {
             }
             Ok(())
         })
+    }
+
+    /// Sets the bounds the audit log is kept within.
+    pub fn set_audit_rotation(&self, rotation: AuditRotation) {
+        self.audit.set_rotation(rotation);
+    }
+
+    /// Rotates and trims the audit log if its bounds say so.
+    pub fn maintain_audit(&self) -> Result<(), LedgerError> {
+        self.audit.maintain()
     }
 
     pub fn audit_all(&self, entries: &[AuditEntry]) -> Result<(), LedgerError> {

@@ -40,6 +40,52 @@ pub struct Applied {
     pub writes: u64,
     /// Backup references of content that was overwritten or deleted.
     pub backups: Vec<String>,
+    /// What the write left at the resource's path, when the target can
+    /// tell (`None`: nothing was written, or the target has no paths).
+    pub left: Option<Left>,
+}
+
+/// What a write left at its path, as `lstat` shows it right after: a
+/// watcher tells the events of tend's own write (the path still shows just
+/// this) from another writer's change (anything else).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Left {
+    Absent,
+    Entry {
+        dev: u64,
+        ino: u64,
+        mode: u32,
+        uid: u32,
+        gid: u32,
+        size: u64,
+        /// Nanoseconds since the epoch.
+        mtime: i64,
+        ctime: i64,
+    },
+}
+
+impl Left {
+    /// What stands at `path` now, its last component not followed; `None`
+    /// when that cannot be told.
+    pub fn at(path: &std::path::Path) -> Option<Left> {
+        use std::os::unix::fs::MetadataExt;
+        let ns = |sec: i64, nsec: i64| sec.saturating_mul(1_000_000_000).saturating_add(nsec);
+        match std::fs::symlink_metadata(path) {
+            Ok(m) => Some(Left::Entry {
+                dev: m.dev(),
+                ino: m.ino(),
+                mode: m.mode(),
+                uid: m.uid(),
+                gid: m.gid(),
+                size: m.size(),
+                mtime: ns(m.mtime(), m.mtime_nsec()),
+                ctime: ns(m.ctime(), m.ctime_nsec()),
+            }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Some(Left::Absent),
+            Err(e) if e.kind() == std::io::ErrorKind::NotADirectory => Some(Left::Absent),
+            Err(_) => None,
+        }
+    }
 }
 
 /// One resource to observe: its identity, its key inside the target (a path

@@ -108,3 +108,29 @@ fn flock_from_another_process_sees_our_lock() {
         .unwrap();
     assert!(status.success());
 }
+
+#[test]
+fn removing_the_lock_file_lets_no_second_writer_in_and_the_holder_is_still_named() {
+    let tmp = tempfile::tempdir().unwrap();
+    let lock = StateLock::acquire(tmp.path(), "run").unwrap();
+    std::fs::remove_file(lock.path()).unwrap();
+    let err = StateLock::acquire(tmp.path(), "sync").unwrap_err();
+    let LedgerError::Locked { holder } = err else {
+        panic!("{err}")
+    };
+    // The note went with the file; /proc/locks names the holder.
+    assert!(
+        holder.starts_with(&format!("pid {} (", std::process::id())),
+        "{holder}"
+    );
+    assert!(
+        !tmp.path().join("lock").exists(),
+        "a contender creates nothing"
+    );
+    drop(lock);
+    let again = StateLock::acquire(tmp.path(), "sync").unwrap();
+    assert_eq!(
+        std::fs::read_to_string(again.path()).unwrap(),
+        format!("pid {} (sync)\n", std::process::id())
+    );
+}

@@ -360,6 +360,7 @@ impl Target for ExecTarget {
                 Ok(Applied {
                     writes: u64::from(r.changed.unwrap_or(true)),
                     backups,
+                    left: None,
                 })
             }
             Err(CallError::Rpc(e)) if e.is_terminal() => {

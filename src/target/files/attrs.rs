@@ -56,7 +56,9 @@ impl FilesTarget {
             ops.writes += 1;
             chmod_opened(&fd, dir, name, mode).map_err(|e| transient(path, "chmod", e))?;
         }
-        self.cache.carry(path, &before, &stat(&fd)?);
+        let after = stat(&fd)?;
+        self.cache.carry(path, &before, &after);
+        ops.left = Some(after.left());
         Ok(())
     }
 }

@@ -186,6 +186,7 @@ impl FilesTarget {
             backups: Vec::new(),
             dir_syncs: &self.dir_syncs,
             deferred: None,
+            left: None,
         }
     }
 
@@ -199,6 +200,7 @@ impl FilesTarget {
         result.map(|()| Applied {
             writes: ops.writes,
             backups: ops.backups,
+            left: ops.left,
         })
     }
 
@@ -299,6 +301,8 @@ pub(super) struct Ops<'a> {
     /// Inside a batch: directories that gained an entry other than by the
     /// final rename (a new subdirectory), left for the batch to sync once.
     deferred: Option<Vec<OwnedFd>>,
+    /// What the last write of the change left at its path.
+    left: Option<crate::target::Left>,
 }
 
 impl Ops<'_> {

@@ -52,6 +52,20 @@ impl Meta {
         }
     }
 
+    /// The stamp a watcher compares with what it finds later.
+    pub(super) fn left(&self) -> crate::target::Left {
+        crate::target::Left::Entry {
+            dev: self.dev,
+            ino: self.ino,
+            mode: self.mode,
+            uid: self.uid,
+            gid: self.gid,
+            size: self.size,
+            mtime: self.mtime,
+            ctime: self.ctime,
+        }
+    }
+
     pub(super) fn file_type(&self) -> FileType {
         FileType::from_raw_mode(self.mode)
     }

@@ -51,7 +51,7 @@ impl FilesTarget {
         }
         ops.writes += 1;
         match rfs::unlinkat(&dir, name, AtFlags::empty()) {
-            Ok(()) => {}
+            Ok(()) => ops.left = Some(crate::target::Left::Absent),
             Err(e) if is_absent(e) => return Ok(()),
             Err(e) => return Err(transient(path, "unlink", e)),
         }

@@ -221,8 +221,9 @@ impl FilesTarget {
             return Err(e);
         }
         if let Ok(st) = rfs::fstat(&staged.file) {
-            self.cache
-                .record(path, &Meta::from_stat(&st), staged.blob, staged.recorded);
+            let meta = Meta::from_stat(&st);
+            self.cache.record(path, &meta, staged.blob, staged.recorded);
+            ops.left = Some(meta.left());
         }
         Ok(staged.dir)
     }
@@ -255,6 +256,7 @@ impl FilesTarget {
             return Err(e);
         }
         self.cache.forget(path);
+        ops.left = stat_at(dir, name).ok().map(|m| m.left());
         ops.sync_dir(dir)
             .map_err(|e| transient(path, "fsync directory", e))
     }
