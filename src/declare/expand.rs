@@ -13,7 +13,7 @@ mod structured;
 use super::yaml::{self, Decl, Parsed};
 use super::{Declared, Options, Problem};
 use crate::model::{blob_id, Desired, FileSpec, Origin, RelPath, ResourceId, SharedStr, Spec};
-use crate::source::{Entry, EntryMode, Snapshot, SourceError};
+use crate::source::{refused_name, Entry, EntryMode, Refused, Snapshot, SourceError};
 use fields::{parent_dir, parse_mode, repo_join, resolve_principal};
 
 const LFS_POINTER: &[u8] = b"version https://git-lfs.github.com/spec/";
@@ -26,6 +26,8 @@ pub(super) struct Builder<'a> {
     conflicted: HashSet<(SharedStr, RelPath)>,
     blocked: BTreeMap<ResourceId, String>,
     problems: Vec<Problem>,
+    /// What is left out without blocking anything (submodules).
+    notes: Vec<Problem>,
     inline: HashMap<Oid, Vec<u8>>,
     /// Directories whose `.gitattributes` route paths through Git LFS.
     lfs_dirs: Vec<String>,
@@ -47,6 +49,7 @@ impl<'a> Builder<'a> {
             conflicted: HashSet::new(),
             blocked: BTreeMap::new(),
             problems: Vec::new(),
+            notes: Vec::new(),
             inline: HashMap::new(),
             lfs_dirs,
             mirrored: Vec::new(),
@@ -75,6 +78,14 @@ impl<'a> Builder<'a> {
 
     fn block(&mut self, id: ResourceId, origin: &Origin, reason: String) {
         self.problem(&origin.file, origin.line, format!("{id}: {reason}"));
+        self.blocked.insert(id, reason);
+    }
+
+    /// Blocks what stands at one path of the repository (a name no
+    /// checkout makes, an LFS pointer, a file over the size limit): its
+    /// identity is known, so it is kept as it is and nothing else waits for
+    /// it; pruning goes on. Only invalid documents hold prune back.
+    fn refuse(&mut self, id: ResourceId, reason: String) {
         self.blocked.insert(id, reason);
     }
 
@@ -173,7 +184,22 @@ impl<'a> Builder<'a> {
             Ok(found) => found,
             Err(e) => return self.problem(&entry.path, 1, e),
         };
-        let spec = self.content_spec(&entry);
+        let spec = match entry.mode {
+            EntryMode::Submodule => {
+                let note = format!(
+                    "submodule at commit {} left out (source.submodules: skip)",
+                    entry.oid
+                );
+                self.notes.push(Problem {
+                    file: entry.path,
+                    line: 1,
+                    message: note,
+                });
+                return;
+            }
+            EntryMode::Symlink => self.mirrored_link(&entry),
+            _ => self.content_spec(&entry).map(Spec::File),
+        };
         // Mirroring the whole repository, the origin is the path itself.
         let origin = Origin {
             file: if entry.path == path.as_str() {
@@ -189,14 +215,66 @@ impl<'a> Builder<'a> {
                 Desired {
                     id,
                     path,
-                    spec: Spec::File(spec),
+                    spec,
                     on_change: None,
                     self_heal: None,
                     sensitive: false,
                     origin,
                 },
             )),
-            Err(e) => self.block(id, &origin, e),
+            Err(e) => self.refuse(id, e),
+        }
+    }
+
+    /// A mirrored symlink: published as the link itself when it resolves
+    /// inside the mirrored tree all the way (to a file, a directory, or
+    /// nothing: a dangling link is kept dangling); otherwise replaced by
+    /// the file it leads to elsewhere in the repository, as a `source:`
+    /// would be. Never a link leading out of the tree it is published in.
+    fn mirrored_link(&self, entry: &Entry) -> Result<Spec, String> {
+        match self.snap.link_inside(entry, self.opts.source_path) {
+            Ok(Some(target)) => Ok(Spec::Symlink { target }),
+            Ok(None) => self.content_spec(entry).map(Spec::File).map_err(|e| {
+                format!("{e}; a symlink is published as a link only when it stays inside the mirrored path")
+            }),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    /// An entry of the mirrored path that no checkout would make: Blocked
+    /// under the identity its path would have, shown escaped.
+    pub(super) fn mirror_refused(&mut self, refused: Refused) {
+        let rel = refused
+            .path
+            .strip_prefix(self.opts.source_path)
+            .unwrap_or(&refused.path)
+            .trim_start_matches('/');
+        if self.mirror_target.is_none() {
+            self.mirror_target = Some(self.pick_target(None, "file"));
+        }
+        let identified = match self.mirror_target.as_ref().expect("picked above") {
+            Ok(target) => RelPath::identify(rel, target, "file"),
+            Err(e) => Err(e.clone()),
+        };
+        match identified {
+            Ok((id, _)) => self.refuse(id, refused.reason),
+            Err(e) => self.problem(&refused.path, 1, format!("{}: {e}", refused.reason)),
+        }
+    }
+
+    /// Declaration mode: an entry no checkout would make. One named as a
+    /// declaration is a problem (what it declares is unknown, so nothing is
+    /// pruned); a directory, which may hold some, is a note; other files
+    /// are content only a `source:` would read, and that read fails.
+    pub(super) fn unread(&mut self, refused: Refused, is_declaration: fn(&str) -> bool) {
+        if is_declaration(&refused.path) {
+            self.problem(&refused.path, 1, refused.reason);
+        } else if refused.directory {
+            self.notes.push(Problem {
+                file: refused.path,
+                line: 1,
+                message: format!("{}; not read for declarations", refused.reason),
+            });
         }
     }
 
@@ -275,6 +353,11 @@ impl<'a> Builder<'a> {
         path: RelPath,
     ) -> Result<(), String> {
         let kind = d.kind.as_str();
+        for part in path.components() {
+            if let Some(why) = refused_name(part.as_bytes(), kind == "symlink") {
+                return Err(format!("path {path}: {part:?}: {why}"));
+            }
+        }
         let misplaced = |field: &str, present: bool| -> Result<(), String> {
             if present {
                 return Err(format!("`{field}` does not apply to kind {kind}"));
@@ -370,8 +453,8 @@ impl<'a> Builder<'a> {
                 misplaced("content", d.content.is_some())?;
                 let src = d.source.as_deref().ok_or("kind directory needs `source`")?;
                 let dir = repo_join(parent_dir(&origin.file), src)?;
-                let entries = match self.snap.walk(&dir) {
-                    Ok(e) if !e.is_empty() => e,
+                let walk = match self.snap.walk(&dir) {
+                    Ok(w) if !w.entries.is_empty() || !w.refused.is_empty() => w,
                     Ok(_) => {
                         return Err(format!(
                             "source directory {dir:?} is empty or missing in the repository"
@@ -379,12 +462,29 @@ impl<'a> Builder<'a> {
                     }
                     Err(e) => return Err(e.to_string()),
                 };
-                for entry in &entries {
+                for refused in &walk.refused {
+                    let rel = refused.path[dir.len()..].trim_start_matches('/');
+                    let fpath = path.join(rel)?;
+                    let id = ResourceId::new(&target, "file", fpath.as_str());
+                    self.refuse(id, refused.reason.clone());
+                }
+                for entry in &walk.entries {
                     let rel = entry.path[dir.len()..].trim_start_matches('/');
                     let fpath = path.join(rel)?;
                     let id = ResourceId::new(&target, "file", fpath.as_str());
                     if let Some(reason) = &hook_missing {
                         self.block(id, origin, reason.clone());
+                        continue;
+                    }
+                    if entry.mode == EntryMode::Submodule {
+                        self.notes.push(Problem {
+                            file: entry.path.clone(),
+                            line: 1,
+                            message: format!(
+                                "submodule at commit {} left out of {} (source.submodules: skip)",
+                                entry.oid, origin
+                            ),
+                        });
                         continue;
                     }
                     match self.content_spec(entry) {
@@ -393,7 +493,7 @@ impl<'a> Builder<'a> {
                             (spec.uid, spec.gid) = (uid, gid);
                             self.add(common(id, fpath, Spec::File(spec)));
                         }
-                        Err(reason) => self.block(id, origin, reason),
+                        Err(reason) => self.refuse(id, reason),
                     }
                 }
             }
@@ -478,6 +578,45 @@ impl<'a> Builder<'a> {
         }
     }
 
+    /// Blocks every path that differs from another of its target only in
+    /// case: on a case-insensitive file system (a volume from macOS or
+    /// Windows, an ext4 directory with casefold) they are one file, which
+    /// two resources would take turns to overwrite. Neither is applied.
+    fn case_clashes(&mut self) {
+        let state = std::hash::RandomState::new();
+        let mut seen: HashMap<u64, Vec<&Desired>> = HashMap::new();
+        let on_paths = self
+            .resources
+            .values()
+            .filter(|d| !matches!(d.spec, Spec::Structured(_)));
+        for d in on_paths {
+            seen.entry(folded_hash(&state, d.target(), d.path.as_str()))
+                .or_default()
+                .push(d);
+        }
+        let mut clash = Vec::new();
+        for same in seen.values().filter(|v| v.len() > 1) {
+            for (i, a) in same.iter().enumerate() {
+                let other = same[..i].iter().chain(&same[i + 1..]).find(|b| {
+                    a.target() == b.target() && same_when_folded(a.path.as_str(), b.path.as_str())
+                });
+                if let Some(b) = other {
+                    clash.push((
+                        a.id.clone(),
+                        format!(
+                            "{} and {} differ only in case: on a case-insensitive file system \
+                             they are one file; neither is applied",
+                            a.path, b.path
+                        ),
+                    ));
+                }
+            }
+        }
+        for (id, reason) in clash {
+            self.refuse(id, reason);
+        }
+    }
+
     pub(super) fn finish(mut self) -> Declared {
         let mirrored = std::mem::take(&mut self.mirrored);
         let unique = mirrored.windows(2).all(|w| w[0].0 < w[1].0);
@@ -489,17 +628,44 @@ impl<'a> Builder<'a> {
             }
         }
         self.nested_conflicts();
+        self.case_clashes();
         // An identity also declared by an invalid document is not applied:
         // which of the two was meant is for a human to say.
         for id in self.blocked.keys() {
             self.resources.remove(id);
         }
+        self.notes.sort_by(|a, b| a.file.cmp(&b.file));
         Declared {
             resources: self.resources,
             blocked: self.blocked,
             problems: self.problems,
+            notes: self.notes,
             inline: self.inline,
             ..Declared::default()
         }
     }
+}
+
+/// A hash of `path` with its case folded, per target.
+fn folded_hash(state: &std::hash::RandomState, target: &str, path: &str) -> u64 {
+    use std::hash::{BuildHasher, Hash, Hasher};
+    let mut h = state.build_hasher();
+    target.hash(&mut h);
+    for c in path.chars().flat_map(char::to_lowercase) {
+        h.write_u32(c as u32);
+    }
+    h.finish()
+}
+
+/// Whether two different paths name one file where case is folded.
+pub(super) fn same_when_folded(a: &str, b: &str) -> bool {
+    if a == b {
+        return false;
+    }
+    if a.is_ascii() && b.is_ascii() {
+        return a.eq_ignore_ascii_case(b);
+    }
+    a.chars()
+        .flat_map(char::to_lowercase)
+        .eq(b.chars().flat_map(char::to_lowercase))
 }

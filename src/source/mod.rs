@@ -6,6 +6,7 @@ mod error;
 mod known_hosts;
 mod links;
 mod mirror;
+mod names;
 pub(crate) mod packs;
 mod refs;
 mod remote;
@@ -24,7 +25,8 @@ use std::time::Duration;
 
 pub use error::SourceError;
 pub use mirror::Mirror;
-pub use snapshot::{routes_through_lfs, BlobReader, Entry, EntryMode, Snapshot};
+pub(crate) use names::refused as refused_name;
+pub use snapshot::{routes_through_lfs, BlobReader, Entry, EntryMode, Refused, Snapshot, Walk};
 pub use transport::{configure_transport, may_use_tls};
 pub use url::redact_url;
 

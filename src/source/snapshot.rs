@@ -8,6 +8,7 @@ use std::sync::Mutex;
 
 use git2::{ObjectType, Oid, Repository, Tree};
 
+use super::names;
 use super::sizes::Sizes;
 use super::SourceError;
 use crate::model::ContentSource;
@@ -19,6 +20,8 @@ const MODE_FILE_GROUP_WRITABLE: i32 = 0o100664;
 const MODE_EXECUTABLE: i32 = 0o100755;
 const MODE_SYMLINK: i32 = 0o120000;
 const MODE_SUBMODULE: i32 = 0o160000;
+/// Largest `.gitattributes` read whole.
+const MAX_ATTRIBUTES: u64 = 1 << 20;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum EntryMode {
@@ -55,6 +58,26 @@ pub struct Entry {
 pub(super) enum Found {
     Directory,
     Entry(Entry),
+}
+
+/// A path of the revision that is never applied: a name Git refuses to
+/// check out (`.git` and the names file systems fold to it), a name that
+/// is not valid UTF-8, an unknown file mode. A directory is refused whole.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refused {
+    /// Repository-relative; bytes that are not UTF-8 shown as `\xNN`.
+    pub path: String,
+    /// Names the path.
+    pub reason: String,
+    /// A directory, refused with all it holds.
+    pub directory: bool,
+}
+
+/// What [`Snapshot::walk`] found below a directory.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Walk {
+    pub entries: Vec<Entry>,
+    pub refused: Vec<Refused>,
 }
 
 /// Whether a `.gitattributes` file's text routes some paths through Git
@@ -109,8 +132,10 @@ impl Snapshot {
     }
 
     /// Every file, symlink and submodule below `dir` (`""` is the root),
-    /// recursively, sorted by path. Symlinks are listed, not followed.
-    pub fn walk(&self, dir: &str) -> Result<Vec<Entry>, SourceError> {
+    /// recursively, sorted by path, and apart from them the entries no
+    /// checkout would make (see [`Refused`]): one bad name refuses only what
+    /// is at and below it. Symlinks are listed, not followed.
+    pub fn walk(&self, dir: &str) -> Result<Walk, SourceError> {
         let dir = normalize(dir)?;
         let start = if dir.is_empty() {
             self.root()?
@@ -126,7 +151,7 @@ impl Snapshot {
                 }
             }
         };
-        let mut out = Vec::new();
+        let mut out = Walk::default();
         // An explicit stack: a hostile repository may nest trees very deeply.
         // Each subtree is walked where its entry stands; Git orders a tree's
         // entries as if directory names ended in `/`, so this yields paths
@@ -138,14 +163,35 @@ impl Snapshot {
                 continue;
             };
             *next += 1;
-            let name = valid_name(item.name_bytes(), prefix)?;
-            let mut path = String::with_capacity(prefix.len() + 1 + name.len());
-            if !prefix.is_empty() {
-                path.push_str(prefix);
-                path.push('/');
-            }
-            path.push_str(name);
             let (mode, oid) = (item.filemode(), item.id());
+            let join = |name: &str| {
+                let mut path = String::with_capacity(prefix.len() + 1 + name.len());
+                if !prefix.is_empty() {
+                    path.push_str(prefix);
+                    path.push('/');
+                }
+                path.push_str(name);
+                path
+            };
+            let bytes = item.name_bytes();
+            let why = match std::str::from_utf8(bytes) {
+                Err(_) => Some("the file name is not valid UTF-8".to_string()),
+                Ok(_) => names::refused(bytes, mode == MODE_SYMLINK),
+            };
+            if let Some(why) = why {
+                let path = join(&names::escape_name(bytes));
+                let reason = match mode {
+                    MODE_TREE => format!("{path}: {why}; nothing in this directory is applied"),
+                    _ => format!("{path}: {why}"),
+                };
+                out.refused.push(Refused {
+                    path,
+                    reason,
+                    directory: mode == MODE_TREE,
+                });
+                continue;
+            }
+            let path = join(std::str::from_utf8(bytes).expect("checked above"));
             drop(item);
             if mode == MODE_TREE {
                 let sub = self
@@ -154,14 +200,18 @@ impl Snapshot {
                     .map_err(|e| SourceError::git(format!("reading {path}"), e))?;
                 stack.push((sub, 0, path));
             } else {
-                out.push(Entry {
-                    mode: entry_mode(mode, &path)?,
-                    oid,
-                    path,
-                });
+                match entry_mode(mode, &path) {
+                    Ok(mode) => out.entries.push(Entry { mode, oid, path }),
+                    Err(e) => out.refused.push(Refused {
+                        reason: e.to_string(),
+                        path,
+                        directory: false,
+                    }),
+                }
             }
         }
-        out.sort_by(|a, b| a.path.cmp(&b.path));
+        out.entries.sort_by(|a, b| a.path.cmp(&b.path));
+        out.refused.sort_by(|a, b| a.path.cmp(&b.path));
         Ok(out)
     }
 
@@ -176,9 +226,15 @@ impl Snapshot {
                 let name = item.name_bytes();
                 match item.filemode() {
                     MODE_TREE => {
-                        let name = entry_name(name, &prefix)?;
+                        // Nothing in a directory no checkout makes is read.
+                        let Ok(name) = std::str::from_utf8(name) else {
+                            continue;
+                        };
+                        if names::refused(name.as_bytes(), false).is_some() {
+                            continue;
+                        }
                         let path = if prefix.is_empty() {
-                            name
+                            name.to_string()
                         } else {
                             format!("{prefix}/{name}")
                         };
@@ -191,8 +247,7 @@ impl Snapshot {
                     MODE_FILE | MODE_FILE_GROUP_WRITABLE | MODE_EXECUTABLE
                         if name == b".gitattributes" =>
                     {
-                        let text = read_blob(&self.repo, item.id())?;
-                        if routes_through_lfs(&text) {
+                        if self.routes_through_lfs(item.id())? {
                             out.push(prefix.clone());
                         }
                     }
@@ -202,6 +257,16 @@ impl Snapshot {
         }
         out.sort();
         Ok(out)
+    }
+
+    /// Whether the `.gitattributes` blob `oid` routes paths through Git
+    /// LFS. One too large to read (Git itself ignores attribute files over
+    /// 100 MB) is taken to: pointers are then still refused.
+    pub fn routes_through_lfs(&self, oid: Oid) -> Result<bool, SourceError> {
+        if self.size(oid)? > MAX_ATTRIBUTES {
+            return Ok(true);
+        }
+        Ok(routes_through_lfs(&self.read(oid)?))
     }
 
     fn subtree(&self, dir: &str) -> Result<Tree<'_>, SourceError> {
@@ -237,6 +302,14 @@ impl Snapshot {
             Err(e) => return Err(SourceError::git(format!("looking up {path}"), e)),
         };
         entry_name(item.name_bytes(), path)?;
+        let symlink = item.filemode() == MODE_SYMLINK;
+        let mut parts = path.split('/').peekable();
+        while let Some(part) = parts.next() {
+            let last = parts.peek().is_none();
+            if let Some(reason) = names::refused(part.as_bytes(), symlink && last) {
+                return Err(invalid(path, &reason));
+            }
+        }
         match item.filemode() {
             MODE_TREE => Ok(Some(Found::Directory)),
             mode => Ok(Some(Found::Entry(Entry {

@@ -281,7 +281,7 @@ fn packs_in(git_dir: &std::path::Path) -> usize {
 
 /// Every file of `commit`, read through `snapshot`.
 fn read_all(snapshot: &crate::source::Snapshot) -> usize {
-    let entries = snapshot.walk("").unwrap();
+    let entries = snapshot.walk("").unwrap().entries;
     for entry in &entries {
         snapshot.read(entry.oid).unwrap();
     }
