@@ -30,6 +30,13 @@ pub struct SourceStatus {
     pub seconds_since_last_successful_fetch: Option<u64>,
     pub drift_since: Option<String>,
     pub drift_age_seconds: Option<u64>,
+    /// What the applied revision holds that is left out (submodules), as
+    /// `path: message`; nothing is blocked by it.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+    /// The last time the mirror was found damaged and repaired, and how.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub repaired: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -61,6 +68,19 @@ pub struct StatusDoc {
 
 /// The ledger's meta key holding the problems of the revision last worked on.
 pub const PROBLEMS_KEY: &str = "problems";
+/// The ledger's meta key holding the source warnings of that revision.
+pub const WARNINGS_KEY: &str = "source_warnings";
+/// The ledger's meta key saying when and how the mirror was last repaired.
+pub const REPAIRED_KEY: &str = "mirror_repaired";
+
+/// A JSON list of strings kept under a meta key; none when unset or torn.
+fn meta_list(ledger: &Ledger, key: &str) -> Result<Vec<String>, LedgerError> {
+    Ok(ledger
+        .meta(key)?
+        .filter(|p| !p.is_empty())
+        .and_then(|p| serde_json::from_str(&p).ok())
+        .unwrap_or_default())
+}
 
 impl StatusDoc {
     pub fn all_in_sync(&self) -> bool {
@@ -100,6 +120,8 @@ fn source_status(s: SourceRecord, now: SystemTime) -> SourceStatus {
         seconds_since_last_successful_fetch: s.last_success_at.map(|t| age(now, t)),
         drift_since: s.drift_since.map(rfc3339),
         drift_age_seconds: s.drift_since.map(|t| age(now, t)),
+        warnings: Vec::new(),
+        repaired: None,
     }
 }
 
@@ -131,14 +153,17 @@ pub fn build(ledger: &Ledger, now: SystemTime) -> Result<StatusDoc, LedgerError>
     }
     Ok(StatusDoc {
         generated_at: rfc3339(now),
-        source: ledger.source()?.map(|s| source_status(s, now)),
+        source: match ledger.source()? {
+            Some(s) => Some(SourceStatus {
+                warnings: meta_list(ledger, WARNINGS_KEY)?,
+                repaired: ledger.meta(REPAIRED_KEY)?.filter(|r| !r.is_empty()),
+                ..source_status(s, now)
+            }),
+            None => None,
+        },
         watcher: ledger.meta("watcher")?.filter(|w| !w.is_empty()),
         counts,
-        problems: ledger
-            .meta(PROBLEMS_KEY)?
-            .filter(|p| !p.is_empty())
-            .and_then(|p| serde_json::from_str(&p).ok())
-            .unwrap_or_default(),
+        problems: meta_list(ledger, PROBLEMS_KEY)?,
         resources: records
             .into_iter()
             .map(|r| resource_status(r, now))
@@ -170,6 +195,12 @@ pub fn text(doc: &StatusDoc, all: bool) -> String {
         }
         if let Some(e) = &s.last_fetch_error {
             out.push_str(&format!("last fetch error: {e}\n"));
+        }
+        if let Some(r) = &s.repaired {
+            out.push_str(&format!("mirror repaired: {r}\n"));
+        }
+        for w in &s.warnings {
+            out.push_str(&format!("warning  {w}\n"));
         }
     }
     if let Some(w) = &doc.watcher {

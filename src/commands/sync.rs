@@ -55,6 +55,9 @@ pub fn run(g: &GlobalArgs, settings: Settings, allow_mass_prune: bool) -> ExitCo
     for p in &report.problems {
         eprintln!("{p}");
     }
+    for n in &rev.declared.notes {
+        eprintln!("warning: {n}");
+    }
     if let Some(reason) = &report.prune_blocked {
         eprintln!("tend: prune held: {reason}");
     }

@@ -195,6 +195,9 @@ impl Loop {
         for problem in rev.declared.problems.iter().take(20) {
             tracing::warn!(revision = %id, %problem, "invalid declaration; nothing is pruned until it is fixed");
         }
+        for note in rev.declared.notes.iter().take(20) {
+            tracing::warn!(revision = %id, %note, "left out of the revision");
+        }
         let rev = Arc::new(rev);
         *self.shared.current.lock().expect("current revision") = Some(rev.clone());
         self.current = Some(rev);

@@ -181,7 +181,8 @@ pub fn pruning_pass(
     debug_assert!(scope.prunes());
     let prepared = prepare(ctx, rev, &rec.ledger, scope)?;
     let report = apply(ctx, rec, rev, &prepared, opts, ctl)?;
-    record_problems(rec, &rev.declared.problems)?;
+    record_problems(rec, crate::status::PROBLEMS_KEY, &rev.declared.problems)?;
+    record_problems(rec, crate::status::WARNINGS_KEY, &rev.declared.notes)?;
     if !opts.dry_run && !report.cancelled {
         record_applied(rec, rev.id)?;
     }
@@ -196,6 +197,7 @@ const PROBLEMS_KEPT: usize = 100;
 /// resource to be Blocked). Written only when they change.
 fn record_problems(
     rec: &Recorder,
+    key: &str,
     problems: &[crate::declare::Problem],
 ) -> Result<(), LedgerError> {
     let mut lines: Vec<String> = problems
@@ -211,13 +213,8 @@ fn record_problems(
     } else {
         serde_json::to_string(&lines).expect("strings serialize")
     };
-    if rec
-        .ledger
-        .meta(crate::status::PROBLEMS_KEY)?
-        .unwrap_or_default()
-        != text
-    {
-        rec.ledger.set_meta(crate::status::PROBLEMS_KEY, &text)?;
+    if rec.ledger.meta(key)?.unwrap_or_default() != text {
+        rec.ledger.set_meta(key, &text)?;
     }
     Ok(())
 }
