@@ -119,6 +119,11 @@ pub fn fetch(
     s.reference = ctx.settings.source.reference.clone();
     s.last_fetch_at = Some(now);
     let result = ctx.mirror.fetch();
+    if let Some(repair) = ctx.mirror.take_repair() {
+        if let Err(e) = rec.ledger.set_meta(crate::status::REPAIRED_KEY, &repair) {
+            tracing::warn!(error = %e, "cannot record the mirror's repair");
+        }
+    }
     match &result {
         Ok(rev) => {
             s.last_fetch_error = None;

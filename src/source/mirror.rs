@@ -4,6 +4,7 @@
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime};
 
 use git2::{AutotagOption, Direction, FetchPrune, Oid, Repository, RepositoryInitOptions};
@@ -28,6 +29,11 @@ pub struct Mirror {
     url: RepoUrl,
     wanted: Wanted,
     spec: SourceSpec,
+    /// The commit whose objects this process last found all present; a
+    /// later one is checked only where its tree differs.
+    verified: Mutex<Option<Oid>>,
+    /// What the last repair did, until [`Mirror::take_repair`] takes it.
+    repaired: Mutex<Option<String>>,
 }
 
 impl std::fmt::Debug for Mirror {
@@ -69,7 +75,21 @@ impl Mirror {
             url,
             wanted,
             spec,
+            verified: Mutex::new(None),
+            repaired: Mutex::new(None),
         })
+    }
+
+    pub(super) fn verified_lock(&self) -> std::sync::MutexGuard<'_, Option<Oid>> {
+        self.verified.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(super) fn repaired_lock(&self) -> std::sync::MutexGuard<'_, Option<String>> {
+        self.repaired.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(super) fn repo_url(&self) -> &RepoUrl {
+        &self.url
     }
 
     /// The mirror's directory.
@@ -98,6 +118,52 @@ impl Mirror {
     /// snapshots reading them are dropped.
     pub fn fetch(&self) -> Result<Oid, SourceError> {
         let _lock = FetchLock::acquire(&self.dir, self.spec.timeout)?;
+        let repo = open_mirror(&self.dir)?;
+        let fetched = self.fetch_into(&repo);
+        let commit = match fetched {
+            Ok(commit) => match self.check(&repo, commit)? {
+                None => commit,
+                Some(missing) => {
+                    drop(repo);
+                    self.repair(&missing)?
+                }
+            },
+            // A ref naming an object the mirror lost fails to peel: the
+            // mirror is repaired, then the ref resolved again.
+            Err(e) => match super::repair::lost_objects(&e) {
+                Some(what) => {
+                    drop(repo);
+                    self.repair(&what)?
+                }
+                None => return Err(e),
+            },
+        };
+        let repo = open_mirror(&self.dir)?;
+        refs::record_resolved(&repo, &self.wanted, commit)?;
+        *self.verified_lock() = Some(commit);
+        match super::packs::roll_up(&repo, super::packs::MOST) {
+            Ok(Some(done)) => {
+                tracing::info!(
+                    packs = done.packs,
+                    objects = done.objects,
+                    "mirror packs rolled into one"
+                );
+            }
+            Ok(None) => {}
+            // The fetch stands; the packs are rolled at a later one.
+            Err(e) => tracing::warn!(error = %e, "cannot roll the mirror's packs into one"),
+        }
+        Ok(commit)
+    }
+
+    /// What the last fetch's repair of the mirror did, once.
+    pub fn take_repair(&self) -> Option<String> {
+        self.repaired_lock().take()
+    }
+
+    /// Fetches into `repo` (this mirror, or a new one replacing it) and
+    /// resolves the configured ref there, recording nothing.
+    pub(super) fn fetch_into(&self, repo: &Repository) -> Result<Oid, SourceError> {
         // libgit2 takes a plain path that is not there for an address in a
         // scheme it does not know ("unsupported URL protocol").
         if self.url.transport == super::url::Transport::Local {
@@ -111,8 +177,7 @@ impl Mirror {
                 });
             }
         }
-        let repo = open_mirror(&self.dir)?;
-        let linked = super::seed::from_local(&self.url, &repo);
+        let linked = super::seed::from_local(&self.url, repo);
         if linked > 0 {
             tracing::debug!(files = linked, "mirror seeded from the local repository");
         }
@@ -134,7 +199,7 @@ impl Mirror {
             // A HEAD that names no branch (detached, or an empty remote): fetch
             // it by name. Not from the ref listing, which git2 cannot give for
             // a remote without refs.
-            forget_remote_head(&repo)?;
+            forget_remote_head(repo)?;
             if default_branch.is_none() && self.wanted == Wanted::Default {
                 refspecs.push(format!("+HEAD:{REMOTE_HEAD_REF}"));
             }
@@ -160,26 +225,10 @@ impl Mirror {
             head,
         };
 
-        let commit = match refs::resolve(&repo, &self.wanted, &advertised, self.url.redacted())? {
-            Resolution::Found(commit) => commit,
-            Resolution::Missing(commit) => {
-                self.fetch_commit(&repo, &mut remote, &session, commit)?
-            }
-        };
-        refs::record_resolved(&repo, &self.wanted, commit)?;
-        match super::packs::roll_up(&repo, super::packs::MOST) {
-            Ok(Some(done)) => {
-                tracing::info!(
-                    packs = done.packs,
-                    objects = done.objects,
-                    "mirror packs rolled into one"
-                );
-            }
-            Ok(None) => {}
-            // The fetch stands; the packs are rolled at a later one.
-            Err(e) => tracing::warn!(error = %e, "cannot roll the mirror's packs into one"),
+        match refs::resolve(repo, &self.wanted, &advertised, self.url.redacted())? {
+            Resolution::Found(commit) => Ok(commit),
+            Resolution::Missing(commit) => self.fetch_commit(repo, &mut remote, &session, commit),
         }
-        Ok(commit)
     }
 
     /// Fetches a commit that no branch or tag reaches (servers that allow
@@ -250,11 +299,30 @@ fn forget_remote_head(repo: &Repository) -> Result<(), SourceError> {
 /// concurrent opener sees either no mirror or a complete one.
 fn create(mirrors: &Path, name: &str, url: &RepoUrl) -> Result<(), SourceError> {
     remove_stale_temps(mirrors, name);
-    let temp = mirrors.join(format!(
+    let temp = init_temp(mirrors, name, url)?;
+    let target = mirrors.join(name);
+    let result = match std::fs::rename(&temp, &target) {
+        Ok(()) => Ok(()),
+        Err(_) if target.join("HEAD").exists() => Ok(()),
+        Err(e) => Err(SourceError::io(&target, e)),
+    };
+    let _ = std::fs::remove_dir_all(&temp);
+    result
+}
+
+/// A temp dir beside the mirrors for a mirror `name` while it is made or
+/// replaced; swept once stale.
+pub(super) fn temp_name(mirrors: &Path, name: &str) -> PathBuf {
+    mirrors.join(format!(
         ".tend-{name}-{}-{}.tmp",
         std::process::id(),
         rand::random::<u32>()
-    ));
+    ))
+}
+
+/// A new, empty bare mirror of `url` in a temp dir beside the mirrors.
+pub(super) fn init_temp(mirrors: &Path, name: &str, url: &RepoUrl) -> Result<PathBuf, SourceError> {
+    let temp = temp_name(mirrors, name);
     let result = (|| {
         let repo = Repository::init_opts(
             &temp,
@@ -278,20 +346,15 @@ fn create(mirrors: &Path, name: &str, url: &RepoUrl) -> Result<(), SourceError> 
         // A bare mirror needs no reflogs; git gc, if ever run here, must not
         // prune objects only tend's own refs reach.
         set(&mut config, "core.logAllRefUpdates", "false")?;
-        let target = mirrors.join(name);
-        match std::fs::rename(&temp, &target) {
-            Ok(()) => Ok(()),
-            Err(_) if target.join("HEAD").exists() => {
-                let _ = std::fs::remove_dir_all(&temp);
-                Ok(())
-            }
-            Err(e) => Err(SourceError::io(&target, e)),
-        }
+        Ok(())
     })();
-    if result.is_err() {
-        let _ = std::fs::remove_dir_all(&temp);
+    match result {
+        Ok(()) => Ok(temp),
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(&temp);
+            Err(e)
+        }
     }
-    result
 }
 
 fn remove_stale_temps(mirrors: &Path, name: &str) {

@@ -10,6 +10,7 @@ mod names;
 pub(crate) mod packs;
 mod refs;
 mod remote;
+mod repair;
 mod seed;
 mod sizes;
 mod snapshot;

@@ -335,9 +335,12 @@ impl Snapshot {
             .repo
             .odb()
             .map_err(|e| SourceError::git("opening the object database", e))?;
-        let (size, kind) = odb
-            .read_header(oid)
-            .map_err(|e| SourceError::git(format!("reading object {oid}"), e))?;
+        let (size, kind) = odb.read_header(oid).map_err(|e| {
+            if e.code() == git2::ErrorCode::NotFound {
+                super::repair::mark_damaged(&self.dir, oid);
+            }
+            SourceError::git(format!("reading object {oid}"), e)
+        })?;
         if kind != ObjectType::Blob {
             return Err(SourceError::NotABlob {
                 oid,
@@ -477,9 +480,14 @@ fn read_blob(repo: &Repository, oid: Oid) -> Result<Vec<u8>, SourceError> {
     let odb = repo
         .odb()
         .map_err(|e| SourceError::git("opening the object database", e))?;
-    let object = odb
-        .read(oid)
-        .map_err(|e| SourceError::git(format!("reading object {oid}"), e))?;
+    let object = odb.read(oid).map_err(|e| {
+        if e.code() == git2::ErrorCode::NotFound {
+            // The tree named it, so the mirror lost it: the next fetch
+            // checks the whole revision and repairs the mirror.
+            super::repair::mark_damaged(repo.path(), oid);
+        }
+        SourceError::git(format!("reading object {oid}"), e)
+    })?;
     if object.kind() != ObjectType::Blob {
         return Err(SourceError::NotABlob {
             oid,
