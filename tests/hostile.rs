@@ -150,6 +150,18 @@ fn crafted_dot_git_entries_are_refused_per_path_and_the_rest_applies() {
         );
     }
     blocked_reason(&env, "files/file/www/.git:config");
+    assert!(
+        s.stderr.contains("blocked: files/file/www/.GIT: www/.GIT:"),
+        "{s:?}"
+    );
+    let v = env.tend(&["validate", "--mirror"]);
+    assert_eq!(v.code, 1, "{v:?}");
+    assert!(
+        v.stdout
+            .contains("refused files/file/www/git~1: www/git~1:")
+            && v.stdout.contains("0 problems, 9 paths refused"),
+        "{v:?}"
+    );
     let status = env.status();
     assert!(
         status["problems"].as_array().unwrap().is_empty(),

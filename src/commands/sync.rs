@@ -57,13 +57,7 @@ pub fn run(g: &GlobalArgs, settings: Settings, allow_mass_prune: bool) -> ExitCo
     }
     // Paths refused one by one are no declaration problems; they are named
     // here all the same (those a problem names already are not repeated).
-    let blocked = rev.declared.blocked.iter().filter(|(id, _)| {
-        !report
-            .problems
-            .iter()
-            .any(|p| p.message.starts_with(id.as_str()))
-    });
-    for (i, (id, reason)) in blocked.enumerate() {
+    for (i, (id, reason)) in rev.declared.refused().enumerate() {
         if i == 20 {
             eprintln!("tend: ... and more blocked; see `tend status`");
             break;

@@ -78,6 +78,20 @@ impl Declared {
     pub fn is_complete(&self) -> bool {
         self.problems.is_empty()
     }
+
+    /// The blocked identities no problem names: paths of the repository
+    /// refused one by one (names no checkout makes, LFS pointers, files
+    /// over the limit, paths differing only in case), with their reasons.
+    pub fn refused(&self) -> impl Iterator<Item = (&ResourceId, &String)> {
+        let named: std::collections::HashSet<&str> = self
+            .problems
+            .iter()
+            .filter_map(|p| p.message.split_once(": ").map(|(id, _)| id))
+            .collect();
+        self.blocked
+            .iter()
+            .filter(move |(id, _)| !named.contains(id.as_str()))
+    }
 }
 
 /// Plugin kinds are identity segments: letters, digits, `.`, `_` and `-`.
