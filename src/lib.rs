@@ -7,10 +7,13 @@
 pub mod cli;
 pub mod commands;
 pub mod config;
+pub mod daemon;
 pub mod declare;
 pub mod diff;
 pub mod duration;
+pub mod explain;
 pub mod ledger;
+pub mod logging;
 pub mod metrics;
 pub mod model;
 pub mod open_files;

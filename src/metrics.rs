@@ -66,6 +66,11 @@ struct WebhookLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabel {
+    reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ResourceLabel {
     id: String,
     state: String,
@@ -92,6 +97,7 @@ pub struct Metrics {
     reconcile_duration: Histogram,
     writes: Family<TargetLabel, Counter>,
     fetches: Family<ResultLabel, Counter>,
+    refused: Family<ReasonLabel, Counter>,
     revision: Family<RevisionLabel, Gauge>,
     last_converged: FloatGauge,
     queue_depth: Gauge,
@@ -128,6 +134,7 @@ impl Metrics {
             reconcile_duration: Histogram::new(exponential_buckets(0.001, 4.0, 10)),
             writes: Family::default(),
             fetches: Family::default(),
+            refused: Family::default(),
             revision: Family::default(),
             last_converged: FloatGauge::default(),
             queue_depth: Gauge::default(),
@@ -191,6 +198,11 @@ impl Metrics {
             self.fetches.clone(),
         );
         r.register(
+            "tend_source_refused",
+            "Fetched revisions refused, by reason (unsigned, untrusted, bad_signature, expired, rewind)",
+            self.refused.clone(),
+        );
+        r.register(
             "tend_source_revision_info",
             "The revision last fetched from the source; only the current one is 1",
             self.revision.clone(),
@@ -235,6 +247,11 @@ impl Metrics {
         }
         for result in RECONCILE_RESULTS {
             self.reconciles.get_or_create_owned(&result_label(result));
+        }
+        for reason in crate::source::verify::Reason::ALL {
+            self.refused.get_or_create_owned(&ReasonLabel {
+                reason: reason.as_str().into(),
+            });
         }
         for ok in [true, false] {
             self.fetches.get_or_create_owned(&ok_error(ok));
@@ -292,6 +309,15 @@ impl Metrics {
                 target: target.into(),
             })
             .inc_by(n);
+    }
+
+    /// A fetched revision refused for `reason`.
+    pub fn refused(&self, reason: &str) {
+        self.refused
+            .get_or_create(&ReasonLabel {
+                reason: reason.to_string(),
+            })
+            .inc();
     }
 
     pub fn fetch(&self, ok: bool) {

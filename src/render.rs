@@ -1,10 +1,13 @@
 //! How changes are shown: unified diffs per file (via `similar`) headed
-//! `--- live/<id>` / `+++ desired/<id>`, one line per non-content change, and
-//! the JSON of `diff -o json`. Sensitive content shows only a keyed hash.
+//! `--- live/<id>` / `+++ desired/<id>`, one line per non-content change, the
+//! JSON of `diff -o json`, and (in [`markdown`]) a pull-request comment.
+//! Sensitive content shows only a keyed hash.
 
 use similar::{ChangeTag, TextDiff};
 
 use crate::model::{Action, Change, Field, Live, Observed, Spec};
+
+pub mod markdown;
 
 /// Content larger than this is not diffed line by line.
 const MAX_DIFF_BYTES: usize = 1 << 20;
@@ -105,6 +108,11 @@ pub fn content_diff(change: &Change, shown: &Shown) -> String {
     out
 }
 
+/// `1 problem`, `2 problems`: a count and a noun that agree in number.
+pub fn count(n: usize, singular: &str, plural: &str) -> String {
+    format!("{n} {}", if n == 1 { singular } else { plural })
+}
+
 fn mode(m: u32) -> String {
     format!("{m:04o}")
 }
@@ -119,22 +127,28 @@ fn value(v: &Option<serde_json::Value>) -> String {
 /// `/spec/replicas: 2 -> 3` (values hidden when sensitive).
 pub fn field_lines(change: &Change, sensitive: bool) -> Vec<String> {
     let id = change.id.as_str();
+    field_texts(change, sensitive)
+        .into_iter()
+        .map(|t| format!("{id}: {t}"))
+        .collect()
+}
+
+/// [`field_lines`] without the identity: `create`, `mode 0644 -> 0600`.
+pub fn field_texts(change: &Change, sensitive: bool) -> Vec<String> {
     let json = |f: &Field| match f {
-        Field::Json { pointer, .. } if sensitive => {
-            Some(format!("{id}: {pointer}: changed (sensitive)"))
-        }
+        Field::Json { pointer, .. } if sensitive => Some(format!("{pointer}: changed (sensitive)")),
         Field::Json { pointer, from, to } => {
-            Some(format!("{id}: {pointer}: {} -> {}", value(from), value(to)))
+            Some(format!("{pointer}: {} -> {}", value(from), value(to)))
         }
         _ => None,
     };
     match change.action {
         Action::Create => {
-            let mut lines = vec![format!("{id}: create")];
+            let mut lines = vec!["create".to_string()];
             lines.extend(change.fields.iter().filter_map(json));
             return lines;
         }
-        Action::Delete => return vec![format!("{id}: delete")],
+        Action::Delete => return vec!["delete".to_string()],
         Action::Update => {}
     }
     change
@@ -143,21 +157,28 @@ pub fn field_lines(change: &Change, sensitive: bool) -> Vec<String> {
         .filter_map(|f| match f {
             Field::Json { .. } => json(f),
             Field::Content => None,
-            Field::Type { from, to } => Some(format!("{id}: type {from} -> {to}")),
-            Field::Mode { from, to } => {
-                Some(format!("{id}: mode {} -> {}", mode(*from), mode(*to)))
-            }
-            Field::Owner { from, to } => Some(format!("{id}: owner {from} -> {to}")),
-            Field::Group { from, to } => Some(format!("{id}: group {from} -> {to}")),
-            Field::LinkTarget { from, to } => Some(format!("{id}: target {from} -> {to}")),
+            Field::Type { from, to } => Some(format!("type {from} -> {to}")),
+            Field::Mode { from, to } => Some(format!("mode {} -> {}", mode(*from), mode(*to))),
+            Field::Owner { from, to } => Some(format!("owner {from} -> {to}")),
+            Field::Group { from, to } => Some(format!("group {from} -> {to}")),
+            Field::LinkTarget { from, to } => Some(format!("target {from} -> {to}")),
         })
         .collect()
 }
 
 /// The text form of one change.
 pub fn text(change: &Change, shown: &Shown) -> String {
+    text_with(change, shown, &[])
+}
+
+/// [`text`], with more lines about the change (fields a declaration has
+/// beyond what a target observes: a hook, an owner as written) before its
+/// content diff.
+pub fn text_with(change: &Change, shown: &Shown, more: &[String]) -> String {
     let mut out = String::new();
-    for line in field_lines(change, shown.sensitive) {
+    let id = change.id.as_str();
+    let more = more.iter().map(|m| format!("{id}: {m}"));
+    for line in field_lines(change, shown.sensitive).into_iter().chain(more) {
         let code = match change.action {
             Action::Create => "32",
             Action::Delete => "31",
@@ -172,6 +193,11 @@ pub fn text(change: &Change, shown: &Shown) -> String {
 
 /// The JSON object of one change: `{id, action, fields, diff}`.
 pub fn json(change: &Change, shown: &Shown) -> serde_json::Value {
+    json_with(change, shown, &[])
+}
+
+/// [`json`], with more field names (those of [`text_with`]'s lines).
+pub fn json_with(change: &Change, shown: &Shown, more: &[&str]) -> serde_json::Value {
     let plain = Shown {
         color: false,
         ..*shown
@@ -180,6 +206,7 @@ pub fn json(change: &Change, shown: &Shown) -> serde_json::Value {
     if change.action == Action::Create {
         fields.push("exists");
     }
+    fields.extend(more);
     serde_json::json!({
         "id": change.id.as_str(),
         "action": change.action.as_str(),

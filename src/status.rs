@@ -37,6 +37,29 @@ pub struct SourceStatus {
     /// The last time the mirror was found damaged and repaired, and how.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub repaired: Option<String>,
+    /// Who signed the applied revision, when signatures are checked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub applied_signer: Option<String>,
+    /// The last fetched revision, when it was not applied, and why.
+    pub refused: Option<RefusedStatus>,
+    /// The operator's pin (`tend pin`), while it holds.
+    pub pinned: Option<PinnedStatus>,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct RefusedStatus {
+    pub revision: String,
+    /// unsigned, untrusted, bad_signature, expired or rewind.
+    pub reason: String,
+    pub detail: String,
+    pub since: String,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct PinnedStatus {
+    pub revision: String,
+    pub until: Option<String>,
+    pub since: String,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -66,22 +89,6 @@ pub struct StatusDoc {
     pub resources: Vec<ResourceStatus>,
 }
 
-/// The ledger's meta key holding the problems of the revision last worked on.
-pub const PROBLEMS_KEY: &str = "problems";
-/// The ledger's meta key holding the source warnings of that revision.
-pub const WARNINGS_KEY: &str = "source_warnings";
-/// The ledger's meta key saying when and how the mirror was last repaired.
-pub const REPAIRED_KEY: &str = "mirror_repaired";
-
-/// A JSON list of strings kept under a meta key; none when unset or torn.
-fn meta_list(ledger: &Ledger, key: &str) -> Result<Vec<String>, LedgerError> {
-    Ok(ledger
-        .meta(key)?
-        .filter(|p| !p.is_empty())
-        .and_then(|p| serde_json::from_str(&p).ok())
-        .unwrap_or_default())
-}
-
 impl StatusDoc {
     pub fn all_in_sync(&self) -> bool {
         self.resources.iter().all(|r| r.state == State::InSync)
@@ -108,8 +115,27 @@ pub fn state_name(s: State) -> String {
         .unwrap_or_default()
 }
 
-fn source_status(s: SourceRecord, now: SystemTime) -> SourceStatus {
-    SourceStatus {
+fn source_status(
+    ledger: &Ledger,
+    s: SourceRecord,
+    now: SystemTime,
+) -> Result<SourceStatus, LedgerError> {
+    let applied_signer = match &s.applied_revision {
+        Some(r) => ledger.signer_of(r)?,
+        None => None,
+    };
+    let refused = ledger.refusal()?.map(|r| RefusedStatus {
+        revision: r.revision,
+        reason: r.reason,
+        detail: r.detail,
+        since: rfc3339(r.at),
+    });
+    let pinned = ledger.pin()?.map(|p| PinnedStatus {
+        revision: p.revision,
+        until: p.until.map(rfc3339),
+        since: rfc3339(p.pinned_at),
+    });
+    Ok(SourceStatus {
         repo: crate::source::redact_url(&s.repo),
         reference: s.reference,
         fetched_revision: s.fetched_revision,
@@ -120,9 +146,12 @@ fn source_status(s: SourceRecord, now: SystemTime) -> SourceStatus {
         seconds_since_last_successful_fetch: s.last_success_at.map(|t| age(now, t)),
         drift_since: s.drift_since.map(rfc3339),
         drift_age_seconds: s.drift_since.map(|t| age(now, t)),
-        warnings: Vec::new(),
-        repaired: None,
-    }
+        applied_signer,
+        refused,
+        pinned,
+        warnings: ledger.source_warnings()?,
+        repaired: ledger.mirror_repaired()?.filter(|r| !r.is_empty()),
+    })
 }
 
 fn resource_status(r: ResourceRecord, now: SystemTime) -> ResourceStatus {
@@ -153,17 +182,13 @@ pub fn build(ledger: &Ledger, now: SystemTime) -> Result<StatusDoc, LedgerError>
     }
     Ok(StatusDoc {
         generated_at: rfc3339(now),
-        source: match ledger.source()? {
-            Some(s) => Some(SourceStatus {
-                warnings: meta_list(ledger, WARNINGS_KEY)?,
-                repaired: ledger.meta(REPAIRED_KEY)?.filter(|r| !r.is_empty()),
-                ..source_status(s, now)
-            }),
-            None => None,
-        },
-        watcher: ledger.meta("watcher")?.filter(|w| !w.is_empty()),
+        source: ledger
+            .source()?
+            .map(|s| source_status(ledger, s, now))
+            .transpose()?,
+        watcher: ledger.watcher()?.filter(|w| !w.is_empty()),
         counts,
-        problems: meta_list(ledger, PROBLEMS_KEY)?,
+        problems: ledger.declaration_problems()?,
         resources: records
             .into_iter()
             .map(|r| resource_status(r, now))
@@ -201,6 +226,27 @@ pub fn text(doc: &StatusDoc, all: bool) -> String {
         }
         for w in &s.warnings {
             out.push_str(&format!("warning  {w}\n"));
+        }
+        if let Some(signer) = &s.applied_signer {
+            out.push_str(&format!("signed by {signer}\n"));
+        }
+        if let Some(p) = &s.pinned {
+            out.push_str(&format!(
+                "pinned   {} {}; new commits are fetched, not applied (`tend unpin`)\n",
+                rev(&Some(p.revision.clone())),
+                match &p.until {
+                    Some(u) => format!("until {u}"),
+                    None => "until `tend unpin`".to_string(),
+                }
+            ));
+        }
+        if let Some(r) = &s.refused {
+            out.push_str(&format!(
+                "refused  {} ({}): {}\n",
+                rev(&Some(r.revision.clone())),
+                r.reason,
+                r.detail
+            ));
         }
     }
     if let Some(w) = &doc.watcher {

@@ -227,7 +227,7 @@ fn a_commit_deleting_most_files_is_stopped_by_max_prune() {
     // diff says there are differences, held back, not that there are none.
     let d = env.tend(&["diff"]);
     assert_eq!(d.code, 1, "{d:?}");
-    assert!(d.stderr.contains("8 prune(s) held"), "{d:?}");
+    assert!(d.stderr.contains("8 prunes held"), "{d:?}");
     let r = env.tend(&["sync"]);
     assert_eq!(r.code, 3, "{r:?}");
     assert!(r.stderr.contains("max_prune"), "{r:?}");

@@ -1,6 +1,9 @@
 //! A mirror under the state dir that lost objects (a loose object or a
 //! whole pack deleted from it) heals at the next sync: the repository is
-//! fetched again into a new mirror, swapped in, and status says so.
+//! fetched again into a new mirror, swapped in, and status says so. (From a
+//! repository on this host whose objects can be linked, the next fetch
+//! links the lost ones back; such a source is made to transfer here with
+//! an alternates file, as a remote would.)
 
 mod util;
 
@@ -31,8 +34,15 @@ fn assert_repaired(env: &Env, s: &util::Run) {
     assert!(text.stdout.contains("mirror repaired"), "{text:?}");
 }
 
+/// Fetches from the test repository go through the transport, as from a
+/// remote: a repository borrowing objects (an alternates file, empty) is
+/// never linked from.
+fn transfer_only(env: &Env) {
+    std::fs::write(env.repo.path().join(".git/objects/info/alternates"), "").unwrap();
+}
+
 #[test]
-fn a_mirror_that_lost_a_loose_object_heals_at_the_next_sync() {
+fn a_mirror_that_lost_a_linked_loose_object_heals_at_the_next_sync() {
     let env = Env::new();
     env.repo.write("a.txt", "a").write("b.txt", "b");
     env.repo.commit("one");
@@ -46,6 +56,16 @@ fn a_mirror_that_lost_a_loose_object_heals_at_the_next_sync() {
     // A hand edit makes the lost blob needed.
     std::fs::write(env.at("a.txt"), "edited").unwrap();
 
+    // Linked again from the repository, which still has it.
+    let s = env.tend(&["sync", "--mirror"]);
+    assert_eq!(s.code, 0, "{s:?}");
+    assert!(loose.exists());
+    assert_eq!(env.read("a.txt"), "a");
+    // Once more, from a repository that cannot be linked from: the mirror
+    // is fetched again.
+    transfer_only(&env);
+    std::fs::remove_file(&loose).unwrap();
+    std::fs::write(env.at("a.txt"), "edited").unwrap();
     let s = env.tend(&["sync", "--mirror"]);
     assert_repaired(&env, &s);
     assert_eq!(env.read("a.txt"), "a");
@@ -63,6 +83,7 @@ fn a_mirror_that_lost_its_pack_heals_and_keeps_tend_refs() {
     env.repo.write("conf/x", "x").write("conf/y", "y");
     env.repo.commit("one");
     env.repo.git(&["gc", "-q"]);
+    transfer_only(&env);
     assert_eq!(env.tend(&["sync", "--mirror"]).code, 0);
     let pack_dir = mirror_dir(&env).join("objects/pack");
     let mut removed = 0;

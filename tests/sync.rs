@@ -241,6 +241,55 @@ fn refs_branch_tag_commit_and_force_push() {
     assert!(bad.stderr.contains("no-such-branch"), "{bad:?}");
 }
 
+/// A webhook provider tend does not know was refused only when the daemon
+/// started; `validate` must name it with its line.
+#[test]
+fn validate_names_an_unknown_webhook_provider_with_its_line() {
+    let env = Env::new();
+    basic(&env);
+    let cfg = env.state.path().join("tend.yaml");
+    std::fs::write(
+        &cfg,
+        "server:\n  webhooks:\n    github: {secret_file: /x}\n    bitbucket: {secret_file: /y}\n",
+    )
+    .unwrap();
+    let r = env.tend(&["validate", "-c", cfg.to_str().unwrap()]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.stderr.contains("line 4") && r.stderr.contains("bitbucket"),
+        "{r:?}"
+    );
+}
+
+/// Problems of targets, hooks and policy come all at once, each with its line.
+#[test]
+fn validate_reports_every_config_problem_at_once() {
+    let env = Env::new();
+    basic(&env);
+    let cfg = env.state.path().join("tend.yaml");
+    std::fs::write(
+        &cfg,
+        "targets:\n  a: {type: files, root: /srv, command: [x]}\n  b:\n    type: etcd\n  c: {type: exec}\nhooks:\n  h: {run: []}\npolicy:\n  max_prune: lots\n",
+    )
+    .unwrap();
+    let r = env.tend(&["validate", "-c", cfg.to_str().unwrap()]);
+    assert_eq!(r.code, 2, "{r:?}");
+    for (line, needle) in [
+        (2, "`command` does not apply to type files"),
+        (4, "unknown type \"etcd\""),
+        (5, "type exec needs `command`"),
+        (7, "hook h"),
+        (9, "max_prune"),
+    ] {
+        assert!(
+            r.stderr
+                .lines()
+                .any(|l| l.contains(&format!("tend.yaml:{line}:")) && l.contains(needle)),
+            "line {line} {needle}: {r:?}"
+        );
+    }
+}
+
 #[test]
 fn config_file_errors_name_file_and_line() {
     let env = Env::new();

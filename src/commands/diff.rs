@@ -1,16 +1,24 @@
 //! `tend diff`: what `sync` would change, changing nothing. Exit 0 no
 //! differences, 1 differences (prunes held back included), 2 error (incl.
-//! invalid declarations or resources that could not be observed).
+//! invalid declarations or resources that could not be observed). A state
+//! dir that is not there is not made: a throwaway one is used and removed.
 
 use std::process::ExitCode;
 
-use super::{fail, fetch_or_last};
-use crate::cli::{GlobalArgs, Output};
+use super::{fail, fetch_or_last, throwaway_state_dir};
+use crate::cli::{Flags, Output};
 use crate::config::Settings;
 use crate::ledger::{HashKey, Ledger, DATABASE_FILE};
+use crate::model::Change;
 use crate::reconcile::{self, Context, PassOptions, Pruning, Scope};
+use crate::render::{self, count, markdown};
 
-pub fn run(g: &GlobalArgs, settings: Settings) -> ExitCode {
+pub fn run(g: &Flags, mut settings: Settings) -> ExitCode {
+    // Dropped last: everything below may write into it.
+    let _throwaway = match throwaway_state_dir(&mut settings) {
+        Ok(t) => t,
+        Err(code) => return code,
+    };
     let ctx = match Context::build(settings) {
         Ok(c) => c,
         Err(e) => return fail(e),
@@ -37,7 +45,12 @@ pub fn run(g: &GlobalArgs, settings: Settings) -> ExitCode {
         Ok(k) => k,
         Err(e) => return fail(e),
     };
-    let rev = match reconcile::load(&ctx, fetched.revision) {
+    let revision = match reconcile::trust::admit(&ctx, &ledger, fetched.revision) {
+        Ok(Ok(admitted)) => admitted.revision,
+        Ok(Err(refused)) => return fail(format!("{refused}; sync would change nothing")),
+        Err(e) => return fail(e),
+    };
+    let rev = match reconcile::load(&ctx, revision) {
         Ok(r) => r,
         Err(e) => return fail(e),
     };
@@ -47,22 +60,47 @@ pub fn run(g: &GlobalArgs, settings: Settings) -> ExitCode {
     };
     let pruning = reconcile::pruning(&ctx, &rev, &p, PassOptions::default());
     let color = g.use_color();
-    let json = g.output == Output::Json;
-    let shown_changes: Vec<String> = p
+    let json = g.output != Output::Text;
+    let changes: Vec<&Change> = p
         .plan
         .applies
         .iter()
         .chain(p.plan.deletes.iter().filter(|_| pruning == Pruning::Delete))
-        .map(|c| reconcile::show::change(&ctx, &rev, c, &key, color, json))
+        .collect();
+    let shown_changes: Vec<String> = changes
+        .iter()
+        .map(|c| reconcile::show::change(&ctx, &rev, c, &key, color && !json, json))
         .collect();
     match g.output {
+        Output::Markdown => {
+            let rows: Vec<markdown::Row> = changes
+                .iter()
+                .zip(&shown_changes)
+                .map(|(c, shown)| row(c, shown))
+                .collect();
+            let problems: Vec<String> = rev
+                .declared
+                .problems
+                .iter()
+                .map(|p| p.to_string())
+                .collect();
+            let title = format!(
+                "tend diff {} against the live state",
+                markdown::code(&fetched.revision.to_string()[..12])
+            );
+            super::out(&markdown::render(&markdown::Report {
+                title: &title,
+                rows: &rows,
+                problems: &problems,
+                notes: &[],
+            }));
+        }
         Output::Json => {
             let changes: Vec<serde_json::Value> = shown_changes
                 .iter()
                 .map(|s| serde_json::from_str(s).expect("rendered JSON"))
                 .collect();
-            let v =
-                serde_json::json!({"revision": fetched.revision.to_string(), "changes": changes});
+            let v = serde_json::json!({"revision": revision.to_string(), "changes": changes});
             super::outln!("{}", serde_json::to_string_pretty(&v).expect("serializes"));
         }
         Output::Text => {
@@ -77,13 +115,18 @@ pub fn run(g: &GlobalArgs, settings: Settings) -> ExitCode {
     for (id, reason) in &p.plan.unknown {
         eprintln!("tend: {id}: could not observe: {reason}");
     }
+    let undeclared = p.plan.deletes.len();
     match &pruning {
         Pruning::Held(reason) => {
-            eprintln!("tend: {} prune(s) held: {reason}", p.plan.deletes.len())
+            eprintln!(
+                "tend: {} held: {reason}",
+                count(undeclared, "prune", "prunes")
+            )
         }
         Pruning::Release => eprintln!(
-            "tend: {} no longer declared: sync releases them, deleting nothing (policy.prune is false)",
-            p.plan.deletes.len()
+            "tend: {} no longer declared: sync releases {}, deleting nothing (policy.prune is false)",
+            count(undeclared, "resource", "resources"),
+            if undeclared == 1 { "it" } else { "them" }
         ),
         Pruning::Delete => {}
     }
@@ -97,5 +140,32 @@ pub fn run(g: &GlobalArgs, settings: Settings) -> ExitCode {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
+    }
+}
+
+/// A change's row in the Markdown report, from its JSON form.
+fn row(change: &Change, shown_json: &str) -> markdown::Row {
+    let v: serde_json::Value = serde_json::from_str(shown_json).expect("rendered JSON");
+    let sensitive = change.desired.as_ref().is_some_and(|d| d.sensitive);
+    let diff = v["diff"].as_str().unwrap_or_default().to_string();
+    let mut what: Vec<String> = render::field_texts(change, sensitive)
+        .into_iter()
+        .filter(|t| t != "create" && t != "delete")
+        .collect();
+    if !diff.is_empty() {
+        what.push(
+            if sensitive {
+                "content (sensitive)"
+            } else {
+                "content"
+            }
+            .into(),
+        );
+    }
+    markdown::Row {
+        action: change.action,
+        id: change.id.to_string(),
+        what,
+        diff: if sensitive { String::new() } else { diff },
     }
 }

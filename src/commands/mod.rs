@@ -1,15 +1,20 @@
 //! The subcommands, each returning its exit code (SPEC §2).
 
+mod against;
 mod diff;
+mod explain;
+mod generate;
 mod pause;
+mod pin;
 mod plugin;
+mod revisions;
 mod status;
 mod sync;
 mod validate;
 
 use std::process::ExitCode;
 
-use crate::cli::{Cli, Command, GlobalArgs, PluginCommand};
+use crate::cli::{BackupCommand, Cli, Command, Flags, PluginCommand};
 use crate::config::{self, Settings};
 
 /// Exit code for errors of usage, config, source or lock.
@@ -20,7 +25,7 @@ fn fail(message: impl std::fmt::Display) -> ExitCode {
     ExitCode::from(ERROR)
 }
 
-fn settings(args: &GlobalArgs) -> Result<Settings, ExitCode> {
+fn settings(args: &Flags) -> Result<Settings, ExitCode> {
     configured(config::resolve(args).map_err(fail)?)
 }
 
@@ -35,23 +40,6 @@ fn configured(settings: Settings) -> Result<Settings, ExitCode> {
     }
     .map_err(fail)?;
     Ok(settings)
-}
-
-fn init_logging(format: &str, level: &str) {
-    use std::io::IsTerminal;
-    use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_new(level).unwrap_or_else(|_| EnvFilter::new("info"));
-    // Colour codes only for a terminal: a log file or the journal would
-    // keep them as noise.
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_writer(std::io::stderr);
-    let _ = if format == "json" {
-        builder.json().try_init()
-    } else {
-        builder.with_target(false).try_init()
-    };
 }
 
 /// Writes command output to stdout. A reader that went away (`tend diff |
@@ -80,7 +68,12 @@ pub(crate) use outln;
 /// Runs one command. Call it from the main thread before starting any other:
 /// it sets libgit2's process-wide transport options.
 pub fn run(cli: Cli) -> ExitCode {
-    let g = &cli.global;
+    let g = cli.command.flags();
+    match &cli.command {
+        Command::Completions { shell } => return generate::completions(*shell),
+        Command::Man { out_dir } => return generate::man(out_dir.as_deref()),
+        _ => {}
+    }
     // The daemon logs as its settings say (flag, env, then the config's
     // `log` section; info by default); the short commands stay quiet
     // unless asked.
@@ -91,40 +84,91 @@ pub fn run(cli: Cli) -> ExitCode {
     {
         return fail(e);
     }
-    if !matches!(cli.command, Command::Run) {
+    if !matches!(cli.command, Command::Run(_)) {
         let level = g.log_level.clone().unwrap_or_else(|| "warn".into());
-        init_logging(g.log_format.as_deref().unwrap_or("text"), &level);
+        crate::logging::init(g.log_format.as_deref().unwrap_or("text"), &level);
     }
     match &cli.command {
-        Command::Status => status::run(g),
-        Command::Pause { ids, duration } => pause::pause(g, ids, duration.map(|d| d.0)),
-        Command::Resume { ids } => pause::resume(g, ids),
-        Command::Validate => match config::resolve_for_validate(g)
+        Command::Status(_) => status::run(&g),
+        Command::Pause(a) => pause::pause(&g, &a.ids, a.duration.map(|d| d.0)),
+        Command::Resume(a) => pause::resume(&g, &a.ids),
+        Command::Pin(a) => match settings(&g) {
+            Ok(s) => pin::pin(s, &a.rev, a.duration.map(|d| d.0)),
+            Err(code) => code,
+        },
+        Command::Unpin(_) => pin::unpin(&g),
+        Command::Explain(a) => match settings(&g) {
+            Ok(s) => explain::run(&g, s, &a.what),
+            Err(code) => code,
+        },
+        Command::Backup {
+            command: BackupCommand::Cat(a),
+        } => match settings(&g) {
+            Ok(s) => explain::backup_cat(s, &a.backup, a.sensitive),
+            Err(code) => code,
+        },
+        Command::Validate(a) => match config::resolve_for_validate(&g)
             .map_err(fail)
             .and_then(configured)
         {
-            Ok(s) => validate::run(g, s),
+            Ok(s) => validate::run(&g, s, a.as_written),
             Err(code) => code,
         },
-        Command::Diff => match settings(g) {
-            Ok(s) => diff::run(g, s),
-            Err(code) => code,
+        Command::Diff(a) => match &a.against {
+            Some(rev) => match config::resolve_for_validate(&g)
+                .map_err(fail)
+                .and_then(configured)
+            {
+                Ok(s) => against::run(&g, s, rev),
+                Err(code) => code,
+            },
+            None => match settings(&g) {
+                Ok(s) => diff::run(&g, s),
+                Err(code) => code,
+            },
         },
-        Command::Sync { allow_mass_prune } => match settings(g) {
-            Ok(s) => sync::run(g, s, *allow_mass_prune),
+        Command::Sync(a) => match settings(&g) {
+            Ok(s) => sync::run(&g, s, a.allow_mass_prune),
             Err(code) => code,
         },
         Command::Plugin {
-            command: PluginCommand::Check { timeout, command },
-        } => plugin::check(g, command, timeout.0),
-        Command::Run => match settings(g) {
+            command: PluginCommand::Check {
+                timeout, command, ..
+            },
+        } => plugin::check(&g, command, timeout.0),
+        Command::Run(_) => match settings(&g) {
             Ok(s) => {
-                init_logging(&s.log_format, &s.log_level);
-                crate::reconcile::daemon::run(s)
+                crate::logging::init(&s.log_format, &s.log_level);
+                let args = g.clone();
+                let read = move || config::resolve(&args).map_err(|e| e.to_string());
+                crate::daemon::run(s, Box::new(read))
             }
             Err(code) => code,
         },
+        Command::Completions { .. } | Command::Man { .. } => unreachable!("handled above"),
     }
+}
+
+/// For commands that write no state (`diff`, `validate`): a state dir that
+/// is not there is not made. They work in a throwaway one instead, removed
+/// when the returned guard drops (keep it until the command's end).
+pub(crate) fn throwaway_state_dir(
+    settings: &mut Settings,
+) -> Result<Option<tempfile::TempDir>, ExitCode> {
+    if settings.state_dir.exists() {
+        return Ok(None);
+    }
+    let dir = tempfile::Builder::new()
+        .prefix("tend-state-")
+        .tempdir()
+        .map_err(|e| fail(format!("cannot make a throwaway state dir: {e}")))?;
+    tracing::debug!(
+        state_dir = %settings.state_dir.display(),
+        throwaway = %dir.path().display(),
+        "no state dir: using a throwaway one"
+    );
+    settings.state_dir = dir.path().to_path_buf();
+    Ok(Some(dir))
 }
 
 /// The revision to work on: a fresh fetch when the state dir lock can be

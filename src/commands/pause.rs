@@ -5,15 +5,15 @@ use std::process::ExitCode;
 use std::time::{Duration, SystemTime};
 
 use super::fail;
-use crate::cli::GlobalArgs;
+use crate::cli::Flags;
 use crate::ledger::Ledger;
 
-fn open(g: &GlobalArgs) -> Result<Ledger, ExitCode> {
+fn open(g: &Flags) -> Result<Ledger, ExitCode> {
     let dir = crate::config::state_dir_only(g).map_err(fail)?;
     Ledger::open(&dir).map_err(fail)
 }
 
-pub fn pause(g: &GlobalArgs, ids: &[String], duration: Option<Duration>) -> ExitCode {
+pub fn pause(g: &Flags, ids: &[String], duration: Option<Duration>) -> ExitCode {
     let ledger = match open(g) {
         Ok(l) => l,
         Err(code) => return code,
@@ -40,7 +40,7 @@ pub fn pause(g: &GlobalArgs, ids: &[String], duration: Option<Duration>) -> Exit
     ExitCode::SUCCESS
 }
 
-pub fn resume(g: &GlobalArgs, ids: &[String]) -> ExitCode {
+pub fn resume(g: &Flags, ids: &[String]) -> ExitCode {
     let ledger = match open(g) {
         Ok(l) => l,
         Err(code) => return code,

@@ -4,10 +4,10 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
-use crate::cli::{GlobalArgs, Output};
+use crate::cli::{Flags, Output};
 use crate::target::exec::check;
 
-pub fn check(g: &GlobalArgs, command: &[String], timeout: Duration) -> ExitCode {
+pub fn check(g: &Flags, command: &[String], timeout: Duration) -> ExitCode {
     let mut results = Vec::new();
     let json = g.output == Output::Json;
     let failed = check::run(command, timeout, &mut |o: &check::Outcome| {

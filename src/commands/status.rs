@@ -5,10 +5,10 @@ use std::process::ExitCode;
 use std::time::SystemTime;
 
 use super::fail;
-use crate::cli::{GlobalArgs, Output};
+use crate::cli::{Flags, Output};
 use crate::ledger::Ledger;
 
-pub fn run(g: &GlobalArgs) -> ExitCode {
+pub fn run(g: &Flags) -> ExitCode {
     let dir = match crate::config::state_dir_only(g) {
         Ok(d) => d,
         Err(e) => return fail(e),
@@ -30,7 +30,7 @@ pub fn run(g: &GlobalArgs) -> ExitCode {
             "{}",
             serde_json::to_string_pretty(&doc).expect("status serializes")
         ),
-        Output::Text => super::out(&crate::status::text(&doc, false)),
+        Output::Text | Output::Markdown => super::out(&crate::status::text(&doc, false)),
     }
     if doc.all_in_sync() {
         ExitCode::SUCCESS

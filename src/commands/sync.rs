@@ -5,11 +5,11 @@ use std::process::ExitCode;
 use std::time::SystemTime;
 
 use super::fail;
-use crate::cli::GlobalArgs;
+use crate::cli::Flags;
 use crate::config::Settings;
 use crate::reconcile::{self, PassOptions};
 
-pub fn run(g: &GlobalArgs, settings: Settings, allow_mass_prune: bool) -> ExitCode {
+pub fn run(g: &Flags, settings: Settings, allow_mass_prune: bool) -> ExitCode {
     // `--dry-run` (or TEND_DRY_RUN, or policy.dry_run) is honoured here too:
     // a user who asked for no writes gets none, whichever command ran.
     let dry_run = settings.policy.dry_run;
@@ -19,31 +19,37 @@ pub fn run(g: &GlobalArgs, settings: Settings, allow_mass_prune: bool) -> ExitCo
     };
     let revision = match reconcile::fetch(&ctx, &rec, SystemTime::now()) {
         Ok(r) => r,
-        Err(e) => {
-            let kept = rec
-                .ledger
-                .source()
-                .ok()
-                .flatten()
-                .and_then(|s| s.applied_revision);
-            let kept = match kept {
-                Some(r) => format!(
-                    "; nothing was changed, revision {} stays applied",
-                    &r[..r.len().min(12)]
-                ),
-                None => "; nothing was changed".to_string(),
-            };
-            return fail(format!("{e}{kept}"));
-        }
+        Err(e) => return fail(format!("{e}{}", kept(&rec))),
     };
+    let gate = match reconcile::trust::admit(&ctx, &rec.ledger, revision) {
+        Ok(g) => g,
+        Err(e) => return fail(e),
+    };
+    if !dry_run {
+        if let Err(e) = reconcile::trust::record(&rec.ledger, &gate, SystemTime::now()) {
+            return fail(e);
+        }
+    }
+    let admitted = match gate {
+        Ok(a) => a,
+        Err(refused) => return fail(format!("{refused}{}", kept(&rec))),
+    };
+    if admitted.provenance.pinned {
+        eprintln!(
+            "tend: pinned at {} (`tend unpin` returns to the newest revision of the ref)",
+            &admitted.revision.to_string()[..12]
+        );
+    }
+    let revision = admitted.revision;
     let opts = PassOptions {
         allow_mass_prune,
         dry_run,
     };
-    let rev = match reconcile::load(&ctx, revision) {
+    let mut rev = match reconcile::load(&ctx, revision) {
         Ok(r) => r,
         Err(e) => return fail(e),
     };
+    rev.provenance = admitted.provenance;
     let report =
         match reconcile::full_pass(&ctx, &mut rec, &rev, opts, &reconcile::Control::default()) {
             Ok(r) => r,
@@ -99,5 +105,22 @@ pub fn run(g: &GlobalArgs, settings: Settings, allow_mass_prune: bool) -> ExitCo
             eprintln!("tend: not converged; see `tend status`");
         }
         ExitCode::from(3)
+    }
+}
+
+/// What an error before any change leaves applied, for its message.
+fn kept(rec: &reconcile::Recorder) -> String {
+    let kept = rec
+        .ledger
+        .source()
+        .ok()
+        .flatten()
+        .and_then(|s| s.applied_revision);
+    match kept {
+        Some(r) => format!(
+            "; nothing was changed, revision {} stays applied",
+            &r[..r.len().min(12)]
+        ),
+        None => "; nothing was changed".to_string(),
     }
 }

@@ -1,33 +1,34 @@
-//! `tend validate`: parse and check declarations; touches no target.
+//! `tend validate`: parse and check declarations; touches no target. A
+//! state dir that is not there is not made (a throwaway one is used), and
+//! `--as-written` reads the repository alone, as `diff --against` does.
 
 use std::process::ExitCode;
 
-use super::{fail, fetch_or_last};
-use crate::cli::{GlobalArgs, Output};
+use super::revisions::{declare_as_written, Revisions};
+use super::{fail, fetch_or_last, throwaway_state_dir};
+use crate::cli::{Flags, Output};
 use crate::config::Settings;
+use crate::declare::Declared;
 use crate::reconcile::Context;
+use crate::render::count;
 
-pub fn run(g: &GlobalArgs, settings: Settings) -> ExitCode {
-    let ctx = match Context::build(settings) {
-        Ok(c) => c,
-        Err(e) => return fail(e),
+pub fn run(g: &Flags, mut settings: Settings, as_written: bool) -> ExitCode {
+    let declared = if as_written {
+        read_as_written(g, &settings)
+    } else {
+        match throwaway_state_dir(&mut settings) {
+            Ok(_throwaway) => read_for_this_host(settings),
+            Err(code) => Err(code),
+        }
     };
-    let fetched = match fetch_or_last(&ctx, "tend validate") {
-        Ok(f) => f,
-        Err(code) => return code,
-    };
-    let declared = match ctx
-        .mirror
-        .snapshot(fetched.revision)
-        .and_then(|s| ctx.declare(&s))
-    {
+    let (revision, declared) = match declared {
         Ok(d) => d,
-        Err(e) => return fail(e),
+        Err(code) => return code,
     };
     let refused: Vec<(&crate::model::ResourceId, &String)> = declared.refused().collect();
     if g.output == Output::Json {
         let v = serde_json::json!({
-            "revision": fetched.revision.to_string(),
+            "revision": revision.to_string(),
             "resources": declared.resources.len(),
             "problems": declared.problems.iter().map(|p| serde_json::json!({"file": p.file, "line": p.line, "message": p.message})).collect::<Vec<_>>(),
             "refused": refused.iter().map(|(id, reason)| serde_json::json!({"id": id, "reason": reason})).collect::<Vec<_>>(),
@@ -45,10 +46,14 @@ pub fn run(g: &GlobalArgs, settings: Settings) -> ExitCode {
             super::outln!("warning {n}");
         }
         super::outln!(
-            "{} resources declared, {} problems, {} paths refused",
-            declared.resources.len() + declared.blocked.len(),
-            declared.problems.len(),
-            refused.len()
+            "{} declared, {}, {}",
+            count(
+                declared.resources.len() + declared.blocked.len(),
+                "resource",
+                "resources"
+            ),
+            count(declared.problems.len(), "problem", "problems"),
+            count(refused.len(), "path refused", "paths refused")
         );
     }
     // A refused path never applies either: a check before merging says so.
@@ -57,4 +62,27 @@ pub fn run(g: &GlobalArgs, settings: Settings) -> ExitCode {
     } else {
         ExitCode::from(1)
     }
+}
+
+/// Through the state dir's mirror, with the configured targets started to
+/// learn what they serve, hooks looked up in the config and owners on
+/// this host.
+fn read_for_this_host(settings: Settings) -> Result<(git2::Oid, Declared), ExitCode> {
+    let ctx = Context::build(settings).map_err(fail)?;
+    let fetched = fetch_or_last(&ctx, "tend validate")?;
+    let declared = ctx
+        .mirror
+        .snapshot(fetched.revision)
+        .and_then(|s| ctx.declare(&s))
+        .map_err(fail)?;
+    Ok((fetched.revision, declared))
+}
+
+fn read_as_written(g: &Flags, settings: &Settings) -> Result<(git2::Oid, Declared), ExitCode> {
+    let revisions = Revisions::open(settings).map_err(fail)?;
+    let snapshot = revisions
+        .snapshot(settings.source.reference.as_deref())
+        .map_err(fail)?;
+    let declared = declare_as_written(settings, g.config.is_some(), &snapshot).map_err(fail)?;
+    Ok((snapshot.revision(), declared))
 }

@@ -14,7 +14,8 @@ use crate::duration::Dur;
 #[serde(deny_unknown_fields)]
 pub struct FileConfig {
     pub source: Option<SourceConfig>,
-    pub targets: Option<BTreeMap<String, TargetConfig>>,
+    /// Each block is typed by its adapter (config/targets.rs).
+    pub targets: Option<BTreeMap<String, serde_yaml::Value>>,
     pub hooks: Option<BTreeMap<String, HookConfig>>,
     pub policy: Option<PolicyConfig>,
     pub state_dir: Option<PathBuf>,
@@ -35,6 +36,17 @@ pub struct SourceConfig {
     pub interval: Option<Dur>,
     pub timeout: Option<Dur>,
     pub auth: Option<AuthConfig>,
+    pub verify: Option<VerifyConfig>,
+    pub allow_rewind: Option<bool>,
+}
+
+/// `source.verify` (SPEC §9).
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VerifyConfig {
+    pub allowed_signers: Option<PathBuf>,
+    pub keyring: Option<PathBuf>,
+    pub require: Option<String>,
 }
 
 #[derive(Debug, Default, Clone, Deserialize)]
@@ -45,17 +57,6 @@ pub struct AuthConfig {
     pub known_hosts: Option<PathBuf>,
     pub token_file: Option<PathBuf>,
     pub ca_file: Option<PathBuf>,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TargetConfig {
-    #[serde(rename = "type")]
-    pub kind: String,
-    pub root: Option<PathBuf>,
-    pub command: Option<Vec<String>>,
-    /// exec: bound on one call to the plugin.
-    pub timeout: Option<Dur>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -95,9 +96,34 @@ pub struct ContestedConfig {
 pub struct ServerConfig {
     pub listen: Option<String>,
     pub refresh_token_file: Option<PathBuf>,
-    pub webhooks: Option<BTreeMap<String, WebhookConfig>>,
+    pub webhooks: Option<WebhooksConfig>,
     /// `/healthz` fails when the loop shows no sign of life for this long.
     pub stuck_after: Option<Dur>,
+}
+
+/// One field per provider tend understands: another name is an unknown key,
+/// reported with its line by `validate` as by every command.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WebhooksConfig {
+    pub github: Option<WebhookConfig>,
+    pub gitlab: Option<WebhookConfig>,
+    pub gitea: Option<WebhookConfig>,
+    pub generic: Option<WebhookConfig>,
+}
+
+impl WebhooksConfig {
+    /// (provider, secret file) for each configured provider.
+    pub fn secret_files(self) -> impl Iterator<Item = (String, PathBuf)> {
+        [
+            ("github", self.github),
+            ("gitlab", self.gitlab),
+            ("gitea", self.gitea),
+            ("generic", self.generic),
+        ]
+        .into_iter()
+        .filter_map(|(name, c)| c.map(|c| (name.to_string(), c.secret_file)))
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -5,15 +5,18 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::cli::GlobalArgs;
+use crate::cli::Flags;
 use crate::duration::Dur;
+use crate::target::files::FilesConfig;
 
 mod file;
+mod targets;
 
 pub use file::{
     load_file, AuthConfig, ContestedConfig, FileConfig, HookConfig, LogConfig, PolicyConfig,
-    ServerConfig, SourceConfig, TargetConfig, WebhookConfig,
+    ServerConfig, SourceConfig, VerifyConfig, WebhookConfig,
 };
+pub use targets::{TargetKind, TargetSettings};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -81,23 +84,11 @@ pub struct SourceSettings {
     pub interval: Duration,
     pub timeout: Duration,
     pub auth: crate::source::Auth,
-}
-
-#[derive(Debug, Clone)]
-pub enum TargetKind {
-    Files {
-        root: PathBuf,
-    },
-    Exec {
-        command: Vec<String>,
-        timeout: Duration,
-    },
-}
-
-#[derive(Debug, Clone)]
-pub struct TargetSettings {
-    pub name: String,
-    pub kind: TargetKind,
+    /// Signatures to check before a revision is applied (SPEC §9).
+    pub verify: crate::source::verify::VerifySpec,
+    /// Apply a fetched revision that does not descend from the newest one
+    /// applied before.
+    pub allow_rewind: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -125,6 +116,15 @@ pub struct Settings {
     pub server: ServerSettings,
     pub log_format: String,
     pub log_level: String,
+}
+
+/// Under systemd, with stderr connected to the journal, lines go to the
+/// journal with their fields; elsewhere text.
+fn default_log_format() -> &'static str {
+    match crate::logging::stderr_is_journal() {
+        true => "journal",
+        false => "text",
+    }
 }
 
 fn default_state_dir() -> PathBuf {
@@ -160,7 +160,7 @@ fn parse_size(s: &str) -> Result<u64, String> {
 
 /// The state dir alone, for commands that need nothing else (status,
 /// pause, resume): flag, env, config file, default.
-pub fn state_dir_only(args: &GlobalArgs) -> Result<PathBuf, ConfigError> {
+pub fn state_dir_only(args: &Flags) -> Result<PathBuf, ConfigError> {
     if let Some(d) = &args.state_dir {
         return Ok(d.clone());
     }
@@ -173,18 +173,18 @@ pub fn state_dir_only(args: &GlobalArgs) -> Result<PathBuf, ConfigError> {
 
 /// Merges flags/env (already combined by clap) over the config file over
 /// defaults, and checks what can be checked without I/O.
-pub fn resolve(args: &GlobalArgs) -> Result<Settings, ConfigError> {
+pub fn resolve(args: &Flags) -> Result<Settings, ConfigError> {
     resolve_with(args, false)
 }
 
 /// [`resolve`] for `tend validate`, which touches no target: without one
 /// configured, declarations are checked as a `files` target would read
 /// them.
-pub fn resolve_for_validate(args: &GlobalArgs) -> Result<Settings, ConfigError> {
+pub fn resolve_for_validate(args: &Flags) -> Result<Settings, ConfigError> {
     resolve_with(args, true)
 }
 
-fn resolve_with(args: &GlobalArgs, any_target: bool) -> Result<Settings, ConfigError> {
+fn resolve_with(args: &Flags, any_target: bool) -> Result<Settings, ConfigError> {
     let (file, text) = match &args.config {
         Some(p) => file::load_file_and_text(p)?,
         None => (FileConfig::default(), String::new()),
@@ -202,6 +202,8 @@ fn resolve_with(args: &GlobalArgs, any_target: bool) -> Result<Settings, ConfigE
             (false, None) => format!("{cfg_name}: {m}"),
         })
     };
+    // Problems of the sections below are gathered and reported together.
+    let mut problems: Vec<ConfigError> = Vec::new();
     let src = file.source.unwrap_or_default();
     let repo = args.repo.clone().or(src.repo).ok_or_else(|| {
         ConfigError::Setting(
@@ -232,6 +234,24 @@ fn resolve_with(args: &GlobalArgs, any_target: bool) -> Result<Settings, ConfigE
         }
     }
     let a = src.auth.unwrap_or_default();
+    let v = src.verify.unwrap_or_default();
+    let require = match v.require.as_deref() {
+        Some(r) => crate::source::verify::Require::parse(r)
+            .map_err(|m| bad("source.verify.require", format!("source.verify.{m}")))?,
+        None => crate::source::verify::Require::Commit,
+    };
+    let verify = crate::source::verify::VerifySpec {
+        allowed_signers: args.allowed_signers.clone().or(v.allowed_signers),
+        keyring: args.keyring.clone().or(v.keyring),
+        require,
+    };
+    if v.require.is_some() && verify.allowed_signers.is_none() && verify.keyring.is_none() {
+        return Err(bad(
+            "source.verify",
+            "source.verify needs allowed_signers or keyring (or --allowed-signers / --keyring)"
+                .into(),
+        ));
+    }
     let source = SourceSettings {
         repo,
         reference: args.reference.clone().or(src.reference),
@@ -254,73 +274,29 @@ fn resolve_with(args: &GlobalArgs, any_target: bool) -> Result<Settings, ConfigE
             token_file: a.token_file,
             ca_file: a.ca_file,
         },
+        verify,
+        allow_rewind: args.allow_rewind.or(src.allow_rewind).unwrap_or(false),
     };
 
-    let mut targets = Vec::new();
-    for (name, t) in file.targets.unwrap_or_default() {
-        if name.is_empty() || name.contains('/') {
-            return Err(bad(
-                &format!("targets.{name}"),
-                format!("target name {name:?} may not be empty or contain `/`"),
-            ));
-        }
-        let misplaced = match t.kind.as_str() {
-            "files" if t.command.is_some() => Some("command"),
-            "files" if t.timeout.is_some() => Some("timeout"),
-            "exec" if t.root.is_some() => Some("root"),
-            _ => None,
-        };
-        if let Some(key) = misplaced {
-            return Err(bad(
-                &format!("targets.{name}.{key}"),
-                format!("target {name}: `{key}` does not apply to type {}", t.kind),
-            ));
-        }
-        let kind = match t.kind.as_str() {
-            "files" => TargetKind::Files {
-                root: t.root.ok_or_else(|| {
-                    bad(
-                        &format!("targets.{name}"),
-                        format!("target {name}: type files needs `root`"),
-                    )
-                })?,
-            },
-            "exec" => {
-                let command = t.command.filter(|c| !c.is_empty());
-                TargetKind::Exec {
-                    command: command.ok_or_else(|| {
-                        bad(
-                            &format!("targets.{name}"),
-                            format!("target {name}: type exec needs `command`"),
-                        )
-                    })?,
-                    timeout: t.timeout.map(|d| d.0).unwrap_or(Duration::from_secs(30)),
-                }
-            }
-            other => {
-                return Err(bad(
-                    &format!("targets.{name}.type"),
-                    format!("target {name}: unknown type {other:?} (known: files, exec)"),
-                ))
-            }
-        };
-        targets.push(TargetSettings { name, kind });
+    let (mut targets, found) = targets::resolve(file.targets.unwrap_or_default());
+    for p in found {
+        problems.push(bad(&p.key, p.message));
     }
     if let Some(root) = &args.root {
         targets.retain(|t| t.name != "files");
         targets.push(TargetSettings {
             name: "files".into(),
-            kind: TargetKind::Files { root: root.clone() },
+            kind: TargetKind::Files(FilesConfig { root: root.clone() }),
         });
     }
     if targets.is_empty() && any_target {
         targets.push(TargetSettings {
             name: "files".into(),
-            kind: TargetKind::Files { root: "/".into() },
+            kind: TargetKind::Files(FilesConfig { root: "/".into() }),
         });
     }
-    if targets.is_empty() {
-        return Err(ConfigError::Setting(
+    if targets.is_empty() && problems.is_empty() {
+        problems.push(ConfigError::Setting(
             "no target: give --root DIR or `targets:` in the config".into(),
         ));
     }
@@ -328,10 +304,11 @@ fn resolve_with(args: &GlobalArgs, any_target: bool) -> Result<Settings, ConfigE
     let mut hooks = BTreeMap::new();
     for (name, h) in file.hooks.unwrap_or_default() {
         if h.run.is_empty() {
-            return Err(bad(
+            problems.push(bad(
                 &format!("hooks.{name}"),
                 format!("hook {name}: `run` is empty"),
             ));
+            continue;
         }
         hooks.insert(
             name,
@@ -349,9 +326,12 @@ fn resolve_with(args: &GlobalArgs, any_target: bool) -> Result<Settings, ConfigE
     });
     let policy = Policy {
         prune: p.prune.unwrap_or(true),
-        max_prune: match p.max_prune {
-            Some(s) => PruneLimit::parse(&s)
-                .map_err(|e| bad("policy.max_prune", format!("policy.max_prune: {e}")))?,
+        max_prune: match p.max_prune.map(|s| PruneLimit::parse(&s)) {
+            Some(Ok(limit)) => limit,
+            Some(Err(e)) => {
+                problems.push(bad("policy.max_prune", format!("policy.max_prune: {e}")));
+                PruneLimit::Percent(50.0)
+            }
             None => PruneLimit::Percent(50.0),
         },
         self_heal: p.self_heal.unwrap_or(true),
@@ -364,9 +344,12 @@ fn resolve_with(args: &GlobalArgs, any_target: bool) -> Result<Settings, ConfigE
             .backup_retention
             .map(|d| d.0)
             .unwrap_or(Duration::from_secs(7 * 86400)),
-        backup_max: match p.backup_max {
-            Some(s) => parse_size(&s)
-                .map_err(|e| bad("policy.backup_max", format!("policy.backup_max: {e}")))?,
+        backup_max: match p.backup_max.map(|s| parse_size(&s)) {
+            Some(Ok(size)) => size,
+            Some(Err(e)) => {
+                problems.push(bad("policy.backup_max", format!("policy.backup_max: {e}")));
+                1 << 30
+            }
             None => 1 << 30,
         },
         dry_run: args.dry_run.or(p.dry_run).unwrap_or(false),
@@ -379,11 +362,11 @@ fn resolve_with(args: &GlobalArgs, any_target: bool) -> Result<Settings, ConfigE
         .log_format
         .clone()
         .or(log.format)
-        .unwrap_or_else(|| "text".into());
-    if log_format != "text" && log_format != "json" {
-        return Err(bad(
+        .unwrap_or_else(|| default_log_format().into());
+    if !["text", "json", "journal"].contains(&log_format.as_str()) {
+        problems.push(bad(
             "log.format",
-            format!("log format {log_format:?}: use text or json"),
+            format!("log format {log_format:?}: use text, json or journal"),
         ));
     }
     let log_level = args
@@ -391,7 +374,14 @@ fn resolve_with(args: &GlobalArgs, any_target: bool) -> Result<Settings, ConfigE
         .clone()
         .or(log.level)
         .unwrap_or_else(|| "info".into());
-    check_log_level(&log_level).map_err(|m| bad("log.level", m))?;
+    if let Err(m) = check_log_level(&log_level) {
+        problems.push(bad("log.level", m));
+    }
+    if !problems.is_empty() {
+        // Every problem at once, one per line.
+        let all: Vec<String> = problems.iter().map(|p| p.to_string()).collect();
+        return Err(ConfigError::Setting(all.join("\n")));
+    }
     Ok(Settings {
         source,
         targets,
@@ -413,12 +403,7 @@ fn resolve_with(args: &GlobalArgs, any_target: bool) -> Result<Settings, ConfigE
                 .stuck_after
                 .map(|d| d.0)
                 .unwrap_or(Duration::from_secs(60)),
-            webhooks: server
-                .webhooks
-                .unwrap_or_default()
-                .into_iter()
-                .map(|(k, v)| (k, v.secret_file))
-                .collect(),
+            webhooks: server.webhooks.unwrap_or_default().secret_files().collect(),
         },
         log_format,
         log_level,
@@ -486,13 +471,13 @@ mod tests {
         std::fs::write(&p, text).unwrap();
         let cli = crate::cli::Cli::parse_from([
             "tend",
+            "diff",
             "-c",
             p.to_str().unwrap(),
             "--repo",
             "/x",
-            "diff",
         ]);
-        resolve(&cli.global)
+        resolve(&cli.command.flags())
     }
 
     #[test]
@@ -502,9 +487,9 @@ mod tests {
         )
         .unwrap();
         match &s.targets[0].kind {
-            TargetKind::Exec { command, timeout } => {
-                assert_eq!(command, &["/bin/plugin", "--x"]);
-                assert_eq!(*timeout, Duration::from_secs(5));
+            TargetKind::Exec(c) => {
+                assert_eq!(c.command, ["/bin/plugin", "--x"]);
+                assert_eq!(c.timeout.0, Duration::from_secs(5));
             }
             other => panic!("{other:?}"),
         }

@@ -18,6 +18,14 @@ use fields::{parent_dir, parse_mode, repo_join, resolve_principal};
 
 const LFS_POINTER: &[u8] = b"version https://git-lfs.github.com/spec/";
 
+/// An owner or group as written in the declaration.
+fn written_principal(p: &yaml::IdOrName) -> String {
+    match p {
+        yaml::IdOrName::Id(n) => n.to_string(),
+        yaml::IdOrName::Name(s) => s.clone(),
+    }
+}
+
 pub(super) struct Builder<'a> {
     snap: &'a Snapshot,
     opts: &'a Options<'a>,
@@ -37,6 +45,7 @@ pub(super) struct Builder<'a> {
     mirrored: Vec<(ResourceId, Desired)>,
     /// The target of every mirrored file, picked once.
     mirror_target: Option<Result<String, String>>,
+    owners: BTreeMap<ResourceId, crate::declare::WrittenOwner>,
 }
 
 impl<'a> Builder<'a> {
@@ -54,6 +63,7 @@ impl<'a> Builder<'a> {
             lfs_dirs,
             mirrored: Vec::new(),
             mirror_target: None,
+            owners: BTreeMap::new(),
         }
     }
 
@@ -377,16 +387,16 @@ impl<'a> Builder<'a> {
             _ => misplaced("target_path", d.target_path.is_some())?,
         }
         let mode = d.mode.as_deref().map(parse_mode).transpose()?;
-        let uid = d
-            .owner
-            .as_ref()
-            .map(|p| resolve_principal(p, false))
-            .transpose()?;
-        let gid = d
-            .group
-            .as_ref()
-            .map(|p| resolve_principal(p, true))
-            .transpose()?;
+        let resolve = |p: &Option<yaml::IdOrName>, group| match p {
+            Some(p) if !self.opts.as_written => resolve_principal(p, group).map(Some),
+            _ => Ok(None),
+        };
+        let (uid, gid) = (resolve(&d.owner, false)?, resolve(&d.group, true)?);
+        let written = crate::declare::WrittenOwner {
+            owner: d.owner.as_ref().map(written_principal),
+            group: d.group.as_ref().map(written_principal),
+        };
+        let written = (self.opts.as_written && written != Default::default()).then_some(written);
         let common = |id: ResourceId, path: RelPath, spec: Spec| Desired {
             id,
             path,
@@ -399,7 +409,7 @@ impl<'a> Builder<'a> {
         let hook_missing = d
             .on_change
             .as_ref()
-            .filter(|h| !self.opts.hooks.contains(h))
+            .filter(|h| !self.opts.as_written && !self.opts.hooks.contains(h))
             .map(|h| format!("hook {h:?} is not defined in the local config"));
 
         match kind {
@@ -443,6 +453,9 @@ impl<'a> Builder<'a> {
                     (Ok(mut spec), None) => {
                         spec.mode = mode.unwrap_or(spec.mode);
                         (spec.uid, spec.gid) = (uid, gid);
+                        if let Some(w) = &written {
+                            self.owners.insert(id.clone(), w.clone());
+                        }
                         self.add(common(id, path, Spec::File(spec)));
                     }
                     (_, Some(reason)) => self.block(id, origin, reason),
@@ -491,6 +504,9 @@ impl<'a> Builder<'a> {
                         Ok(mut spec) => {
                             spec.mode = mode.unwrap_or(spec.mode);
                             (spec.uid, spec.gid) = (uid, gid);
+                            if let Some(w) = &written {
+                                self.owners.insert(id.clone(), w.clone());
+                            }
                             self.add(common(id, fpath, Spec::File(spec)));
                         }
                         Err(reason) => self.refuse(id, reason),
@@ -641,6 +657,7 @@ impl<'a> Builder<'a> {
             problems: self.problems,
             notes: self.notes,
             inline: self.inline,
+            owners: self.owners,
             ..Declared::default()
         }
     }

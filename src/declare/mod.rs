@@ -51,6 +51,12 @@ pub struct Options<'a> {
     pub targets: &'a [TargetInfo],
     pub hooks: &'a [String],
     pub max_file_size: u64,
+    /// Read with no host at hand (`diff --against`, `validate
+    /// --as-written`): hook names are not looked up in the config, owners
+    /// and groups not on this host (they are kept as written, in
+    /// [`Declared::owners`]), and a target named by `target:` need not be
+    /// configured.
+    pub as_written: bool,
 }
 
 /// The desired state of one revision.
@@ -71,6 +77,16 @@ pub struct Declared {
     pub links: BTreeSet<String>,
     /// Directories whose `.gitattributes` route paths through Git LFS.
     pub lfs_dirs: Vec<String>,
+    /// Read [`Options::as_written`]: the owner and group of each file that
+    /// declares one, as written.
+    pub owners: BTreeMap<ResourceId, WrittenOwner>,
+}
+
+/// A file's `owner:` and `group:` as written (a name or a number).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct WrittenOwner {
+    pub owner: Option<String>,
+    pub group: Option<String>,
 }
 
 impl Declared {

@@ -48,6 +48,7 @@ fn run(repo: &TestRepo, path: &str, mirror: bool) -> Declared {
         targets: &t,
         hooks: &hooks,
         max_file_size: 1024,
+        as_written: false,
     };
     declare(&fx.snapshot, &opts).unwrap()
 }

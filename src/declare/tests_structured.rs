@@ -38,6 +38,7 @@ fn run(repo: &TestRepo, targets: &[TargetInfo]) -> Declared {
         targets,
         hooks: &hooks,
         max_file_size: 1024,
+        as_written: false,
     };
     declare(&fx.snapshot, &opts).unwrap()
 }

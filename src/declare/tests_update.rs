@@ -42,6 +42,7 @@ fn steps(
         targets: &t,
         hooks: &hooks,
         max_file_size: 1024,
+        as_written: false,
     };
     let mut old = mirror.fetch().unwrap();
     let mut declared = declare(&mirror.snapshot(old).unwrap(), &opts).unwrap();
@@ -148,6 +149,7 @@ fn changes_it_cannot_patch_are_read_whole() {
         targets: &t,
         hooks: &hooks,
         max_file_size: 1024,
+        as_written: false,
     };
     let old = mirror.fetch().unwrap();
     let before = declare(&mirror.snapshot(old).unwrap(), &opts("conf", true)).unwrap();

@@ -27,6 +27,9 @@ pub struct AuditEntry {
     pub after: Option<String>,
     /// The backup reference of the content the change replaced.
     pub backup: Option<String>,
+    /// The resource is sensitive: its backups are not printed without
+    /// asking (`tend backup cat --sensitive`).
+    pub sensitive: bool,
 }
 
 #[derive(serde::Serialize)]
@@ -39,6 +42,8 @@ struct Line<'a> {
     before: Option<&'a str>,
     after: Option<&'a str>,
     backup: Option<&'a str>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    sensitive: bool,
 }
 
 pub struct AuditLog {
@@ -91,6 +96,7 @@ impl AuditLog {
                 before: e.before.as_deref(),
                 after: e.after.as_deref(),
                 backup: e.backup.as_deref(),
+                sensitive: e.sensitive,
             };
             serde_json::to_writer(&mut buf, &line).expect("an audit line serializes");
             buf.push(b'\n');
@@ -116,6 +122,69 @@ impl AuditLog {
         }
         read_entries(&path)
     }
+}
+
+/// At most this much of the log's end is read by [`tail`].
+pub const TAIL_BYTES: u64 = 16 << 20;
+
+/// The entries of `state_dir`'s log that `keep` selects, newest first, read
+/// backwards from the end: at most `max` of them, from at most
+/// [`TAIL_BYTES`] of the log, so a long history costs a bounded read.
+/// Returns whether the read stopped before the log's start.
+pub fn tail(
+    state_dir: &Path,
+    max: usize,
+    mut keep: impl FnMut(&serde_json::Value) -> bool,
+) -> Res<(Vec<serde_json::Value>, bool)> {
+    let path = state_dir.join(AUDIT_FILE);
+    let mut file = match File::open(&path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((Vec::new(), false)),
+        Err(e) => return Err(LedgerError::io(&path, e)),
+    };
+    let io = |e| LedgerError::io(&path, e);
+    let len = file.metadata().map_err(io)?.len();
+    let floor = len.saturating_sub(TAIL_BYTES);
+    let mut out = Vec::new();
+    let mut end = len;
+    // Bytes after the last newline seen: a line in progress, or the start
+    // of a line whose beginning is in the next chunk back.
+    let mut partial: Vec<u8> = Vec::new();
+    while end > floor && out.len() < max {
+        let start = end.saturating_sub(64 << 10).max(floor);
+        let mut chunk = vec![0u8; (end - start) as usize];
+        file.seek(SeekFrom::Start(start)).map_err(io)?;
+        file.read_exact(&mut chunk).map_err(io)?;
+        chunk.extend_from_slice(&partial);
+        let mut lines: Vec<&[u8]> = chunk.split(|b| *b == b'\n').collect();
+        // The piece before the first newline may be cut: keep it for the
+        // next chunk back, unless this chunk starts the log.
+        let head = if start > 0 {
+            lines.remove(0).to_vec()
+        } else {
+            Vec::new()
+        };
+        // After the last newline: a line torn or in progress at the log's
+        // end, or nothing (the newline added after a cut piece).
+        lines.pop();
+        for line in lines.iter().rev() {
+            if line.is_empty() {
+                continue;
+            }
+            if let Ok(v) = serde_json::from_slice::<serde_json::Value>(line) {
+                if keep(&v) {
+                    out.push(v);
+                    if out.len() >= max {
+                        break;
+                    }
+                }
+            }
+        }
+        partial = head;
+        partial.push(b'\n');
+        end = start;
+    }
+    Ok((out, end > 0))
 }
 
 /// A last line without its newline is a write in

@@ -9,6 +9,7 @@ use std::time::{Duration, SystemTime};
 use rusqlite::config::DbConfig;
 use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 
+use super::declared::Digest;
 use super::records::{
     Intent, IntentKind, InventoryEntry, PauseRecord, ResourceRecord, SourceRecord, State,
 };
@@ -149,7 +150,7 @@ impl Ledger {
         Ok(value)
     }
 
-    fn q(&self) -> Tx<'_> {
+    pub(super) fn q(&self) -> Tx<'_> {
         Tx {
             conn: &self.conn,
             path: &self.path,
@@ -268,9 +269,6 @@ impl Ledger {
     pub fn put_source(&self, s: &SourceRecord) -> Res<()> {
         self.q().put_source(s)
     }
-    pub fn meta(&self, key: &str) -> Res<Option<String>> {
-        self.q().meta(key)
-    }
     /// See [`Tx::records_settled`].
     pub fn records_settled(&self) -> Res<Option<String>> {
         self.q().records_settled()
@@ -279,16 +277,54 @@ impl Ledger {
     pub fn settle_records(&self, digest: &str) -> Res<()> {
         self.q().settle_records(digest)
     }
-    pub fn set_meta(&self, key: &str, value: &str) -> Res<()> {
-        self.q().set_meta(key, value)
+    pub fn digest(&self, which: Digest, id: &str) -> Res<Option<String>> {
+        self.q().digest(which, id)
     }
-    /// See [`Tx::meta_count_under`].
-    pub fn meta_count_under(&self, prefix: &str, cap: u64) -> Res<u64> {
-        self.q().meta_count_under(prefix, cap)
+    /// See [`Tx::digest_count`].
+    pub fn digest_count(&self, which: Digest, cap: u64) -> Res<u64> {
+        self.q().digest_count(which, cap)
     }
-    /// See [`Tx::meta_under`].
-    pub fn meta_under(&self, prefix: &str) -> Res<Vec<(String, String)>> {
-        self.q().meta_under(prefix)
+    pub fn digests(&self, which: Digest) -> Res<Vec<(String, String)>> {
+        self.q().digests(which)
+    }
+    pub fn set_blocked_digest(&self, id: &str, digest: &str) -> Res<()> {
+        self.q().set_blocked_digest(id, digest)
+    }
+    pub fn managed_fields(&self, id: &str) -> Res<Option<String>> {
+        self.q().managed_fields(id)
+    }
+    pub fn set_managed_fields(&self, id: &str, json: &str) -> Res<()> {
+        self.q().set_managed_fields(id, json)
+    }
+    pub fn temp_swept(&self) -> Res<bool> {
+        self.q().temp_swept()
+    }
+    pub fn set_temp_swept(&self, swept: bool) -> Res<()> {
+        self.q().set_temp_swept(swept)
+    }
+    pub fn watcher(&self) -> Res<Option<String>> {
+        self.q().watcher()
+    }
+    pub fn set_watcher(&self, line: &str) -> Res<()> {
+        self.q().set_watcher(line)
+    }
+    pub fn declaration_problems(&self) -> Res<Vec<String>> {
+        self.q().declaration_problems()
+    }
+    pub fn set_declaration_problems(&self, problems: &[String]) -> Res<()> {
+        self.q().set_declaration_problems(problems)
+    }
+    pub fn source_warnings(&self) -> Res<Vec<String>> {
+        self.q().source_warnings()
+    }
+    pub fn set_source_warnings(&self, warnings: &[String]) -> Res<()> {
+        self.q().set_source_warnings(warnings)
+    }
+    pub fn mirror_repaired(&self) -> Res<Option<String>> {
+        self.q().mirror_repaired()
+    }
+    pub fn set_mirror_repaired(&self, line: &str) -> Res<()> {
+        self.q().set_mirror_repaired(line)
     }
 }
 

@@ -6,10 +6,12 @@
 mod audit;
 mod backup;
 mod db;
+mod declared;
 mod hashkey;
 mod lock;
 mod records;
 mod schema;
+mod trust;
 mod tx;
 
 #[cfg(test)]
@@ -18,14 +20,15 @@ mod tests;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-pub use audit::{AuditEntry, AuditLog};
+pub use audit::{tail as audit_tail, AuditEntry, AuditLog, TAIL_BYTES as AUDIT_TAIL_BYTES};
 pub use backup::BackupStore;
 pub use db::Ledger;
+pub use declared::Digest;
 pub use hashkey::HashKey;
 pub use lock::StateLock;
 pub use records::{
-    next_drift_since, Intent, IntentKind, InventoryEntry, PauseRecord, ResourceRecord,
-    SourceRecord, State,
+    next_drift_since, Intent, IntentKind, InventoryEntry, PauseRecord, PinRecord, RefusalRecord,
+    ResourceRecord, SourceRecord, State,
 };
 pub use tx::Tx;
 

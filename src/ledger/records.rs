@@ -93,18 +93,16 @@ impl ResourceRecord {
         }
     }
 
-    /// Notes a correction at `now`, forgets those older than `window`, and
-    /// returns how many remain: more than the policy's limit means Contested.
-    pub fn record_correction(&mut self, now: SystemTime, window: Duration) -> usize {
-        self.corrections.push(now);
-        self.corrections_within(now, window)
-    }
-
-    /// Forgets corrections older than `window` and counts the rest.
-    pub fn corrections_within(&mut self, now: SystemTime, window: Duration) -> usize {
-        let horizon = now.checked_sub(window);
-        self.corrections.retain(|t| horizon.is_none_or(|h| *t >= h));
-        self.corrections.len()
+    /// The contested rule's input: this resource's drift corrections less
+    /// than `window` before `now` (a correction exactly `window` old is
+    /// forgotten; one dated after `now`, from a clock that stepped back,
+    /// still counts).
+    pub fn corrections_within(&self, now: SystemTime, window: Duration) -> Vec<SystemTime> {
+        self.corrections
+            .iter()
+            .copied()
+            .filter(|t| now.duration_since(*t).map(|d| d < window).unwrap_or(true))
+            .collect()
     }
 }
 
@@ -134,13 +132,6 @@ pub struct PauseRecord {
     pub excepted: bool,
 }
 
-impl PauseRecord {
-    /// Whether this pause stops corrections of `id`.
-    pub fn covers(&self, id: &str) -> bool {
-        !self.excepted && self.id.as_deref().is_none_or(|p| p == id)
-    }
-}
-
 /// The source's fetch and apply state.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SourceRecord {
@@ -153,6 +144,25 @@ pub struct SourceRecord {
     pub last_success_at: Option<SystemTime>,
     /// When a fetched revision was first seen not yet applied.
     pub drift_since: Option<SystemTime>,
+}
+
+/// A fetched revision that was not applied, and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RefusalRecord {
+    pub revision: String,
+    /// One of the reasons of `tend_source_refused_total`.
+    pub reason: String,
+    pub detail: String,
+    pub at: SystemTime,
+}
+
+/// The operator's hold of the source at one revision (`tend pin`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PinRecord {
+    pub revision: String,
+    /// `None` lasts until `tend unpin`.
+    pub until: Option<SystemTime>,
+    pub pinned_at: SystemTime,
 }
 
 /// An identity tend created or adopted; only these are ever pruned.

@@ -9,9 +9,10 @@ use super::LedgerError;
 
 /// Migration `i` takes a database from version `i` to `i + 1`. Append only:
 /// a released migration is never edited, a change is a new entry.
-const MIGRATIONS: &[&str] = &[
-    // 1: the first schema. Times are unix milliseconds.
-    "
+const MIGRATIONS: &[&str] = &[FIRST_SCHEMA, TYPED_META, TRUST, SOURCE_NOTES];
+
+/// 1: the first schema. Times are unix milliseconds.
+pub(crate) const FIRST_SCHEMA: &str = "
     CREATE TABLE inventory (
         id     TEXT PRIMARY KEY NOT NULL,
         target TEXT NOT NULL,
@@ -61,8 +62,90 @@ const MIGRATIONS: &[&str] = &[
         key   TEXT PRIMARY KEY NOT NULL,
         value TEXT NOT NULL
     ) WITHOUT ROWID;
-    ",
-];
+    ";
+
+/// 2: the text-keyed meta rows become columns. Per identity: the
+/// declaration it was last applied from, the one a terminal error blocked,
+/// the fields of a structured resource tend set (a JSON array). For the
+/// whole state dir: one row of markers and status lines. An empty meta
+/// value meant a cleared key: it becomes NULL.
+const TYPED_META: &str = "
+    CREATE TABLE declared (
+        id             TEXT PRIMARY KEY NOT NULL,
+        applied_digest TEXT,
+        blocked_digest TEXT,
+        managed_fields TEXT
+    ) WITHOUT ROWID;
+    INSERT INTO declared (id, applied_digest, blocked_digest, managed_fields)
+    SELECT id,
+        (SELECT NULLIF(value, '') FROM meta WHERE key = 'applied:' || id),
+        (SELECT NULLIF(value, '') FROM meta WHERE key = 'blocked:' || id),
+        (SELECT NULLIF(value, '') FROM meta WHERE key = 'managed:' || id)
+    FROM (SELECT DISTINCT substr(key, instr(key, ':') + 1) AS id FROM meta
+          WHERE (key LIKE 'applied:%' OR key LIKE 'blocked:%' OR key LIKE 'managed:%')
+            AND value <> '');
+
+    -- temp_files_swept: no temp file of tend's is left beside managed paths.
+    -- records_settled: every record InSync with nothing pending, naming
+    -- which identities (any record write clears it). declaration_problems:
+    -- a JSON array of the last revision's problems.
+    CREATE TABLE overall (
+        singleton            INTEGER PRIMARY KEY CHECK (singleton = 1),
+        temp_files_swept     INTEGER NOT NULL DEFAULT 0,
+        records_settled      TEXT,
+        watcher              TEXT,
+        declaration_problems TEXT
+    );
+    INSERT INTO overall VALUES (1,
+        EXISTS (SELECT 1 FROM meta WHERE key = 'temp_files_swept'),
+        (SELECT NULLIF(value, '') FROM meta WHERE key = 'records_settled'),
+        (SELECT NULLIF(value, '') FROM meta WHERE key = 'watcher'),
+        (SELECT NULLIF(value, '') FROM meta WHERE key = 'problems'));
+
+    DROP TABLE meta;
+    ";
+
+/// 3: trust in the source (SPEC §9). The newest revision applied per
+/// repository and ref (the high-water mark), the refusal of the last
+/// fetched revision, the operator's pin, and who signed what was applied.
+const TRUST: &str = "
+    CREATE TABLE source_marks (
+        repo       TEXT NOT NULL,
+        reference  TEXT NOT NULL,  -- '' for the remote's HEAD
+        revision   TEXT NOT NULL,
+        updated_at INTEGER NOT NULL,
+        PRIMARY KEY (repo, reference)
+    ) WITHOUT ROWID;
+
+    CREATE TABLE source_refusal (
+        singleton INTEGER PRIMARY KEY CHECK (singleton = 1),
+        revision  TEXT NOT NULL,
+        reason    TEXT NOT NULL,
+        detail    TEXT NOT NULL,
+        at        INTEGER NOT NULL
+    );
+
+    CREATE TABLE source_pin (
+        singleton INTEGER PRIMARY KEY CHECK (singleton = 1),
+        revision  TEXT NOT NULL,
+        until     INTEGER,
+        pinned_at INTEGER NOT NULL
+    );
+
+    CREATE TABLE signers (
+        revision   TEXT PRIMARY KEY NOT NULL,
+        signer     TEXT NOT NULL,
+        applied_at INTEGER NOT NULL
+    ) WITHOUT ROWID;
+    ";
+
+/// 4: what the source section of status says besides the fetch: what the
+/// revision last worked on leaves out (a JSON array: submodules), and when
+/// and how the mirror was last repaired.
+const SOURCE_NOTES: &str = "
+    ALTER TABLE overall ADD COLUMN source_warnings TEXT;
+    ALTER TABLE overall ADD COLUMN mirror_repaired TEXT;
+    ";
 
 /// The schema version this build reads and writes.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;

@@ -26,11 +26,6 @@ pub struct Tx<'a> {
     pub(crate) unsettled: Cell<bool>,
 }
 
-/// Present only while no record was written since a full pass found every
-/// record settled: its value names which identities the records are (see
-/// [`Tx::settle_records`]). Any write of a record removes it.
-const RECORDS_SETTLED: &str = "records_settled";
-
 type Res<T> = Result<T, LedgerError>;
 
 fn opt_ms(t: Option<SystemTime>) -> Option<i64> {
@@ -42,7 +37,7 @@ fn opt_time(ms: Option<i64>) -> Option<SystemTime> {
 }
 
 impl Tx<'_> {
-    fn err(&self, e: rusqlite::Error) -> LedgerError {
+    pub(super) fn err(&self, e: rusqlite::Error) -> LedgerError {
         LedgerError::db(self.path, e)
     }
 
@@ -233,7 +228,7 @@ impl Tx<'_> {
     /// Removes the settled marker before the first record write.
     fn unsettle(&self) -> Res<()> {
         if !self.unsettled.replace(true) {
-            self.remove_meta(RECORDS_SETTLED)?;
+            self.set_records_settled_marker(None)?;
         }
         Ok(())
     }
@@ -242,7 +237,7 @@ impl Tx<'_> {
     /// writes: every one says InSync with nothing pending, and together they
     /// are the identities `digest` names. Cleared by any later record write.
     pub fn settle_records(&self, digest: &str) -> Res<()> {
-        self.set_meta(RECORDS_SETTLED, digest)?;
+        self.set_records_settled_marker(Some(digest))?;
         // A record written after this in the same view removes it again.
         self.unsettled.set(false);
         Ok(())
@@ -251,7 +246,7 @@ impl Tx<'_> {
     /// The digest given to [`Tx::settle_records`], if no record was written
     /// since.
     pub fn records_settled(&self) -> Res<Option<String>> {
-        self.meta(RECORDS_SETTLED)
+        self.records_settled_marker()
     }
 
     pub fn put_resource(&self, r: &ResourceRecord) -> Res<()> {
@@ -436,76 +431,11 @@ impl Tx<'_> {
         )
     }
 
-    pub fn meta(&self, key: &str) -> Res<Option<String>> {
-        // Asked once or twice per change in a pass: the statement is kept.
-        self.conn
-            .prepare_cached("SELECT value FROM meta WHERE key = ?1")
-            .and_then(|mut s| s.query_row(params![key], |r| r.get(0)).optional())
-            .map_err(|e| self.err(e))
-    }
-
-    /// How many keys start with `prefix` and hold a value (an empty one is
-    /// a cleared key), counting no further than `cap`.
-    pub fn meta_count_under(&self, prefix: &str, cap: u64) -> Res<u64> {
-        let (low, high) = prefix_range(prefix);
-        self.conn
-            .prepare_cached(
-                "SELECT COUNT(*) FROM
-                     (SELECT 1 FROM meta WHERE key >= ?1 AND key < ?2 AND value <> '' LIMIT ?3)",
-            )
-            .and_then(|mut s| s.query_row(params![low, high, cap as i64], |r| r.get::<_, i64>(0)))
-            .map(|n| n as u64)
-            .map_err(|e| self.err(e))
-    }
-
-    /// Every key starting with `prefix` that holds a value, without the
-    /// prefix, with its value.
-    pub fn meta_under(&self, prefix: &str) -> Res<Vec<(String, String)>> {
-        let (low, high) = prefix_range(prefix);
-        let mut stmt = self
-            .conn
-            .prepare_cached(
-                "SELECT key, value FROM meta WHERE key >= ?1 AND key < ?2 AND value <> ''",
-            )
-            .map_err(|e| self.err(e))?;
-        let rows = stmt
-            .query_map(params![low, high], |r| {
-                let key: String = r.get(0)?;
-                Ok((key[prefix.len()..].to_string(), r.get(1)?))
-            })
-            .and_then(|rows| rows.collect::<Result<Vec<_>, _>>());
-        rows.map_err(|e| self.err(e))
-    }
-
-    pub fn set_meta(&self, key: &str, value: &str) -> Res<()> {
-        self.exec(
-            "INSERT OR REPLACE INTO meta (key, value) VALUES (?1, ?2)",
-            params![key, value],
-        )
-    }
-
-    pub fn remove_meta(&self, key: &str) -> Res<()> {
-        self.exec("DELETE FROM meta WHERE key = ?1", params![key])
-    }
-
-    fn exec(&self, sql: &str, params: impl rusqlite::Params) -> Res<()> {
+    pub(super) fn exec(&self, sql: &str, params: impl rusqlite::Params) -> Res<()> {
         self.conn
             .prepare_cached(sql)
             .and_then(|mut s| s.execute(params))
             .map(drop)
             .map_err(|e| self.err(e))
     }
-}
-
-/// The keys starting with `prefix` as a range: from `prefix` itself to the
-/// prefix with its last character stepped up (prefixes here end in `:`).
-fn prefix_range(prefix: &str) -> (String, String) {
-    let mut high = prefix.to_string();
-    let last = high.pop().expect("a non-empty prefix");
-    assert!(
-        last.is_ascii() && last != '\x7f',
-        "prefix ends in plain ASCII"
-    );
-    high.push((last as u8 + 1) as char);
-    (prefix.to_string(), high)
 }

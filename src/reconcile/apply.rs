@@ -60,19 +60,10 @@ impl Run<'_> {
     /// Corrections of this resource's drift inside the contested window.
     fn recent_corrections(&self, id: &ResourceId) -> Vec<SystemTime> {
         let window = self.ctx.settings.policy.contested_window;
-        let prev = self
-            .previous
+        self.previous
             .get(id.as_str())
-            .map(|r| r.corrections.clone())
-            .unwrap_or_default();
-        prev.into_iter()
-            .filter(|t| {
-                self.now
-                    .duration_since(*t)
-                    .map(|d| d < window)
-                    .unwrap_or(true)
-            })
-            .collect()
+            .map(|r| r.corrections_within(self.now, window))
+            .unwrap_or_default()
     }
 }
 
@@ -449,6 +440,7 @@ fn write_batch(
                     before: rec.hash_observed(&c.observed, sensitive),
                     after: c.desired.as_ref().map(|d| rec.hash_desired(d)),
                     backup: applied.backups.first().cloned(),
+                    sensitive,
                 });
                 applied.writes
             }));

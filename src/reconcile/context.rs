@@ -20,59 +20,80 @@ pub enum BuildError {
     Target { name: String, message: String },
     #[error(transparent)]
     Source(#[from] crate::source::SourceError),
+    #[error("source.verify: {0}")]
+    Verify(#[from] crate::source::verify::VerifyError),
 }
 
 pub struct Context {
     pub settings: Settings,
     pub mirror: Mirror,
     pub targets: BTreeMap<String, Arc<dyn Target>>,
+    /// The keys a revision's signature must come from; `None`: no check.
+    pub trust: Option<Arc<crate::source::verify::TrustAnchors>>,
 }
 
 impl Context {
     pub fn build(settings: Settings) -> Result<Context, BuildError> {
+        Context::build_reusing(settings, None)
+    }
+
+    /// A context for new settings (a reload): a target whose settings did
+    /// not change is this one's, not started again (a plugin keeps its
+    /// process); the others are built. Nothing of this context changes, so
+    /// a failure leaves it as it was.
+    pub fn rebuild(&self, settings: Settings) -> Result<Context, BuildError> {
+        Context::build_reusing(settings, Some(self))
+    }
+
+    fn build_reusing(settings: Settings, old: Option<&Context>) -> Result<Context, BuildError> {
+        // Trust files first: a bad one is named before any target starts.
+        let trust =
+            crate::source::verify::TrustAnchors::load(&settings.source.verify)?.map(Arc::new);
         let mut targets: BTreeMap<String, Arc<dyn Target>> = BTreeMap::new();
         for t in &settings.targets {
-            let target: Arc<dyn Target> = match &t.kind {
-                TargetKind::Files { root } => {
-                    // A missing root is made, as a sidecar's empty volume would be.
-                    if !root.exists() {
-                        std::fs::create_dir_all(root).map_err(|e| BuildError::Target {
-                            name: t.name.clone(),
-                            message: format!("cannot create root {}: {e}", root.display()),
-                        })?;
-                    }
-                    let f = FilesTarget::new(&t.name, root, &settings.state_dir).map_err(|e| {
-                        BuildError::Target {
-                            name: t.name.clone(),
-                            message: format!("cannot open root {}: {e}", root.display()),
-                        }
-                    })?;
-                    Arc::new(f)
-                }
-                TargetKind::Exec { command, timeout } => {
-                    let e = ExecTarget::start(&t.name, command, *timeout).map_err(|e| {
-                        BuildError::Target {
-                            name: t.name.clone(),
-                            message: e.to_string(),
-                        }
-                    })?;
-                    Arc::new(e)
-                }
+            let unchanged = old.and_then(|old| {
+                let before = old.settings.targets.iter().find(|o| o.name == t.name)?;
+                let same = format!("{before:?}") == format!("{t:?}")
+                    && old.settings.state_dir == settings.state_dir;
+                same.then(|| old.targets.get(&t.name).cloned()).flatten()
+            });
+            if let Some(target) = unchanged {
+                targets.insert(t.name.clone(), target);
+                continue;
+            }
+            // One arm per adapter: each builds from its own config.
+            let built: Result<Arc<dyn Target>, String> = match &t.kind {
+                TargetKind::Files(c) => FilesTarget::build(&t.name, c, &settings.state_dir)
+                    .map(|f| Arc::new(f) as Arc<dyn Target>),
+                TargetKind::Exec(c) => ExecTarget::start(&t.name, &c.command, c.timeout.0)
+                    .map(|e| Arc::new(e) as Arc<dyn Target>)
+                    .map_err(|e| e.to_string()),
             };
+            let target = built.map_err(|message| BuildError::Target {
+                name: t.name.clone(),
+                message,
+            })?;
             targets.insert(t.name.clone(), target);
         }
-        let s = &settings.source;
-        let spec = SourceSpec {
-            repo: s.repo.clone(),
-            reference: s.reference.clone(),
-            timeout: s.timeout,
-            auth: s.auth.clone(),
-        };
-        let mirror = Mirror::open(&settings.state_dir, spec)?;
+        let mirror = Mirror::open(&settings.state_dir, mirror_spec(&settings))?;
         Ok(Context {
             settings,
             mirror,
             targets,
+            trust,
+        })
+    }
+
+    /// A context for a reader beside the writer (the status page's diff
+    /// view): its own mirror handle, the same targets, which observe through
+    /// `&self` and never write on their own.
+    pub fn reader(&self) -> Result<Context, BuildError> {
+        let mirror = Mirror::open(&self.settings.state_dir, mirror_spec(&self.settings))?;
+        Ok(Context {
+            settings: self.settings.clone(),
+            mirror,
+            targets: self.targets.clone(),
+            trust: self.trust.clone(),
         })
     }
 
@@ -111,6 +132,7 @@ impl Context {
             targets: infos,
             hooks,
             max_file_size: declare::DEFAULT_MAX_FILE_SIZE,
+            as_written: false,
         }
     }
 
@@ -182,6 +204,16 @@ impl Context {
         for t in self.targets.values() {
             t.subscribe(sink.clone());
         }
+    }
+}
+
+pub fn mirror_spec(settings: &Settings) -> SourceSpec {
+    let s = &settings.source;
+    SourceSpec {
+        repo: s.repo.clone(),
+        reference: s.reference.clone(),
+        timeout: s.timeout,
+        auth: s.auth.clone(),
     }
 }
 

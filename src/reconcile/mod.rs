@@ -1,34 +1,31 @@
-//! The reconciler: fetch, prepare, apply, record. `sync` runs one pass; the
-//! daemon runs passes continuously.
+//! The pass, synchronous and free of any runtime: fetch, prepare, apply,
+//! record, hooks. `sync` runs one pass; the daemon (src/daemon) schedules
+//! passes continuously.
 
 mod apply;
-mod backoff;
+pub mod backoff;
 mod context;
 mod control;
-pub mod daemon;
 mod hooks;
-mod http;
-mod notify;
 mod pass;
 mod pass_next;
+mod policy;
 mod prepare;
-mod publish;
-mod queue;
 mod record;
 pub mod show;
-mod watch;
+pub mod trust;
 
 use std::time::SystemTime;
 
 use git2::Oid;
 
 pub use apply::apply;
-pub use context::{BuildError, Context, PassContent};
-pub use control::Control;
-pub use pass::{load, PassError, PassOptions, PassReport, Revision, Scope};
+pub use context::{mirror_spec, BuildError, Context, PassContent};
+pub use control::{unix_millis, Control, WriteObserver};
+pub use pass::{load, PassError, PassOptions, PassReport, Provenance, Revision, Scope};
 pub use pass_next::{load_next, Next};
+pub use policy::{action_for, retried, Action};
 pub use prepare::{prepare, pruning, spec_digest, Prepared, Pruning};
-pub use queue::{Action, Queue};
 pub use record::{Outcome, Recorder};
 
 use crate::config::Settings;
@@ -115,12 +112,21 @@ pub fn fetch(
             last_success_at: None,
             drift_since: None,
         });
-    s.repo = crate::source::redact_url(&ctx.settings.source.repo);
-    s.reference = ctx.settings.source.reference.clone();
+    let repo = crate::source::redact_url(&ctx.settings.source.repo);
+    let reference = ctx.settings.source.reference.clone();
+    // Another ref (or repository) than last time is a deliberate choice:
+    // its anti-rollback mark starts anew.
+    if s.repo != repo || s.reference != reference {
+        if let Err(e) = rec.ledger.clear_high_water(&repo, reference.as_deref()) {
+            tracing::warn!(error = %e, "cannot reset the high-water mark");
+        }
+    }
+    s.repo = repo;
+    s.reference = reference;
     s.last_fetch_at = Some(now);
     let result = ctx.mirror.fetch();
     if let Some(repair) = ctx.mirror.take_repair() {
-        if let Err(e) = rec.ledger.set_meta(crate::status::REPAIRED_KEY, &repair) {
+        if let Err(e) = rec.ledger.set_mirror_repaired(&repair) {
             tracing::warn!(error = %e, "cannot record the mirror's repair");
         }
     }
@@ -142,14 +148,29 @@ pub fn fetch(
     result
 }
 
-/// Marks a revision applied: the source no longer drifts.
-pub fn record_applied(rec: &Recorder, revision: Oid) -> Result<(), LedgerError> {
+/// Marks a revision applied: the source no longer drifts, and, unless a
+/// pin holds it, the revision is the new high-water mark (the gate let it
+/// through: it descends from the old one, or a rewind was allowed).
+pub fn record_applied(ctx: &Context, rec: &Recorder, rev: &Revision) -> Result<(), LedgerError> {
+    let revision = rev.id.to_string();
     if let Some(mut s) = rec.ledger.source()? {
-        s.applied_revision = Some(revision.to_string());
+        s.applied_revision = Some(revision.clone());
         if s.fetched_revision == s.applied_revision {
             s.drift_since = None;
         }
         rec.ledger.put_source(&s)?;
+    }
+    if !rev.provenance.pinned {
+        let (repo, reference) = trust::mark_key(ctx);
+        if rec.ledger.high_water(&repo, reference.as_deref())?.as_ref() != Some(&revision) {
+            rec.ledger
+                .set_high_water(&repo, reference.as_deref(), &revision)?;
+        }
+    }
+    if let Some(signer) = &rev.provenance.signer {
+        if rec.ledger.signer_of(&revision)?.as_ref() != Some(signer) {
+            rec.ledger.note_signer(&revision, signer)?;
+        }
     }
     Ok(())
 }
@@ -186,10 +207,9 @@ pub fn pruning_pass(
     debug_assert!(scope.prunes());
     let prepared = prepare(ctx, rev, &rec.ledger, scope)?;
     let report = apply(ctx, rec, rev, &prepared, opts, ctl)?;
-    record_problems(rec, crate::status::PROBLEMS_KEY, &rev.declared.problems)?;
-    record_problems(rec, crate::status::WARNINGS_KEY, &rev.declared.notes)?;
+    record_problems(rec, &rev.declared)?;
     if !opts.dry_run && !report.cancelled {
-        record_applied(rec, rev.id)?;
+        record_applied(ctx, rec, rev)?;
     }
     Ok(report)
 }
@@ -197,14 +217,8 @@ pub fn pruning_pass(
 /// Problems listed in the ledger at most; the rest are counted.
 const PROBLEMS_KEPT: usize = 100;
 
-/// Keeps the problems of the revision a pass worked on in the ledger, so
-/// `tend status` and the page show them (a document without a path has no
-/// resource to be Blocked). Written only when they change.
-fn record_problems(
-    rec: &Recorder,
-    key: &str,
-    problems: &[crate::declare::Problem],
-) -> Result<(), LedgerError> {
+/// At most [`PROBLEMS_KEPT`] lines of `problems`, the rest counted.
+fn kept_lines(problems: &[crate::declare::Problem]) -> Vec<String> {
     let mut lines: Vec<String> = problems
         .iter()
         .take(PROBLEMS_KEPT)
@@ -213,13 +227,21 @@ fn record_problems(
     if problems.len() > PROBLEMS_KEPT {
         lines.push(format!("... and {} more", problems.len() - PROBLEMS_KEPT));
     }
-    let text = if lines.is_empty() {
-        String::new()
-    } else {
-        serde_json::to_string(&lines).expect("strings serialize")
-    };
-    if rec.ledger.meta(key)?.unwrap_or_default() != text {
-        rec.ledger.set_meta(key, &text)?;
+    lines
+}
+
+/// Keeps the problems of the revision a pass worked on in the ledger, so
+/// `tend status` and the page show them (a document without a path has no
+/// resource to be Blocked), and what it leaves out (submodules) as source
+/// warnings. Written only when they change.
+fn record_problems(rec: &Recorder, declared: &crate::declare::Declared) -> Result<(), LedgerError> {
+    let lines = kept_lines(&declared.problems);
+    if rec.ledger.declaration_problems()? != lines {
+        rec.ledger.set_declaration_problems(&lines)?;
+    }
+    let warnings = kept_lines(&declared.notes);
+    if rec.ledger.source_warnings()? != warnings {
+        rec.ledger.set_source_warnings(&warnings)?;
     }
     Ok(())
 }

@@ -78,9 +78,18 @@ pub enum PassError {
     Ledger(#[from] crate::ledger::LedgerError),
 }
 
+/// How a revision came to be applied: held by the operator's pin, and who
+/// signed it (when signatures are checked).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Provenance {
+    pub pinned: bool,
+    pub signer: Option<String>,
+}
+
 /// A revision's desired state, read once and reused by every pass over it.
 pub struct Revision {
     pub id: Oid,
+    pub provenance: Provenance,
     pub declared: Declared,
     pub content: PassContent,
     /// [`Context::declare_basis`] when it was read.
@@ -97,6 +106,7 @@ pub fn load(ctx: &Context, id: Oid) -> Result<Revision, PassError> {
     };
     Ok(Revision {
         id,
+        provenance: Provenance::default(),
         declared,
         content,
         basis,

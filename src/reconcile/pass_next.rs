@@ -57,6 +57,7 @@ pub fn load_next(
             }
             let rev = Revision {
                 id,
+                provenance: Default::default(),
                 content: PassContent {
                     inline: declared.inline.clone(),
                     blobs: content,

@@ -7,12 +7,14 @@ use std::time::SystemTime;
 use super::backoff;
 use super::context::Context;
 use crate::ledger::{
-    next_drift_since, AuditEntry, AuditLog, BackupStore, HashKey, Intent, IntentKind, Ledger,
-    LedgerError, ResourceRecord, State,
+    next_drift_since, AuditEntry, AuditLog, BackupStore, Digest, HashKey, Intent, IntentKind,
+    Ledger, LedgerError, PauseRecord, ResourceRecord, State,
 };
 use crate::model::{Backup, Desired, Live, Observed, ResourceId, Spec};
 
-/// Which resources are paused right now.
+/// Which resources are paused right now: the one pause rule. A resource is
+/// paused by its own pause, or by the global one unless it was resumed while
+/// the global pause lasts.
 pub struct Paused {
     all: bool,
     ids: HashSet<String>,
@@ -21,6 +23,26 @@ pub struct Paused {
 }
 
 impl Paused {
+    pub fn from_records(records: impl IntoIterator<Item = PauseRecord>) -> Paused {
+        let mut p = Paused {
+            all: false,
+            ids: HashSet::new(),
+            excepted: HashSet::new(),
+        };
+        for rec in records {
+            match rec.id {
+                None => p.all = true,
+                Some(id) if rec.excepted => {
+                    p.excepted.insert(id);
+                }
+                Some(id) => {
+                    p.ids.insert(id);
+                }
+            }
+        }
+        p
+    }
+
     pub fn is(&self, id: &ResourceId) -> bool {
         (self.all && !self.excepted.contains(id.as_str())) || self.ids.contains(id.as_str())
     }
@@ -35,26 +57,6 @@ pub struct Recorder {
     swept: bool,
 }
 
-/// Set in the ledger once a sweep left no temp files of tend's beside
-/// managed paths, removed in the intent transaction before the first write
-/// that may make one: present at a start, the last process ended without
-/// leaving any, and the sweep (a listing of every managed directory) is
-/// skipped.
-const TEMP_SWEPT: &str = "temp_files_swept";
-
-/// Meta keys of the declaration each resource was last applied from, and
-/// of the one a terminal error blocked.
-const APPLIED: &str = "applied:";
-const BLOCKED: &str = "blocked:";
-
-fn digest_key(id: &ResourceId) -> String {
-    format!("{APPLIED}{id}")
-}
-
-fn blocked_key(id: &ResourceId) -> String {
-    format!("{BLOCKED}{id}")
-}
-
 /// Asked about fewer identities than this, a pass looks each digest up.
 const ASKED_FEW: usize = 64;
 /// Up to this many digests of a kind, and no more than [`READ_PER_ASKED`]
@@ -66,34 +68,27 @@ const READ_PER_ASKED: u64 = 4;
 /// The applied or blocked digests, as one pass looks them up.
 pub struct Digests<'r> {
     ledger: &'r Ledger,
-    prefix: &'static str,
+    which: Digest,
     /// All of them, when read at once.
     all: Option<HashMap<String, String>>,
 }
 
 impl Digests<'_> {
     pub fn get(&self, id: &ResourceId) -> Result<Option<String>, LedgerError> {
-        let digest = match &self.all {
-            Some(all) => all.get(id.as_str()).cloned(),
-            None => self.ledger.meta(&format!("{}{id}", self.prefix))?,
-        };
-        // An empty value is a cleared digest.
-        Ok(digest.filter(|d| !d.is_empty()))
+        match &self.all {
+            Some(all) => Ok(all.get(id.as_str()).cloned()),
+            None => self.ledger.digest(self.which, id.as_str()),
+        }
     }
-}
-
-fn managed_key(id: &ResourceId) -> String {
-    format!("managed:{id}")
 }
 
 /// The fields of a structured resource tend set (its managed fields, as
 /// server-side apply keeps them): what it removes when a declaration drops
 /// them. Empty when tend never set any.
 pub fn managed_fields(ledger: &Ledger, id: &ResourceId) -> Result<Vec<String>, LedgerError> {
-    let raw = ledger.meta(&managed_key(id))?.unwrap_or_default();
-    if raw.is_empty() {
+    let Some(raw) = ledger.managed_fields(id.as_str())? else {
         return Ok(Vec::new());
-    }
+    };
     serde_json::from_str(&raw).map_err(|e| LedgerError::Corrupt {
         path: ledger.path().to_path_buf(),
         detail: format!("managed fields of {id}: {e}"),
@@ -103,7 +98,7 @@ pub fn managed_fields(ledger: &Ledger, id: &ResourceId) -> Result<Vec<String>, L
 /// In the intent transaction before a batch of writes: temp files may be
 /// left from here on, until the next sweep.
 pub fn clear_temp_swept(tx: &crate::ledger::Tx<'_>) -> Result<(), LedgerError> {
-    tx.remove_meta(TEMP_SWEPT)
+    tx.set_temp_swept(false)
 }
 
 /// How one resource came out of a pass.
@@ -145,7 +140,7 @@ impl Recorder {
             backups: BackupStore::new(&dir)?,
             audit: AuditLog::open(&dir)?,
             key: HashKey::load_or_create(&dir)?,
-            swept: ledger.meta(TEMP_SWEPT)?.is_some(),
+            swept: ledger.temp_swept()?,
             ledger,
         })
     }
@@ -159,7 +154,7 @@ impl Recorder {
     /// Records a sweep that left no temp files.
     pub fn mark_temp_swept(&mut self) -> Result<(), LedgerError> {
         if !self.swept {
-            self.ledger.set_meta(TEMP_SWEPT, "")?;
+            self.ledger.set_temp_swept(true)?;
             self.swept = true;
         }
         Ok(())
@@ -171,57 +166,41 @@ impl Recorder {
     }
 
     pub fn paused(&self) -> Result<Paused, LedgerError> {
-        let mut p = Paused {
-            all: false,
-            ids: HashSet::new(),
-            excepted: HashSet::new(),
-        };
-        for rec in self.ledger.pauses()? {
-            match rec.id {
-                None => p.all = true,
-                Some(id) if rec.excepted => {
-                    p.excepted.insert(id);
-                }
-                Some(id) => {
-                    p.ids.insert(id);
-                }
-            }
-        }
-        Ok(p)
+        Ok(Paused::from_records(self.ledger.pauses()?))
     }
 
     /// The digests of the declarations resources were last applied from,
     /// for a pass about to ask about `asked` identities.
     pub fn applied_digests(&self, asked: usize) -> Result<Digests<'_>, LedgerError> {
-        self.digests(APPLIED, asked)
+        self.digests(Digest::Applied, asked)
     }
 
     /// The declarations terminal errors blocked; each stays blocked until
     /// its declaration changes.
     pub fn blocked_digests(&self, asked: usize) -> Result<Digests<'_>, LedgerError> {
-        self.digests(BLOCKED, asked)
+        self.digests(Digest::Blocked, asked)
     }
 
-    fn digests(&self, prefix: &'static str, asked: usize) -> Result<Digests<'_>, LedgerError> {
+    fn digests(&self, which: Digest, asked: usize) -> Result<Digests<'_>, LedgerError> {
         let mut digests = Digests {
             ledger: &self.ledger,
-            prefix,
+            which,
             all: None,
         };
         let most = READ_WHOLE.min(READ_PER_ASKED.saturating_mul(asked as u64));
-        if asked >= ASKED_FEW && self.ledger.meta_count_under(prefix, most + 1)? <= most {
-            digests.all = Some(self.ledger.meta_under(prefix)?.into_iter().collect());
+        if asked >= ASKED_FEW && self.ledger.digest_count(which, most + 1)? <= most {
+            digests.all = Some(self.ledger.digests(which)?.into_iter().collect());
         }
         Ok(digests)
     }
 
     pub fn set_blocked_digest(&self, id: &ResourceId, digest: &str) -> Result<(), LedgerError> {
-        self.ledger.set_meta(&blocked_key(id), digest)
+        self.ledger.set_blocked_digest(id.as_str(), digest)
     }
 
     pub fn set_managed(&self, id: &ResourceId, fields: &[String]) -> Result<(), LedgerError> {
         let text = serde_json::to_string(fields).expect("strings serialize");
-        self.ledger.set_meta(&managed_key(id), &text)
+        self.ledger.set_managed_fields(id.as_str(), &text)
     }
 
     /// Drops everything tend knew of identities it no longer manages.
@@ -233,9 +212,7 @@ impl Recorder {
             for id in ids {
                 tx.inventory_remove(id.as_str())?;
                 tx.remove_resource(id.as_str())?;
-                tx.set_meta(&blocked_key(id), "")?;
-                tx.set_meta(&managed_key(id), "")?;
-                tx.set_meta(&digest_key(id), "")?;
+                tx.forget_declared(id.as_str())?;
             }
             Ok(())
         })
@@ -251,8 +228,7 @@ impl Recorder {
         }
         self.ledger.transaction(|tx| {
             for (id, digest) in digests {
-                tx.set_meta(&blocked_key(id), "")?;
-                tx.set_meta(&digest_key(id), digest)?;
+                tx.set_applied_digest(id.as_str(), digest)?;
             }
             Ok(())
         })
@@ -530,6 +506,33 @@ mod tests {
 
     use super::*;
 
+    fn pause(id: Option<&str>, excepted: bool) -> PauseRecord {
+        PauseRecord {
+            id: id.map(String::from),
+            until: None,
+            excepted,
+        }
+    }
+
+    #[test]
+    fn the_pause_rule_at_its_boundaries() {
+        let (a, b) = (
+            ResourceId::new("files", "file", "a"),
+            ResourceId::new("files", "file", "b"),
+        );
+        let none = Paused::from_records([]);
+        assert!(!none.is(&a));
+        let one = Paused::from_records([pause(Some(a.as_str()), false)]);
+        assert!(one.is(&a) && !one.is(&b));
+        let all = Paused::from_records([pause(None, false)]);
+        assert!(all.is(&a) && all.is(&b));
+        // Resumed under the global pause: corrected meanwhile.
+        let except = Paused::from_records([pause(None, false), pause(Some(b.as_str()), true)]);
+        assert!(except.is(&a) && !except.is(&b));
+        // An exception alone pauses nothing.
+        assert!(!Paused::from_records([pause(Some(a.as_str()), true)]).is(&a));
+    }
+
     fn id(path: &str) -> ResourceId {
         ResourceId::from_string(format!("files/file/{path}"))
     }
@@ -564,12 +567,19 @@ mod tests {
             .collect();
         rec.set_applied_digests(&digests).unwrap();
         rec.set_blocked_digest(&ids[7], "blocked-7").unwrap();
-        rec.set_blocked_digest(&ids[8], "").unwrap();
+        rec.set_blocked_digest(&ids[8], "blocked-8").unwrap();
+        // Applying clears a block.
+        rec.set_applied_digests(&[(ids[8].clone(), "d-8".into())])
+            .unwrap();
         let one_by_one = answers(&rec, 1);
         assert_eq!(one_by_one[3].0.as_deref(), Some("d-files/file/f3"));
         assert_eq!(one_by_one[4].0, None);
         assert_eq!(one_by_one[7].1.as_deref(), Some("blocked-7"));
-        assert_eq!(one_by_one[8].1, None, "an empty digest is a cleared one");
+        assert_eq!(
+            one_by_one[8],
+            (Some("d-8".into()), None),
+            "applied, unblocked"
+        );
         assert_eq!(answers(&rec, ids.len()), one_by_one, "read at once");
         assert!(rec.applied_digests(ids.len()).unwrap().all.is_some());
         assert!(rec.applied_digests(1).unwrap().all.is_none());

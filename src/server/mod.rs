@@ -4,6 +4,7 @@
 
 mod api;
 mod auth;
+mod history;
 mod html;
 mod page;
 mod webhooks;
@@ -34,6 +35,9 @@ pub enum Trigger {
 /// for it. Supplied by whoever runs the loop; it must never return sensitive
 /// content.
 pub type ResourceDiff = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
+/// Where a resource comes from and what happened to it, as `tend explain`
+/// tells it; `None` when it cannot be read now.
+pub type ResourceExplain = Arc<dyn Fn(&str) -> Option<crate::explain::Explanation> + Send + Sync>;
 
 #[derive(Clone)]
 pub struct AppState {
@@ -55,6 +59,7 @@ pub struct AppState {
     /// without one answers 404.
     pub webhook_secrets: BTreeMap<String, Vec<u8>>,
     pub resource_diff: ResourceDiff,
+    pub resource_explain: ResourceExplain,
 }
 
 impl std::fmt::Debug for AppState {

@@ -87,6 +87,34 @@ fn source_section(out: &mut String, s: &SourceStatus, now: SystemTime) {
             escape(e)
         );
     }
+    if let Some(signer) = &s.applied_signer {
+        let _ = write!(
+            out,
+            "<dt>Signed by</dt><dd><code>{}</code></dd>",
+            escape(signer)
+        );
+    }
+    if let Some(p) = &s.pinned {
+        let until = p
+            .until
+            .as_deref()
+            .map(|u| format!("until {}", escape(u)))
+            .unwrap_or_else(|| "until <code>tend unpin</code>".into());
+        let _ = write!(
+            out,
+            "<dt>Pinned</dt><dd class=\"s-Paused\">{} {until}; new commits are fetched, not applied</dd>",
+            revision(Some(&p.revision))
+        );
+    }
+    if let Some(r) = &s.refused {
+        let _ = write!(
+            out,
+            "<dt>Refused</dt><dd class=\"s-Failed\">{} <strong>{}</strong>: {}</dd>",
+            revision(Some(&r.revision)),
+            escape(&r.reason),
+            escape(&r.detail)
+        );
+    }
     out.push_str("</dl>");
 }
 
@@ -286,7 +314,12 @@ fn diff_lines(diff: &str) -> String {
 }
 
 /// The diff view of one resource.
-pub fn render_resource(id: &str, entry: Option<&ResourceStatus>, diff: Option<&str>) -> String {
+pub fn render_resource(
+    id: &str,
+    entry: Option<&ResourceStatus>,
+    diff: Option<&str>,
+    history: Option<&crate::explain::Explanation>,
+) -> String {
     let mut out = format!(
         "<p><a href=\"/\">&larr; status</a></p><h1>{}</h1>",
         escape(id)
@@ -327,6 +360,9 @@ pub fn render_resource(id: &str, entry: Option<&ResourceStatus>, diff: Option<&s
             "<p class=\"muted\">No difference between the declaration and the live state.</p>",
         ),
     }
+    if let Some(x) = history {
+        super::history::section(&mut out, x, SystemTime::now());
+    }
     document(&format!("tend: {id}"), None, &out)
 }
 
@@ -350,7 +386,15 @@ pub async fn resource(State(state): State<AppState>, Path(id): Path<String>) -> 
         .as_ref()
         .and_then(|d| d.resources.iter().find(|r| r.id == id));
     let diff = load_diff(&state, id.clone()).await;
-    let page = render_resource(&id, entry, diff.as_deref());
+    let history = {
+        let explain = state.resource_explain.clone();
+        let id = id.clone();
+        tokio::task::spawn_blocking(move || explain(&id))
+            .await
+            .ok()
+            .flatten()
+    };
+    let page = render_resource(&id, entry, diff.as_deref(), history.as_ref());
     if entry.is_none() && diff.is_none() {
         return (StatusCode::NOT_FOUND, Html(page)).into_response();
     }

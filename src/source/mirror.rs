@@ -284,6 +284,72 @@ impl Mirror {
         }
         Snapshot::open(repo, &self.dir, commit)
     }
+
+    /// Whether `commit` may be applied by its signature (see
+    /// [`super::signed::verify`]): `via_ref` when it is what the configured
+    /// ref resolved to, not a pin.
+    pub fn verify(
+        &self,
+        anchors: &super::verify::TrustAnchors,
+        commit: Oid,
+        via_ref: bool,
+    ) -> Result<Result<super::verify::Signer, super::verify::Refusal>, SourceError> {
+        let repo = open_mirror(&self.dir)?;
+        super::signed::verify(&repo, &self.wanted, anchors, commit, via_ref)
+    }
+
+    /// Whether `commit` is `ancestor` or descends from it.
+    pub fn descends(&self, commit: Oid, ancestor: Oid) -> Result<bool, SourceError> {
+        let repo = open_mirror(&self.dir)?;
+        Ok(super::signed::descends(&repo, commit, ancestor))
+    }
+
+    /// A revision as an operator writes it (a commit id, abbreviated or
+    /// not, a tag or branch name) to the commit in the mirror.
+    pub fn find_revision(&self, rev: &str) -> Result<Oid, SourceError> {
+        let repo = open_mirror(&self.dir)?;
+        let not_found = || SourceError::UnknownRef {
+            reference: rev.to_string(),
+            url: self.url.redacted().to_string(),
+        };
+        let object = repo.revparse_single(rev).map_err(|_| not_found())?;
+        object
+            .peel(git2::ObjectType::Commit)
+            .map(|c| c.id())
+            .map_err(|_| not_found())
+    }
+
+    /// Who made a commit and when, and its subject line.
+    pub fn commit_info(&self, commit: Oid) -> Result<CommitInfo, SourceError> {
+        let repo = open_mirror(&self.dir)?;
+        let c = repo
+            .find_commit(commit)
+            .map_err(|e| SourceError::git(format!("reading commit {commit}"), e))?;
+        let person = |s: git2::Signature<'_>| {
+            format!(
+                "{} <{}>",
+                String::from_utf8_lossy(s.name_bytes()),
+                String::from_utf8_lossy(s.email_bytes())
+            )
+        };
+        let when = c.committer().when().seconds();
+        Ok(CommitInfo {
+            author: person(c.author()),
+            committer: person(c.committer()),
+            committed_at: std::time::UNIX_EPOCH
+                + Duration::from_secs(u64::try_from(when).unwrap_or(0)),
+            summary: String::from_utf8_lossy(c.summary_bytes().unwrap_or_default()).into_owned(),
+        })
+    }
+}
+
+/// What [`Mirror::commit_info`] tells of a commit.
+#[derive(Debug, Clone)]
+pub struct CommitInfo {
+    pub author: String,
+    pub committer: String,
+    pub committed_at: SystemTime,
+    pub summary: String,
 }
 
 fn forget_remote_head(repo: &Repository) -> Result<(), SourceError> {

@@ -5,6 +5,7 @@
 mod error;
 mod known_hosts;
 mod links;
+mod local;
 mod mirror;
 mod names;
 pub(crate) mod packs;
@@ -12,11 +13,13 @@ mod refs;
 mod remote;
 mod repair;
 mod seed;
+mod signed;
 mod sizes;
 mod snapshot;
 mod ssh_key;
 mod transport;
 mod url;
+pub mod verify;
 
 #[cfg(test)]
 mod tests;
@@ -25,7 +28,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 pub use error::SourceError;
-pub use mirror::Mirror;
+pub use local::{local_repository, snapshot_at};
+pub use mirror::{CommitInfo, Mirror};
 pub(crate) use names::refused as refused_name;
 pub use snapshot::{routes_through_lfs, BlobReader, Entry, EntryMode, Refused, Snapshot, Walk};
 pub use transport::{configure_transport, may_use_tls};

@@ -3,12 +3,14 @@
 
 #![allow(dead_code)]
 
+pub mod container;
 pub mod http;
 pub mod https;
 pub mod plugins;
 pub mod repo;
 pub mod secrets;
 pub mod servers;
+pub mod signing;
 pub mod sshd;
 
 use std::os::unix::fs::MetadataExt;
@@ -122,17 +124,23 @@ impl Env {
 
     pub fn cmd(&self, args: &[&str]) -> Command {
         let mut c = tend_cmd();
-        c.args(args)
-            .arg("--repo")
-            .arg(self.repo.url())
-            .arg("--root")
-            .arg(self.root.path())
-            .arg("--state-dir")
-            .arg(self.state.path());
+        c.args(args);
+        // Commands that read only the state dir take no source or root.
+        if !matches!(
+            args.first(),
+            Some(&("status" | "pause" | "resume" | "unpin"))
+        ) {
+            c.arg("--repo")
+                .arg(self.repo.url())
+                .arg("--root")
+                .arg(self.root.path());
+        }
+        c.arg("--state-dir").arg(self.state.path());
         c
     }
 
-    /// Runs `tend <args> --repo .. --root .. --state-dir ..`.
+    /// Runs `tend <args> --repo .. --root .. --state-dir ..` (only
+    /// `--state-dir` for status, pause and resume).
     pub fn tend(&self, args: &[&str]) -> Run {
         Run::from(self.cmd(args).output().expect("run tend"))
     }

@@ -10,6 +10,14 @@ impl Builder<'_> {
     /// is the only such target, so its resources are still declared (and
     /// observed as unknown) rather than dropped.
     pub(super) fn pick_target(&self, named: Option<&str>, kind: &str) -> Result<String, String> {
+        // Read as written, a target the config does not name is the host's
+        // to know: it is taken as named.
+        if let Some(n) = named.filter(|n| self.opts.as_written && !self.is_configured(n)) {
+            if n.is_empty() || n.contains('/') {
+                return Err(format!("target name {n:?} may not be empty or contain `/`"));
+            }
+            return Ok(n.to_string());
+        }
         let serving: Vec<&str> = self
             .opts
             .targets
@@ -27,7 +35,7 @@ impl Builder<'_> {
         match named {
             Some(n) if serving.contains(&n) => Ok(n.to_string()),
             Some(n) if !path_kind && pending.iter().any(|t| t.name == n) => Ok(n.to_string()),
-            Some(n) if self.opts.targets.iter().any(|t| t.name == n) => {
+            Some(n) if self.is_configured(n) => {
                 Err(format!("target {n:?} does not serve kind {kind:?}"))
             }
             Some(n) => Err(format!("no target named {n:?} in the config")),
@@ -49,5 +57,9 @@ impl Builder<'_> {
                 serving.join(", ")
             )),
         }
+    }
+
+    fn is_configured(&self, name: &str) -> bool {
+        self.opts.targets.iter().any(|t| t.name == name)
     }
 }

@@ -74,7 +74,7 @@ impl Builder<'_> {
         if let Some(h) = d
             .on_change
             .as_ref()
-            .filter(|h| !self.opts.hooks.contains(h))
+            .filter(|h| !self.opts.as_written && !self.opts.hooks.contains(h))
         {
             let reason = format!("hook {h:?} is not defined in the local config");
             self.block(id, origin, reason);

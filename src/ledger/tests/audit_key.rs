@@ -13,6 +13,7 @@ fn entry(id: &str, action: &str) -> AuditEntry {
         before: Some("hmac-sha256:0011223344556677".into()),
         after: None,
         backup: Some(format!("sha256:{}", "c".repeat(64))),
+        sensitive: false,
     }
 }
 
@@ -144,4 +145,36 @@ fn a_damaged_key_file_is_an_error_naming_it() {
     let err = HashKey::load_or_create(tmp.path()).unwrap_err();
     assert!(matches!(err, LedgerError::Corrupt { .. }));
     assert!(err.to_string().contains("hash.key"), "{err}");
+}
+
+#[test]
+fn the_tail_reads_backwards_across_chunks_newest_first_and_skips_a_torn_line() {
+    let tmp = tempfile::tempdir().unwrap();
+    let log = AuditLog::open(tmp.path()).unwrap();
+    // Far more than one 64 KiB chunk, so lines straddle chunk borders.
+    let entries: Vec<AuditEntry> = (0..3000)
+        .map(|i| entry(&format!("files/file/{}", i % 7), &format!("update-{i}")))
+        .collect();
+    log.append_all(&entries).unwrap();
+    let mut file = std::fs::OpenOptions::new()
+        .append(true)
+        .open(log.path())
+        .unwrap();
+    std::io::Write::write_all(&mut file, b"{\"id\":\"files/file/3\",\"torn").unwrap();
+    let (found, cut) =
+        crate::ledger::audit_tail(tmp.path(), 10_000, |v| v["id"] == "files/file/3").unwrap();
+    let actions: Vec<&str> = found
+        .iter()
+        .map(|v| v["action"].as_str().unwrap())
+        .collect();
+    let expected: Vec<String> = (0..3000)
+        .rev()
+        .filter(|i| i % 7 == 3)
+        .map(|i| format!("update-{i}"))
+        .collect();
+    assert_eq!(actions, expected);
+    assert!(!cut, "the whole log was read");
+    let (few, _) = crate::ledger::audit_tail(tmp.path(), 2, |_| true).unwrap();
+    assert_eq!(few[0]["action"], "update-2999");
+    assert_eq!(few.len(), 2);
 }

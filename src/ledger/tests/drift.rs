@@ -67,16 +67,18 @@ fn drift_since_is_kept_across_states_and_reopening() {
 }
 
 #[test]
-fn corrections_outside_the_window_are_forgotten() {
+fn the_contested_window_counts_corrections_younger_than_it() {
     let mut rec = ResourceRecord::new("files/file/a", State::Drifted);
     let window = Duration::from_secs(600);
-    for s in [0, 100, 200] {
-        rec.record_correction(at(s), window);
-    }
-    assert_eq!(rec.record_correction(at(300), window), 4);
-    // At 750 the corrections at 0 and 100 are more than 10 minutes old.
-    assert_eq!(rec.record_correction(at(750), window), 3);
-    assert_eq!(rec.corrections, vec![at(200), at(300), at(750)]);
+    rec.corrections = vec![at(0), at(100), at(101), at(800)];
+    // At 700: 0 is 700 s old, 100 exactly the window (forgotten), 101 just
+    // inside; 800 lies after `now` (a clock stepped back) and still counts.
+    assert_eq!(
+        rec.corrections_within(at(700), window),
+        vec![at(101), at(800)]
+    );
+    assert_eq!(rec.corrections_within(at(100), window).len(), 4);
+    assert!(rec.corrections_within(at(2000), window).is_empty());
 }
 
 #[test]

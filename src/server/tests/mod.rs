@@ -67,6 +67,7 @@ pub fn fixture(secrets: &[(&str, &str)], reference: Option<&str>) -> Fixture {
             .map(|(k, v)| (k.to_string(), v.as_bytes().to_vec()))
             .collect::<BTreeMap<_, _>>(),
         resource_diff: no_diff(),
+        resource_explain: Arc::new(|_: &str| None),
     };
     Fixture {
         dir,
@@ -153,6 +154,7 @@ pub fn populate(dir: &std::path::Path) {
                 before: Some(format!("git:{}", "1".repeat(40))),
                 after: Some(format!("git:{}", "2".repeat(40))),
                 backup: Some(format!("sha256:{}", "3".repeat(64))),
+                sensitive: false,
             })
             .unwrap();
     }

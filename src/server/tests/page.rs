@@ -202,9 +202,8 @@ async fn declaration_problems_are_listed_escaped_and_in_the_banner() {
     let f = fixture(&[], None);
     populate(f.dir.path());
     let ledger = crate::ledger::Ledger::open(f.dir.path()).unwrap();
-    let problems = serde_json::json!(["a.tend.yaml:3: mode \"<9>\" & more"]).to_string();
     ledger
-        .set_meta(crate::status::PROBLEMS_KEY, &problems)
+        .set_declaration_problems(&["a.tend.yaml:3: mode \"<9>\" & more".to_string()])
         .unwrap();
     let (_, _, page) = call(f.app(), get("/")).await;
     at(&page, "Declaration problems (1)");
@@ -216,4 +215,64 @@ async fn declaration_problems_are_listed_escaped_and_in_the_banner() {
     let (_, _, json) = call(f.app(), get("/api/v1/status")).await;
     let doc: serde_json::Value = serde_json::from_str(&json).unwrap();
     assert_eq!(doc["problems"][0], "a.tend.yaml:3: mode \"<9>\" & more");
+}
+
+#[tokio::test]
+async fn the_resource_page_shows_where_it_comes_from_and_a_drift_timeline_without_script() {
+    use crate::explain::{Event, Explanation};
+    let mut f = fixture(&[], None);
+    populate(f.dir.path());
+    let now = std::time::SystemTime::now();
+    let time = |secs: u64| {
+        humantime::format_rfc3339_seconds(now - std::time::Duration::from_secs(secs)).to_string()
+    };
+    let (drift, changed, old) = (time(3600), time(7200), time(3 * 86400));
+    f.state.resource_explain = Arc::new(move |id: &str| {
+        Some(Explanation {
+            id: id.to_string(),
+            path: Some("etc/hosts".into()),
+            declared_at: Some("hosts<1>.tend.yaml:7".into()),
+            revision: Some("a".repeat(40)),
+            commit: None,
+            signer: Some("ssh SHA256:abc (alice)".into()),
+            pinned: false,
+            sensitive: false,
+            state: Some(crate::ledger::State::Drifted),
+            drift_since: Some(drift.clone()),
+            reason: None,
+            last_applied: None,
+            recent_corrections: vec![],
+            events: vec![
+                Event {
+                    time: changed.clone(),
+                    action: "update".into(),
+                    why: vec!["content".into()],
+                    revision: "a".repeat(40),
+                    backup: Some("hmac-sha256:00".into()),
+                },
+                Event {
+                    time: old.clone(),
+                    action: "create".into(),
+                    why: vec!["absent".into()],
+                    revision: "b".repeat(40),
+                    backup: None,
+                },
+            ],
+            events_cut: false,
+            backups: vec!["hmac-sha256:00".into()],
+        })
+    });
+    let (status, _, page) = call(f.app(), get("/resources/files/file/etc/hosts")).await;
+    assert_eq!(status, StatusCode::OK);
+    at(&page, "<code>hosts&lt;1&gt;.tend.yaml:7</code>");
+    at(&page, "ssh SHA256:abc (alice)");
+    at(&page, "hmac-sha256:00");
+    let svg_at = at(&page, "<svg class=\"timeline\"");
+    let svg = &page[svg_at..page[svg_at..].find("</svg>").unwrap() + svg_at];
+    assert!(svg.contains("class=\"drift\""), "{svg}");
+    // One tick: the update within the day; the create three days ago is
+    // outside the picture (but in the history table).
+    assert_eq!(svg.matches("class=\"change\"").count(), 1, "{svg}");
+    at(&page, "absent");
+    assert!(!page.contains("<script"), "no script");
 }

@@ -5,11 +5,13 @@
 //! `Unknown`, never a write.
 
 pub mod check;
+mod config;
 mod process;
 pub mod protocol;
 #[cfg(test)]
 mod tests;
 
+pub use config::ExecConfig;
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

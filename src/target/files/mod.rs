@@ -5,6 +5,7 @@
 mod attrs;
 mod batch;
 mod cachefile;
+mod config;
 mod decide;
 mod durable;
 mod observe;
@@ -32,6 +33,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use crate::model::{Backup, Change, ContentSource, Observed, RelPath, ResourceId};
 use crate::target::{Applied, Probe, Swept, Target, TargetError};
 
+pub use config::FilesConfig;
 use resolve::Root;
 use statcache::StatCache;
 
@@ -53,6 +55,22 @@ impl FilesTarget {
     /// Opens `root` as a directory handle; the stat cache lives in
     /// `<state_dir>/statcache/<name>`. A state dir that cannot be written
     /// only costs performance: the cache is then neither trusted nor kept.
+    /// The target a config block describes. A missing root is made, as a
+    /// sidecar's empty volume would be.
+    pub fn build(
+        name: &str,
+        config: &FilesConfig,
+        state_dir: &Path,
+    ) -> Result<FilesTarget, String> {
+        let root = &config.root;
+        if !root.exists() {
+            std::fs::create_dir_all(root)
+                .map_err(|e| format!("cannot create root {}: {e}", root.display()))?;
+        }
+        FilesTarget::new(name, root, state_dir)
+            .map_err(|e| format!("cannot open root {}: {e}", root.display()))
+    }
+
     pub fn new(name: &str, root: &Path, state_dir: &Path) -> std::io::Result<FilesTarget> {
         let root = Root::open(root)?;
         let cache = StatCache::open(state_dir, name, root.path());

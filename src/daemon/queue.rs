@@ -3,37 +3,11 @@
 //! being worked on. Time is tokio's, so tests can pause the clock.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
-use std::time::Duration;
 
 use tokio::time::Instant;
 
 use crate::model::ResourceId;
-
-/// What to do with a key after reconciling it: built only through
-/// [`Action::requeue`] and [`Action::await_change`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Action {
-    requeue_after: Option<Duration>,
-}
-
-impl Action {
-    /// Look again after `d` even if nothing signals a change.
-    pub fn requeue(d: Duration) -> Action {
-        Action {
-            requeue_after: Some(d),
-        }
-    }
-    /// Look again only when an event (a new revision, a resync, a
-    /// notification) says so.
-    pub fn await_change() -> Action {
-        Action {
-            requeue_after: None,
-        }
-    }
-    pub fn requeue_after(&self) -> Option<Duration> {
-        self.requeue_after
-    }
-}
+use crate::reconcile::Action;
 
 #[derive(Debug, Default)]
 pub struct Queue {
@@ -116,19 +90,12 @@ impl Queue {
     pub fn depth(&self) -> usize {
         self.due.len() + self.deferred.len()
     }
-
-    /// Forgets a key entirely (it is no longer declared or managed).
-    pub fn remove(&mut self, key: &ResourceId) {
-        if let Some(at) = self.due.remove(key) {
-            self.by_time.remove(&(at, key.clone()));
-        }
-        self.deferred.remove(key);
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     fn id(s: &str) -> ResourceId {
         ResourceId::new("files", "file", s)

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use notify::{RecursiveMode, Watcher};
 use tokio::sync::mpsc::UnboundedSender;
 
-use super::daemon::Trigger;
+use super::Trigger;
 use crate::model::{RelPath, ResourceId};
 
 /// How long an event on a path tend just wrote is taken as its own echo.
@@ -302,7 +302,7 @@ impl Watch {
 
     /// A callback that marks a path tend is about to write, so the events
     /// its own write causes are not taken as drift.
-    pub fn write_observer(&self) -> super::control::WriteObserver {
+    pub fn write_observer(&self) -> crate::reconcile::WriteObserver {
         let index = self.index.clone();
         Arc::new(move |id: &ResourceId| {
             index.lock().expect("watch index").own_write(id);

@@ -1,108 +1,50 @@
-//! `tend run`: the continuous loop. Triggers (poll with jitter, resync,
-//! retries, file-system events, webhooks) only decide *when* a resource is
-//! looked at; every pass observes afresh and decides *what* to do.
+//! The loop's state and what it does at each trigger: fetch, switch to a new
+//! revision, run a pass (all, changes, or keys), requeue what the error
+//! policy asks for, publish gauges. Triggers only decide *when*; every pass
+//! observes afresh and decides *what* to do.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::collections::BTreeSet;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use tokio::sync::{mpsc, Notify};
-use tokio::time::{sleep_until, Instant};
+use tokio::time::Instant;
 
 use super::notify::Notifier;
+use super::queue::Queue;
 use super::watch::Watch;
-use super::{
-    backoff, load_next, publish, Context, Control, Next, PassOptions, PassReport, Queue, Recorder,
-    Revision, Scope,
-};
-use crate::config::{Settings, TargetKind};
+use super::{publish, Shared, Worker};
+use crate::config::Settings;
 use crate::ledger::State;
-use crate::metrics::Metrics;
 use crate::model::ResourceId;
-
-/// Why the loop should look at something sooner than its timers say.
-#[derive(Debug, Clone)]
-pub enum Trigger {
-    /// Fetch now (refresh, webhook).
-    Fetch,
-    /// These resources may have drifted (file-system or plugin events).
-    Keys(Vec<ResourceId>),
-    /// A full pass now (watch overflow, pause changes).
-    FullPass,
-}
+use crate::reconcile::{
+    self, action_for, backoff, load_next, retried, trust, Context, Next, PassOptions, PassReport,
+    Recorder, Scope,
+};
 
 /// The metrics' drift ages are brought up to date at least this often, so
 /// they grow between events as the ledger's ages do.
 const AGES_EVERY: Duration = Duration::from_secs(5);
 
-fn fail(message: impl std::fmt::Display) -> ExitCode {
-    eprintln!("tend: {message}");
-    ExitCode::from(2)
-}
-
-fn jitter(d: Duration) -> Duration {
+pub(super) fn jitter(d: Duration) -> Duration {
     d.mul_f64(rand::random_range(0.9..1.1))
 }
 
-/// The error policy: when to look at a resource again after a pass.
-pub fn action_for(
-    state: State,
-    next_retry: Option<SystemTime>,
-    settings: &Settings,
-) -> super::Action {
-    match state {
-        _ if !retried(state) => super::Action::await_change(),
-        State::Contested => {
-            super::Action::requeue(settings.policy.contested_window.min(backoff::MAX))
-        }
-        // Failed, Unknown: at the backoff's time.
-        _ => {
-            let wait = next_retry
-                .and_then(|t| t.duration_since(SystemTime::now()).ok())
-                .unwrap_or(backoff::BASE);
-            super::Action::requeue(wait)
-        }
-    }
-}
-
-/// Whether [`action_for`] can requeue a resource in `state`; any other
-/// state waits for a change.
-fn retried(state: State) -> bool {
-    matches!(state, State::Failed | State::Unknown | State::Contested)
-}
-
-/// The context and recorder, used only from blocking tasks, one at a time:
-/// the Git handles inside are not shareable between threads.
-pub(crate) struct Worker {
-    pub ctx: Context,
-    pub rec: Recorder,
-}
-
-/// What the loop shares with the HTTP server and systemd.
-pub(crate) struct Shared {
-    pub worker: Arc<Mutex<Worker>>,
-    pub current: Arc<Mutex<Option<Arc<Revision>>>>,
-    pub metrics: Arc<Metrics>,
-    pub ready: Arc<AtomicBool>,
-    pub ctl: Arc<Control>,
-}
-
-struct Loop {
-    settings: Settings,
-    shared: Shared,
+pub(super) struct Loop {
+    pub(super) settings: Settings,
+    pub(super) shared: Shared,
     queue: Queue,
-    current: Option<Arc<Revision>>,
-    opts: PassOptions,
-    fetch_failures: u32,
+    pub(super) opts: PassOptions,
+    pub(super) fetch_failures: u32,
     pauses_seen: String,
-    watch: Option<Watch>,
+    /// The pin last seen in the ledger (written by `tend pin`).
+    pin_seen: String,
+    pub(super) watch: Option<Watch>,
     /// The revision the watch index was built for.
-    watched: Option<git2::Oid>,
+    pub(super) watched: Option<git2::Oid>,
     /// The current revision, when its last pruning pass applied it whole:
     /// the next revision is then reconciled from it by its changes.
-    settled: Option<git2::Oid>,
+    pub(super) settled: Option<git2::Oid>,
     notifier: Arc<Notifier>,
     last_published: Option<Instant>,
     /// A throttled publish was skipped; the next tick makes it.
@@ -114,7 +56,80 @@ struct Loop {
 }
 
 impl Loop {
-    async fn blocking<T: Send + 'static>(
+    pub(super) fn new(
+        settings: Settings,
+        shared: Shared,
+        watch: Option<Watch>,
+        notifier: Arc<Notifier>,
+    ) -> Loop {
+        Loop {
+            opts: PassOptions {
+                allow_mass_prune: false,
+                dry_run: settings.policy.dry_run,
+            },
+            settings,
+            shared,
+            queue: Queue::new(),
+            fetch_failures: 0,
+            pauses_seen: String::new(),
+            pin_seen: String::new(),
+            watch,
+            watched: None,
+            settled: None,
+            notifier,
+            last_published: None,
+            publish_pending: false,
+            ages_grow: false,
+            watch_line: None,
+        }
+    }
+
+    pub(super) fn next_due(&self) -> Option<Instant> {
+        self.queue.next_due()
+    }
+
+    pub(super) fn schedule_now(&mut self, ids: Vec<ResourceId>) {
+        for id in ids {
+            self.queue.schedule_now(id);
+        }
+    }
+
+    /// Runs the keys whose retry or event time has come.
+    pub(super) async fn due_keys(&mut self) {
+        let keys: BTreeSet<ResourceId> = self
+            .queue
+            .take_due(Instant::now(), 10_000)
+            .into_iter()
+            .collect();
+        if !keys.is_empty() {
+            self.pass(Scope::Keys(keys)).await;
+        }
+    }
+
+    /// Once a second: a pause change starts a full pass; deferred or stale
+    /// gauges are published. Without drift nothing changes between passes,
+    /// so idle stays idle.
+    pub(super) async fn tick(&mut self) {
+        if self.pauses_changed().await {
+            self.pass(Scope::All).await;
+        }
+        if self.pin_changed().await {
+            // The last fetched revision, decided on again: pinned, or the
+            // ref's newest once the pin is lifted or ran out.
+            if let Ok(Some(id)) = self.blocking(|ctx, _| ctx.mirror.resolved()).await {
+                self.admit(id, false).await;
+            }
+        }
+        let stale = self.ages_grow
+            && self
+                .last_published
+                .is_some_and(|t| t.elapsed() >= AGES_EVERY);
+        if self.publish_pending || stale {
+            self.publish(false).await;
+        }
+    }
+
+    pub(super) async fn blocking<T: Send + 'static>(
         &self,
         f: impl FnOnce(&Context, &mut Recorder) -> T + Send + 'static,
     ) -> T {
@@ -128,27 +143,36 @@ impl Loop {
         .expect("blocking task panicked")
     }
 
+    /// Runs `f` on the worker (context and recorder), off the runtime.
+    pub(super) async fn with_worker<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Worker) -> T + Send + 'static,
+    ) -> T {
+        let worker = self.shared.worker.clone();
+        tokio::task::spawn_blocking(move || f(&mut worker.lock().expect("worker lock")))
+            .await
+            .expect("blocking task panicked")
+    }
+
     /// Fetches; on a new revision loads it and runs a full pass.
-    async fn poll(&mut self) -> Duration {
+    pub(super) async fn poll(&mut self) -> Duration {
         let result = self
-            .blocking(|ctx, rec| super::fetch(ctx, rec, SystemTime::now()))
+            .blocking(|ctx, rec| reconcile::fetch(ctx, rec, SystemTime::now()))
             .await;
         publish::fetch(&self.shared.metrics, result.is_ok());
         let interval = self.settings.source.interval;
         match result {
             Ok(id) => {
                 self.fetch_failures = 0;
-                if self.current.as_ref().map(|r| r.id) != Some(id) {
-                    self.switch_to(id).await;
-                }
+                self.admit(id, true).await;
                 jitter(interval)
             }
             Err(e) => {
                 self.fetch_failures += 1;
                 tracing::warn!(error = %e, failures = self.fetch_failures, "fetch failed; the last good state stays");
-                if self.current.is_none() {
+                if self.shared.current().is_none() {
                     if let Ok(Some(id)) = self.blocking(|ctx, _| ctx.mirror.resolved()).await {
-                        self.switch_to(id).await;
+                        self.admit(id, false).await;
                     }
                 }
                 self.publish(true).await;
@@ -157,23 +181,81 @@ impl Loop {
         }
     }
 
+    /// Decides on `fetched` (SPEC §9) and switches to what may be applied:
+    /// a refused revision changes nothing, and the last good one stays (or,
+    /// after a restart, is loaded again) so its drift is still corrected.
+    /// `count`: a refusal of a fresh fetch, for the metric.
+    async fn admit(&mut self, fetched: git2::Oid, count: bool) {
+        self.admit_or_rerun(fetched, count, false).await
+    }
+
+    /// [`Loop::admit`]; with `rerun` (new settings) what stays applied is
+    /// reconciled again even when it is the current revision.
+    pub(super) async fn admit_or_rerun(&mut self, fetched: git2::Oid, count: bool, rerun: bool) {
+        let (gate, fallback) = self
+            .blocking(move |ctx, rec| {
+                let gate = trust::admit(ctx, &rec.ledger, fetched);
+                if let Ok(g) = &gate {
+                    if let Err(e) = trust::record(&rec.ledger, g, SystemTime::now()) {
+                        tracing::warn!(error = %e, "cannot record the source's trust state");
+                    }
+                }
+                let fallback = match &gate {
+                    Ok(Err(_)) => trust::last_good(ctx, &rec.ledger),
+                    _ => None,
+                };
+                (gate, fallback)
+            })
+            .await;
+        let current = self.shared.current();
+        let differs = |a: &trust::Admitted| {
+            rerun
+                || current
+                    .as_ref()
+                    .is_none_or(|r| r.id != a.revision || r.provenance != a.provenance)
+        };
+        match gate {
+            Ok(Ok(admitted)) if differs(&admitted) => self.switch_to(admitted).await,
+            Ok(Ok(_)) => {}
+            Ok(Err(refused)) => {
+                tracing::warn!(%refused, "the last good revision stays applied");
+                if count {
+                    self.shared.metrics.refused(refused.refusal.reason.as_str());
+                }
+                let stays = current.as_ref().map(|r| trust::Admitted {
+                    revision: r.id,
+                    provenance: r.provenance.clone(),
+                });
+                match (stays, fallback) {
+                    (Some(stays), _) if rerun => self.switch_to(stays).await,
+                    (None, Some(good)) => self.switch_to(good).await,
+                    _ => {}
+                }
+                self.publish(true).await;
+            }
+            Err(e) => {
+                tracing::warn!(revision = %fetched, error = %e, "cannot check the revision; the last good state stays")
+            }
+        }
+    }
+
     /// Reads revision `id` and reconciles it: from the current revision,
     /// when that one is settled and the watcher sees drift, only what
     /// changed; otherwise all of it.
-    async fn switch_to(&mut self, id: git2::Oid) {
+    pub(super) async fn switch_to(&mut self, admitted: trust::Admitted) {
+        let id = admitted.revision;
         // Without a healthy watcher, drift of unchanged resources is only
         // seen by full passes: a new revision gets one, as the resync does.
         let watched = self.watch.as_ref().is_some_and(|w| w.healthy());
         let settled = watched
             && self
-                .current
-                .as_ref()
+                .shared
+                .current()
                 .is_some_and(|r| Some(r.id) == self.settled);
         // The previous revision's desired state is reused, not copied, when
         // nothing else holds it.
         let prev = if settled {
-            self.shared.current.lock().expect("current revision").take();
-            self.current.take()
+            self.shared.take_current()
         } else {
             None
         };
@@ -183,8 +265,7 @@ impl Loop {
             Ok(Next::Changes { rev, keys }) => (rev, Scope::Changes(keys)),
             Err((e, prev)) => {
                 if let Some(prev) = prev {
-                    *self.shared.current.lock().expect("current revision") = Some(prev.clone());
-                    self.current = Some(prev);
+                    self.shared.set_current(prev);
                 }
                 tracing::warn!(revision = %id, error = %e, "cannot read revision; the last good state stays");
                 return;
@@ -198,20 +279,21 @@ impl Loop {
         for note in rev.declared.notes.iter().take(20) {
             tracing::warn!(revision = %id, %note, "left out of the revision");
         }
+        let mut rev = rev;
+        rev.provenance = admitted.provenance;
         let rev = Arc::new(rev);
-        *self.shared.current.lock().expect("current revision") = Some(rev.clone());
-        self.current = Some(rev);
+        self.shared.set_current(rev);
         self.settled = None;
         self.pass(scope).await;
     }
 
-    async fn pass(&mut self, scope: Scope) {
+    pub(super) async fn pass(&mut self, scope: Scope) {
         // Keys from the queue are marked running until the pass ends.
         let keys: Vec<ResourceId> = match &scope {
             Scope::Keys(k) => k.iter().cloned().collect(),
             Scope::All | Scope::Changes(_) => Vec::new(),
         };
-        let Some(rev) = self.current.clone() else {
+        let Some(rev) = self.shared.current() else {
             // Nothing loaded yet (an event came before the first revision):
             // the first full pass looks at everything, and the keys must not
             // stay marked running.
@@ -231,16 +313,20 @@ impl Loop {
         let started = Instant::now();
         let rev2 = rev.clone();
         let result = self
-            .blocking(move |ctx, rec| -> Result<PassReport, super::PassError> {
-                match scope {
-                    Scope::All => super::full_pass(ctx, rec, &rev2, opts, &ctl),
-                    Scope::Changes(_) => super::pruning_pass(ctx, rec, &rev2, scope, opts, &ctl),
-                    Scope::Keys(_) => {
-                        let prepared = super::prepare(ctx, &rev2, &rec.ledger, scope)?;
-                        super::apply(ctx, rec, &rev2, &prepared, opts, &ctl)
+            .blocking(
+                move |ctx, rec| -> Result<PassReport, reconcile::PassError> {
+                    match scope {
+                        Scope::All => reconcile::full_pass(ctx, rec, &rev2, opts, &ctl),
+                        Scope::Changes(_) => {
+                            reconcile::pruning_pass(ctx, rec, &rev2, scope, opts, &ctl)
+                        }
+                        Scope::Keys(_) => {
+                            let prepared = reconcile::prepare(ctx, &rev2, &rec.ledger, scope)?;
+                            reconcile::apply(ctx, rec, &rev2, &prepared, opts, &ctl)
+                        }
                     }
-                }
-            })
+                },
+            )
             .await;
         for k in &keys {
             self.queue.done(k);
@@ -344,7 +430,7 @@ impl Loop {
         self.ages_grow = self
             .blocking(move |_, rec| {
                 if let Some(line) = write_line {
-                    let _ = rec.ledger.set_meta("watcher", &line);
+                    let _ = rec.ledger.set_watcher(&line);
                 }
                 publish::ledger(&metrics, &rec.ledger)
             })
@@ -379,8 +465,19 @@ impl Loop {
         }
     }
 
+    /// The pin lives in the ledger, written by `tend pin` and `tend unpin`;
+    /// one that ran out reads as none.
+    pub(super) async fn pin_changed(&mut self) -> bool {
+        let now = self
+            .blocking(|_, rec| format!("{:?}", rec.ledger.pin().ok()))
+            .await;
+        let changed = now != self.pin_seen;
+        self.pin_seen = now;
+        changed
+    }
+
     /// Pauses live in the ledger, written by `tend pause`: a change starts a pass.
-    async fn pauses_changed(&mut self) -> bool {
+    pub(super) async fn pauses_changed(&mut self) -> bool {
         let now = self
             .blocking(|_, rec| format!("{:?}", rec.ledger.pauses().ok()))
             .await;
@@ -388,177 +485,4 @@ impl Loop {
         self.pauses_seen = now;
         changed
     }
-}
-
-/// Cancels on SIGTERM or SIGINT; a second signal exits at once.
-fn watch_signals(ctl: Arc<Control>, stop: Arc<Notify>) {
-    tokio::spawn(async move {
-        use tokio::signal::unix::{signal, SignalKind};
-        let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
-        let mut int = signal(SignalKind::interrupt()).expect("SIGINT handler");
-        tokio::select! { _ = term.recv() => {}, _ = int.recv() => {} }
-        tracing::info!("stopping: finishing in-flight writes");
-        ctl.cancel();
-        stop.notify_waiters();
-        tokio::select! { _ = term.recv() => {}, _ = int.recv() => {} }
-        std::process::exit(130);
-    });
-}
-
-/// systemd: extend the start timeout while the first pass runs, and ping
-/// the watchdog only while the loop shows signs of life.
-fn keep_systemd_informed(notifier: Arc<Notifier>, ready: Arc<AtomicBool>, ctl: Arc<Control>) {
-    if !notifier.enabled() {
-        return;
-    }
-    let n = notifier.clone();
-    tokio::spawn(async move {
-        while !ready.load(Ordering::SeqCst) {
-            n.extend(Duration::from_secs(30));
-            tokio::time::sleep(Duration::from_secs(10)).await;
-        }
-    });
-    if let Some(period) = notifier.watchdog_period() {
-        tokio::spawn(async move {
-            let mut tick = tokio::time::interval(period);
-            loop {
-                tick.tick().await;
-                let age = super::control::unix_millis(SystemTime::now())
-                    .saturating_sub(ctl.last_beat_millis());
-                if Duration::from_millis(age) < period * 2 {
-                    notifier.watchdog();
-                }
-            }
-        });
-    }
-}
-
-pub fn run(settings: Settings) -> ExitCode {
-    let (lock, ctx, rec) = match super::open_writer(settings, "tend run") {
-        Ok(w) => w,
-        Err(e) => return fail(e),
-    };
-    let rt = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => return fail(format!("cannot start the runtime: {e}")),
-    };
-    let code = rt.block_on(run_loop(ctx, rec));
-    rt.shutdown_timeout(Duration::from_secs(2));
-    drop(lock);
-    code
-}
-
-async fn run_loop(ctx: Context, rec: Recorder) -> ExitCode {
-    let ctl = Arc::new(Control::default());
-    ctl.beat();
-    let stop = Arc::new(Notify::new());
-    watch_signals(ctl.clone(), stop.clone());
-    let (tx, mut rx) = mpsc::unbounded_channel();
-    // Plugins' `changed` notifications name resources to look at now.
-    let changes = tx.clone();
-    ctx.subscribe(Arc::new(move |ids| drop(changes.send(Trigger::Keys(ids)))));
-    let settings = ctx.settings.clone();
-    let metrics = Arc::new(Metrics::new());
-    for name in ctx.targets.keys() {
-        metrics.writes(name, 0);
-    }
-    let shared = Shared {
-        worker: Arc::new(Mutex::new(Worker { ctx, rec })),
-        current: Arc::new(Mutex::new(None)),
-        metrics,
-        ready: Arc::new(AtomicBool::new(false)),
-        ctl: ctl.clone(),
-    };
-    if let Err(e) = super::http::start(&settings, &shared, tx.clone(), stop.clone()).await {
-        return fail(e);
-    }
-    let notifier = Arc::new(Notifier::from_env());
-    keep_systemd_informed(notifier.clone(), shared.ready.clone(), ctl.clone());
-    let watch = settings.policy.watch.then(|| {
-        let roots: BTreeMap<String, std::path::PathBuf> = settings
-            .targets
-            .iter()
-            .filter_map(|t| match &t.kind {
-                TargetKind::Files { root } => Some((t.name.clone(), root.clone())),
-                _ => None,
-            })
-            .collect();
-        let w = Watch::start(roots, tx.clone());
-        ctl.observe_writes(w.write_observer());
-        w
-    });
-    tracing::info!(repo = %crate::source::redact_url(&settings.source.repo), "tend run started");
-    let resync = settings.policy.resync;
-    let mut lp = Loop {
-        opts: PassOptions {
-            allow_mass_prune: false,
-            dry_run: settings.policy.dry_run,
-        },
-        settings,
-        shared,
-        queue: Queue::new(),
-        current: None,
-        fetch_failures: 0,
-        pauses_seen: String::new(),
-        watch,
-        watched: None,
-        settled: None,
-        notifier: notifier.clone(),
-        last_published: None,
-        publish_pending: false,
-        ages_grow: false,
-        watch_line: None,
-    };
-    lp.pauses_changed().await;
-    let mut next_fetch = Instant::now();
-    let mut next_resync = Instant::now() + jitter(resync);
-    let far = || Instant::now() + Duration::from_secs(86400);
-    let mut tick = tokio::time::interval(Duration::from_secs(1));
-    let stopped = stop.notified();
-    tokio::pin!(stopped);
-    while !ctl.cancelled() {
-        let due = lp.queue.next_due().unwrap_or_else(far);
-        tokio::select! {
-            biased;
-            _ = &mut stopped => break,
-            Some(t) = rx.recv() => match t {
-                Trigger::Fetch => next_fetch = Instant::now(),
-                Trigger::FullPass => lp.pass(Scope::All).await,
-                Trigger::Keys(ids) => for id in ids { lp.queue.schedule_now(id) },
-            },
-            _ = sleep_until(next_fetch) => {
-                let wait = lp.poll().await;
-                next_fetch = Instant::now() + wait;
-            }
-            _ = sleep_until(next_resync) => {
-                lp.pass(Scope::All).await;
-                next_resync = Instant::now() + jitter(resync);
-            }
-            _ = sleep_until(due) => {
-                let keys: BTreeSet<ResourceId> = lp.queue.take_due(Instant::now(), 10_000).into_iter().collect();
-                if !keys.is_empty() {
-                    lp.pass(Scope::Keys(keys)).await;
-                }
-            }
-            _ = tick.tick() => {
-                ctl.beat();
-                if lp.pauses_changed().await {
-                    lp.pass(Scope::All).await;
-                }
-                // Without drift nothing changes between passes: idle stays idle.
-                let stale = lp.ages_grow
-                    && lp.last_published.is_some_and(|t| t.elapsed() >= AGES_EVERY);
-                if lp.publish_pending || stale {
-                    lp.publish(false).await;
-                }
-            }
-        }
-    }
-    notifier.stopping();
-    tracing::info!("stopped by signal");
-    ExitCode::SUCCESS
 }

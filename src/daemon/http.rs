@@ -4,15 +4,15 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use tokio::sync::{mpsc, Notify};
 
-use super::daemon::{Shared, Trigger, Worker};
-use super::{prepare, Scope};
+use super::{Shared, Trigger, Worker};
 use crate::config::Settings;
-use crate::ledger::HashKey;
+use crate::ledger::{HashKey, Ledger};
 use crate::model::ResourceId;
+use crate::reconcile::{self, Context};
 use crate::server::{self, AppState};
 
 fn read_secret(path: &Path, what: &str) -> Result<Vec<u8>, String> {
@@ -27,23 +27,67 @@ fn read_secret(path: &Path, what: &str) -> Result<Vec<u8>, String> {
     Ok(bytes)
 }
 
-/// The current diff of one resource, rendered as `tend diff` would.
-fn resource_diff(shared: &Shared) -> server::ResourceDiff {
-    let (worker, current) = (shared.worker.clone(), shared.current.clone());
+/// What the diff view reads through: a context of its own (its own mirror
+/// handle, the writer's targets) and a read-only ledger, so a request never
+/// waits for, nor holds, the writer.
+struct Reader {
+    ctx: Context,
+    ledger: Ledger,
+    key: HashKey,
+}
+
+fn reader(shared: &Shared) -> Result<Arc<Mutex<Reader>>, String> {
+    let reader = {
+        let w = shared.worker.lock().expect("worker lock");
+        let Worker { ctx, .. } = &*w;
+        let state_dir = &ctx.settings.state_dir;
+        Reader {
+            ctx: ctx.reader().map_err(|e| e.to_string())?,
+            ledger: Ledger::open_read_only(state_dir).map_err(|e| e.to_string())?,
+            key: HashKey::load_or_create(state_dir).map_err(|e| e.to_string())?,
+        }
+    };
+    Ok(Arc::new(Mutex::new(reader)))
+}
+
+/// The current diff of one resource, rendered as `tend diff` would: one
+/// key observed, whatever the size of the revision.
+fn resource_diff(shared: &Shared, reader: Arc<Mutex<Reader>>) -> server::ResourceDiff {
+    let current = shared.current_handle();
     Arc::new(move |id: &str| {
         let rev = current.lock().ok()?.clone()?;
-        let w = worker.lock().ok()?;
-        let Worker { ctx, rec } = &*w;
-        let key = HashKey::load_or_create(&ctx.settings.state_dir).ok()?;
+        let r = reader.lock().ok()?;
+        let Reader { ctx, ledger, key } = &*r;
         let id = ResourceId::from_string(id.to_string());
-        let p = prepare(ctx, &rev, &rec.ledger, Scope::Keys([id].into())).ok()?;
+        let p = reconcile::prepare(ctx, &rev, ledger, reconcile::Scope::Keys([id].into())).ok()?;
         let text: String = p
             .plan
             .changes()
-            .map(|c| super::show::change(ctx, &rev, c, &key, false, false))
+            .map(|c| reconcile::show::change(ctx, &rev, c, key, false, false))
             .collect::<Vec<_>>()
             .concat();
         Some(text)
+    })
+}
+
+/// The history of one resource, as `tend explain` tells it, at the
+/// revision being reconciled.
+fn resource_explain(shared: &Shared, reader: Arc<Mutex<Reader>>) -> server::ResourceExplain {
+    let current = shared.current_handle();
+    Arc::new(move |id: &str| {
+        let rev = current.lock().ok()?.clone();
+        let r = reader.lock().ok()?;
+        let Reader { ctx, ledger, .. } = &*r;
+        let origin = rev.as_ref().map(|rev| crate::explain::Origin {
+            revision: rev.id,
+            desired: rev
+                .declared
+                .resources
+                .get(&ResourceId::from_string(id.to_string())),
+            commit: ctx.mirror.commit_info(rev.id).ok(),
+            pinned: rev.provenance.pinned,
+        });
+        crate::explain::build(ledger, id, origin).ok()
     })
 }
 
@@ -60,11 +104,6 @@ pub(crate) async fn start(
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
     let mut secrets = BTreeMap::new();
     for (provider, file) in &settings.server.webhooks {
-        if !["github", "gitlab", "gitea", "generic"].contains(&provider.as_str()) {
-            return Err(format!(
-                "server.webhooks: unknown provider {provider:?} (github, gitlab, gitea, generic)"
-            ));
-        }
         secrets.insert(
             provider.clone(),
             read_secret(file, &format!("webhook {provider}"))?,
@@ -82,6 +121,7 @@ pub(crate) async fn start(
             }
         }
     });
+    let reader = reader(shared)?;
     let state = AppState {
         state_dir: settings.state_dir.clone(),
         metrics: shared.metrics.clone(),
@@ -92,7 +132,8 @@ pub(crate) async fn start(
         reference: settings.source.reference.clone(),
         refresh_token,
         webhook_secrets: secrets,
-        resource_diff: resource_diff(shared),
+        resource_diff: resource_diff(shared, reader.clone()),
+        resource_explain: resource_explain(shared, reader),
     };
     tracing::info!(%addr, "listening");
     let shutdown = async move { stop.notified().await };

@@ -4,9 +4,9 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use super::pass::PassReport;
 use crate::ledger::{Ledger, State};
 use crate::metrics::Metrics;
+use crate::reconcile::PassReport;
 use crate::status::state_name;
 
 fn unix_secs(t: SystemTime) -> f64 {

@@ -1,0 +1,110 @@
+//! Declarations read with no host at hand (`diff --against`, `validate
+//! --as-written`): a repository on this host is read directly from its own
+//! object database, any other through a throwaway mirror in a temp dir,
+//! removed afterwards. No target is started and no state dir is touched.
+
+use std::path::PathBuf;
+
+use crate::config::{Settings, TargetKind};
+use crate::declare::{self, Declared, TargetInfo};
+use crate::source::{self, Mirror, Snapshot, SourceError, SourceSpec};
+
+/// The target a plugin kind's object is shown under when no config says
+/// which exec target serves it: the host decides (`?/flag/beta`).
+pub const HOST_PICKS: &str = "?";
+
+pub struct Revisions<'a> {
+    settings: &'a Settings,
+    local: Option<PathBuf>,
+    /// A remote's throwaway mirror lives here; removed on drop.
+    temp: Option<tempfile::TempDir>,
+}
+
+impl<'a> Revisions<'a> {
+    pub fn open(settings: &'a Settings) -> Result<Revisions<'a>, String> {
+        let local = source::local_repository(&settings.source.repo);
+        let temp = match local {
+            Some(_) => None,
+            None => Some(
+                tempfile::Builder::new()
+                    .prefix("tend-mirror-")
+                    .tempdir()
+                    .map_err(|e| format!("cannot make a throwaway mirror: {e}"))?,
+            ),
+        };
+        Ok(Revisions {
+            settings,
+            local,
+            temp,
+        })
+    }
+
+    /// The revision `rev` names (`None`: the repository's HEAD). A local
+    /// repository takes any revision git names (`origin/main`, `HEAD~1`);
+    /// a remote one a branch, tag, ref or full commit id.
+    pub fn snapshot(&self, rev: Option<&str>) -> Result<Snapshot, SourceError> {
+        if let Some(path) = &self.local {
+            return source::snapshot_at(path, rev);
+        }
+        let dir = self.temp.as_ref().expect("a remote has a temp dir");
+        let s = &self.settings.source;
+        let spec = SourceSpec {
+            repo: s.repo.clone(),
+            reference: rev.map(str::to_string),
+            timeout: s.timeout,
+            auth: s.auth.clone(),
+        };
+        let mirror = Mirror::open(dir.path(), spec)?;
+        let commit = mirror.fetch()?;
+        mirror.snapshot(commit)
+    }
+}
+
+/// The declaration of `snapshot` as written. Targets are known by name
+/// from the settings (`targets:` in a config, `--root`, else one `files`
+/// target), none started: a files target serves files and symlinks, an
+/// exec target whatever kind it is named for, or the one kind nobody else
+/// does. With no config at all, a plugin kind's object goes to
+/// [`HOST_PICKS`].
+pub fn declare_as_written(
+    settings: &Settings,
+    config_given: bool,
+    snapshot: &Snapshot,
+) -> Result<Declared, SourceError> {
+    let mut infos: Vec<TargetInfo> = settings
+        .targets
+        .iter()
+        .map(|t| match &t.kind {
+            // What `FilesTarget::kinds` answers.
+            TargetKind::Files { .. } => TargetInfo {
+                name: t.name.clone(),
+                kinds: vec!["file".into(), "symlink".into()],
+                kinds_unknown: None,
+            },
+            TargetKind::Exec { .. } => TargetInfo {
+                name: t.name.clone(),
+                kinds: Vec::new(),
+                kinds_unknown: Some("not started: declarations are read as written".into()),
+            },
+        })
+        .collect();
+    if !config_given {
+        infos.push(TargetInfo {
+            name: HOST_PICKS.into(),
+            kinds: Vec::new(),
+            kinds_unknown: Some("no config: the host's exec target serving the kind".into()),
+        });
+    }
+    let hooks: Vec<String> = settings.hooks.keys().cloned().collect();
+    declare::declare(
+        snapshot,
+        &declare::Options {
+            source_path: &settings.source.path,
+            mirror: settings.source.mirror,
+            targets: &infos,
+            hooks: &hooks,
+            max_file_size: declare::DEFAULT_MAX_FILE_SIZE,
+            as_written: true,
+        },
+    )
+}

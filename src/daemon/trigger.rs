@@ -1,0 +1,16 @@
+//! What makes the daemon look at something sooner than its timers say.
+
+use crate::model::ResourceId;
+
+/// Why the loop should look at something sooner than its timers say.
+#[derive(Debug, Clone)]
+pub enum Trigger {
+    /// Fetch now (refresh, webhook).
+    Fetch,
+    /// These resources may have drifted (file-system or plugin events).
+    Keys(Vec<ResourceId>),
+    /// A full pass now (watch overflow, pause changes).
+    FullPass,
+    /// Read the config again, then fetch and pass (SIGHUP).
+    Reload,
+}

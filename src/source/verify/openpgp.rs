@@ -1,0 +1,190 @@
+//! OpenPGP: an armored keyring of trusted public keys (what `gpg --export
+//! --armor` writes, several blocks allowed) and the check of a detached
+//! signature, as git makes them with gpg, against it.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use pgp::composed::{Deserializable, DetachedSignature, SignedPublicKey};
+use pgp::types::{KeyDetails, PublicKeyTrait};
+
+use super::{Reason, Refusal, Signer, VerifyError};
+
+const BLOCK_START: &str = "-----BEGIN PGP PUBLIC KEY BLOCK-----";
+const MAX_FILE: u64 = 16 << 20;
+
+pub struct Keyring {
+    pub path: PathBuf,
+    keys: Vec<SignedPublicKey>,
+}
+
+impl std::fmt::Debug for Keyring {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Keyring")
+            .field("path", &self.path)
+            .field("keys", &self.keys.len())
+            .finish()
+    }
+}
+
+/// A signing key of the keyring: the primary key or one of its subkeys,
+/// with the window its self-signatures give it.
+struct Candidate<'a> {
+    key: &'a dyn Verify,
+    fingerprint: String,
+    created: SystemTime,
+    expires: Option<SystemTime>,
+}
+
+/// What the check needs of a primary key or subkey.
+trait Verify {
+    fn verify_detached(&self, sig: &DetachedSignature, data: &[u8]) -> pgp::errors::Result<()>;
+}
+
+impl<T: PublicKeyTrait + pgp::ser::Serialize> Verify for T {
+    fn verify_detached(&self, sig: &DetachedSignature, data: &[u8]) -> pgp::errors::Result<()> {
+        sig.verify(self, data)
+    }
+}
+
+fn time_of(unix_seconds: i64) -> SystemTime {
+    match u64::try_from(unix_seconds) {
+        Ok(s) => UNIX_EPOCH + Duration::from_secs(s),
+        Err(_) => UNIX_EPOCH,
+    }
+}
+
+impl Keyring {
+    pub fn load(path: &Path) -> Result<Keyring, VerifyError> {
+        let text = super::read_small(path, MAX_FILE)?;
+        let bad = |message: String| VerifyError::File {
+            path: path.to_path_buf(),
+            line: None,
+            message,
+        };
+        let mut keys = Vec::new();
+        let starts: Vec<usize> = text.match_indices(BLOCK_START).map(|(i, _)| i).collect();
+        if starts.is_empty() {
+            return Err(bad(format!(
+                "no armored public key ({BLOCK_START}); export one with `gpg --export --armor KEYID`"
+            )));
+        }
+        for (n, start) in starts.iter().enumerate() {
+            let end = starts.get(n + 1).copied().unwrap_or(text.len());
+            let line = text[..*start].lines().count() + 1;
+            let block = &text[*start..end];
+            let parsed = SignedPublicKey::from_armor_many(block.as_bytes())
+                .map_err(|e| bad(format!("line {line}: {e}")))?;
+            for key in parsed.0 {
+                let key = key.map_err(|e| bad(format!("line {line}: {e}")))?;
+                key.verify()
+                    .map_err(|e| bad(format!("line {line}: key self-signature: {e}")))?;
+                keys.push(key);
+            }
+        }
+        Ok(Keyring {
+            path: path.to_path_buf(),
+            keys,
+        })
+    }
+
+    fn candidates(&self) -> Vec<Candidate<'_>> {
+        let mut out = Vec::new();
+        for key in &self.keys {
+            let created = time_of(key.primary_key.created_at().timestamp());
+            let expires = key
+                .details
+                .key_expiration_time()
+                .filter(|d| d.num_seconds() > 0)
+                .map(|d| created + Duration::from_secs(d.num_seconds() as u64));
+            out.push(Candidate {
+                key: &key.primary_key,
+                fingerprint: format!("{:X}", key.primary_key.fingerprint()),
+                created,
+                expires,
+            });
+            for sub in &key.public_subkeys {
+                let created = time_of(sub.key.created_at().timestamp());
+                let expires = sub
+                    .signatures
+                    .iter()
+                    .filter_map(|s| s.key_expiration_time())
+                    .max()
+                    .filter(|d| d.num_seconds() > 0)
+                    .map(|d| created + Duration::from_secs(d.num_seconds() as u64));
+                out.push(Candidate {
+                    key: &sub.key,
+                    fingerprint: format!("{:X}", sub.key.fingerprint()),
+                    created,
+                    expires,
+                });
+            }
+        }
+        out
+    }
+
+    /// Checks an armored detached signature over `payload`, made at `at`.
+    pub fn check(&self, armored: &str, payload: &[u8], at: SystemTime) -> Result<Signer, Refusal> {
+        let sig = match DetachedSignature::from_string(armored) {
+            Ok((sig, _)) => sig,
+            Err(e) => {
+                return Err(Refusal::new(
+                    Reason::BadSignature,
+                    format!("unreadable OpenPGP signature: {e}"),
+                ))
+            }
+        };
+        let issuers: Vec<String> = sig
+            .signature
+            .issuer_fingerprint()
+            .iter()
+            .map(|f| format!("{f:X}"))
+            .chain(
+                sig.signature
+                    .issuer()
+                    .iter()
+                    .map(|k| hex::encode_upper(k.as_ref())),
+            )
+            .collect();
+        let named = |fp: &str| issuers.iter().any(|i| fp.ends_with(i.as_str()));
+        let mut outside = None;
+        for c in self
+            .candidates()
+            .into_iter()
+            .filter(|c| named(&c.fingerprint))
+        {
+            if c.key.verify_detached(&sig, payload).is_err() {
+                return Err(Refusal::new(
+                    Reason::BadSignature,
+                    format!(
+                        "the signature by OpenPGP key {} does not match the signed content",
+                        c.fingerprint
+                    ),
+                ));
+            }
+            if at < c.created || c.expires.is_some_and(|e| at >= e) {
+                outside = Some(c.fingerprint.clone());
+                continue;
+            }
+            return Ok(Signer {
+                kind: "openpgp",
+                fingerprint: c.fingerprint,
+                principal: None,
+            });
+        }
+        match outside {
+            Some(fp) => Err(Refusal::new(
+                Reason::Expired,
+                format!("OpenPGP key {fp} was not valid at the signing time"),
+            )),
+            None => Err(Refusal::new(
+                Reason::Untrusted,
+                format!(
+                    "signed by OpenPGP key {}, which is not in {}",
+                    issuers.first().map(String::as_str).unwrap_or("(unnamed)"),
+                    self.path.display()
+                ),
+            )),
+        }
+    }
+}
