@@ -414,3 +414,58 @@ fn ref_head_and_every_ref_git_accepts_work() {
         assert_eq!(env.read("v"), want, "{reference}");
     }
 }
+
+#[test]
+fn the_daemon_follows_head_in_mirror_mode_with_links_and_submodules() {
+    let env = Env::new();
+    sidecar_repo(&env);
+    let mut d = env.daemon(&[
+        "--interval",
+        "1s",
+        "--mirror",
+        "--path",
+        "site",
+        "--ref",
+        "HEAD",
+    ]);
+    let converged = |env: &Env| {
+        let s = env.status();
+        s["counts"]["InSync"].as_u64().unwrap_or(0) > 0
+            && s["resources"]
+                .as_array()
+                .is_some_and(|r| r.iter().all(|r| r["state"] == "InSync"))
+    };
+    assert!(
+        util::wait_until(30, || converged(&env) && env.at("current").exists()),
+        "{}\n{}",
+        env.status(),
+        env.daemon_log()
+    );
+    assert_eq!(
+        std::fs::read_link(env.at("current")).unwrap(),
+        std::path::Path::new("v2")
+    );
+    // A later commit deletes a file, retargets a link and adds one: the
+    // changes are patched in (and checked against a whole read).
+    env.repo.remove("site/v2/old.txt");
+    env.repo.write("site/v3/app.conf", "v3");
+    env.repo.symlink("site/current", "v3");
+    env.repo.symlink("site/next", "v4");
+    env.repo.commit("v3");
+    assert!(
+        util::wait_until(30, || !env.at("v2/old.txt").exists()
+            && std::fs::read_link(env.at("current"))
+                .is_ok_and(|l| l == std::path::Path::new("v3"))
+            && std::fs::read_link(env.at("next")).is_ok()),
+        "{}\n{}",
+        env.status(),
+        env.daemon_log()
+    );
+    assert_eq!(env.read("app.conf"), "v3");
+    assert!(
+        !env.daemon_log().contains("panicked"),
+        "{}",
+        env.daemon_log()
+    );
+    assert_eq!(d.stop(20), Some(0));
+}
