@@ -445,6 +445,13 @@ fn the_daemon_follows_head_in_mirror_mode_with_links_and_submodules() {
         std::fs::read_link(env.at("current")).unwrap(),
         std::path::Path::new("v2")
     );
+    // The page names the submodule left out, in the source section.
+    let addr = util::http::listening_addr(&env.daemon_log()).expect("listening");
+    let page = util::http::get(addr, "/").text();
+    assert!(
+        page.contains("Left out") && page.contains("site/vendor/lib"),
+        "{page}"
+    );
     // A later commit deletes a file, retargets a link and adds one: the
     // changes are patched in (and checked against a whole read).
     env.repo.remove("site/v2/old.txt");

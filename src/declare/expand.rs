@@ -202,7 +202,7 @@ impl<'a> Builder<'a> {
                 );
                 self.notes.push(Problem {
                     file: entry.path,
-                    line: 1,
+                    line: 0,
                     message: note,
                 });
                 return;
@@ -282,7 +282,7 @@ impl<'a> Builder<'a> {
         } else if refused.directory {
             self.notes.push(Problem {
                 file: refused.path,
-                line: 1,
+                line: 0,
                 message: format!("{}; not read for declarations", refused.reason),
             });
         }
@@ -492,7 +492,7 @@ impl<'a> Builder<'a> {
                     if entry.mode == EntryMode::Submodule {
                         self.notes.push(Problem {
                             file: entry.path.clone(),
-                            line: 1,
+                            line: 0,
                             message: format!(
                                 "submodule at commit {} left out of {} (source.submodules: skip)",
                                 entry.oid, origin

@@ -25,13 +25,18 @@ pub const DEFAULT_MAX_FILE_SIZE: u64 = 64 << 20;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Problem {
     pub file: String,
+    /// 0 for a note about a repository path as a whole.
     pub line: usize,
     pub message: String,
 }
 
 impl fmt::Display for Problem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}: {}", self.file, self.line, self.message)
+        match self.line {
+            // A path of the repository, not a line of a file.
+            0 => write!(f, "{}: {}", self.file, self.message),
+            line => write!(f, "{}:{line}: {}", self.file, self.message),
+        }
     }
 }
 
