@@ -46,14 +46,17 @@ pub fn run(g: &Flags, mut settings: Settings, as_written: bool) -> ExitCode {
             super::outln!("warning {n}");
         }
         super::outln!(
-            "{} declared, {}, {}",
+            "{} declared, {}{}",
             count(
                 declared.resources.len() + declared.blocked.len(),
                 "resource",
                 "resources"
             ),
             count(declared.problems.len(), "problem", "problems"),
-            count(refused.len(), "path refused", "paths refused")
+            match refused.len() {
+                0 => String::new(),
+                n => format!(", {}", count(n, "path refused", "paths refused")),
+            }
         );
     }
     // A refused path never applies either: a check before merging says so.
