@@ -147,9 +147,9 @@ impl Mirror {
                 });
             }
             keep_tend_refs(dir, &fresh);
-            for file in ["tend-blob-sizes"] {
-                let _ = std::fs::copy(dir.join(file), temp.join(file));
-            }
+            // Sizes are by object id: still true in the new mirror.
+            let sizes = "tend-blob-sizes";
+            let _ = std::fs::copy(dir.join(sizes), temp.join(sizes));
             drop(fresh);
             swap(&temp, dir)?;
             Ok(commit)

@@ -245,11 +245,9 @@ impl Snapshot {
                         stack.push((sub, path));
                     }
                     MODE_FILE | MODE_FILE_GROUP_WRITABLE | MODE_EXECUTABLE
-                        if name == b".gitattributes" =>
+                        if name == b".gitattributes" && self.routes_through_lfs(item.id())? =>
                     {
-                        if self.routes_through_lfs(item.id())? {
-                            out.push(prefix.clone());
-                        }
+                        out.push(prefix.clone());
                     }
                     _ => {}
                 }
