@@ -6,7 +6,9 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use git2::Oid;
 
+mod clash;
 mod fields;
+mod mirrored;
 mod select;
 mod structured;
 
@@ -14,6 +16,7 @@ use super::yaml::{self, Decl, Parsed};
 use super::{Declared, Options, Problem};
 use crate::model::{blob_id, Desired, FileSpec, Origin, RelPath, ResourceId, SharedStr, Spec};
 use crate::source::{refused_name, Entry, EntryMode, Refused, Snapshot, SourceError};
+pub(super) use clash::same_when_folded;
 use fields::{parent_dir, parse_mode, repo_join, resolve_principal};
 
 const LFS_POINTER: &[u8] = b"version https://git-lfs.github.com/spec/";
@@ -169,107 +172,6 @@ impl<'a> Builder<'a> {
         }
         self.by_path.insert(key, d.id.clone());
         self.resources.insert(d.id.clone(), d);
-    }
-
-    /// Room for `n` more mirrored files.
-    pub(super) fn reserve_mirrored(&mut self, n: usize) {
-        self.mirrored.reserve_exact(n);
-    }
-
-    pub(super) fn mirror_entry(&mut self, entry: Entry) {
-        let rel = entry
-            .path
-            .strip_prefix(self.opts.source_path)
-            .unwrap_or(&entry.path)
-            .trim_start_matches('/');
-        if self.mirror_target.is_none() {
-            self.mirror_target = Some(self.pick_target(None, "file"));
-        }
-        let identified = match self.mirror_target.as_ref().expect("picked above") {
-            Ok(target) => RelPath::identify(rel, target, "file"),
-            // A bad path is reported before a missing target.
-            Err(e) => Err(RelPath::parse(rel).err().unwrap_or_else(|| e.clone())),
-        };
-        let (id, path) = match identified {
-            Ok(found) => found,
-            Err(e) => return self.problem(&entry.path, 1, e),
-        };
-        let spec = match entry.mode {
-            EntryMode::Submodule => {
-                let note = format!(
-                    "submodule at commit {} left out (source.submodules: skip)",
-                    entry.oid
-                );
-                self.notes.push(Problem {
-                    file: entry.path,
-                    line: 0,
-                    message: note,
-                });
-                return;
-            }
-            EntryMode::Symlink => self.mirrored_link(&entry),
-            _ => self.content_spec(&entry).map(Spec::File),
-        };
-        // Mirroring the whole repository, the origin is the path itself.
-        let origin = Origin {
-            file: if entry.path == path.as_str() {
-                path.shared()
-            } else {
-                entry.path.into()
-            },
-            line: 1,
-        };
-        match spec {
-            Ok(spec) => self.mirrored.push((
-                id.clone(),
-                Desired {
-                    id,
-                    path,
-                    spec,
-                    on_change: None,
-                    self_heal: None,
-                    sensitive: false,
-                    origin,
-                },
-            )),
-            Err(e) => self.refuse(id, e),
-        }
-    }
-
-    /// A mirrored symlink: published as the link itself when it resolves
-    /// inside the mirrored tree all the way (to a file, a directory, or
-    /// nothing: a dangling link is kept dangling); otherwise replaced by
-    /// the file it leads to elsewhere in the repository, as a `source:`
-    /// would be. Never a link leading out of the tree it is published in.
-    fn mirrored_link(&self, entry: &Entry) -> Result<Spec, String> {
-        match self.snap.link_inside(entry, self.opts.source_path) {
-            Ok(Some(target)) => Ok(Spec::Symlink { target }),
-            Ok(None) => self.content_spec(entry).map(Spec::File).map_err(|e| {
-                format!("{e}; a symlink is published as a link only when it stays inside the mirrored path")
-            }),
-            Err(e) => Err(e.to_string()),
-        }
-    }
-
-    /// An entry of the mirrored path that no checkout would make: Blocked
-    /// under the identity its path would have, shown escaped.
-    pub(super) fn mirror_refused(&mut self, refused: Refused) {
-        let rel = refused
-            .path
-            .strip_prefix(self.opts.source_path)
-            .unwrap_or(&refused.path)
-            .trim_start_matches('/');
-        if self.mirror_target.is_none() {
-            self.mirror_target = Some(self.pick_target(None, "file"));
-        }
-        let identified = match self.mirror_target.as_ref().expect("picked above") {
-            Ok(target) => RelPath::identify(rel, target, "file"),
-            Err(e) => Err(e.clone()),
-        };
-        match identified {
-            Ok((id, _)) => self.refuse(id, refused.reason),
-            Err(e) => self.problem(&refused.path, 1, format!("{}: {e}", refused.reason)),
-        }
     }
 
     /// Declaration mode: an entry no checkout would make. One named as a
@@ -535,104 +437,6 @@ impl<'a> Builder<'a> {
         self.content_spec(&entry)
     }
 
-    /// Blocks both sides wherever one declared path lies inside another
-    /// (a file cannot also be a directory).
-    fn nested_conflicts(&mut self) {
-        let on_paths = self
-            .resources
-            .values()
-            .filter(|d| !matches!(d.spec, Spec::Structured(_)));
-        // Every directory above a declared path, per target. A directory's
-        // ancestors are added with it, so the walk up stops at the first
-        // one already known.
-        let mut dirs: HashSet<(&str, &str)> = HashSet::new();
-        for d in on_paths.clone() {
-            let path = d.path.as_str();
-            let mut end = path.len();
-            while let Some(i) = path[..end].rfind('/') {
-                if !dirs.insert((d.target(), &path[..i])) {
-                    break;
-                }
-                end = i;
-            }
-        }
-        // Declared paths that are also directories of others: rare, so only
-        // then is every path's ancestry looked at.
-        let outer: HashMap<(&str, &str), &ResourceId> = on_paths
-            .clone()
-            .filter(|d| dirs.contains(&(d.target(), d.path.as_str())))
-            .map(|d| ((d.target(), d.path.as_str()), &d.id))
-            .collect();
-        if outer.is_empty() {
-            return;
-        }
-        let mut clash = Vec::new();
-        for d in on_paths {
-            let path = d.path.as_str();
-            // Every proper ancestor of the path, by the `/` that ends it.
-            for (i, _) in path.match_indices('/') {
-                if let Some(outer) = outer.get(&(d.target(), &path[..i])) {
-                    clash.push((
-                        (*outer).clone(),
-                        d.id.clone(),
-                        path[..i].to_string(),
-                        path.to_string(),
-                    ));
-                }
-            }
-        }
-        for (outer, inner, op, ip) in clash {
-            for id in [outer, inner] {
-                if let Some(d) = self.resources.remove(&id) {
-                    self.block(
-                        id,
-                        &d.origin,
-                        format!("{ip} lies inside {op}, which is declared as a file"),
-                    );
-                }
-            }
-        }
-    }
-
-    /// Blocks every path that differs from another of its target only in
-    /// case: on a case-insensitive file system (a volume from macOS or
-    /// Windows, an ext4 directory with casefold) they are one file, which
-    /// two resources would take turns to overwrite. Neither is applied.
-    fn case_clashes(&mut self) {
-        let state = std::hash::RandomState::new();
-        let mut seen: HashMap<u64, Vec<&Desired>> = HashMap::new();
-        let on_paths = self
-            .resources
-            .values()
-            .filter(|d| !matches!(d.spec, Spec::Structured(_)));
-        for d in on_paths {
-            seen.entry(folded_hash(&state, d.target(), d.path.as_str()))
-                .or_default()
-                .push(d);
-        }
-        let mut clash = Vec::new();
-        for same in seen.values().filter(|v| v.len() > 1) {
-            for (i, a) in same.iter().enumerate() {
-                let other = same[..i].iter().chain(&same[i + 1..]).find(|b| {
-                    a.target() == b.target() && same_when_folded(a.path.as_str(), b.path.as_str())
-                });
-                if let Some(b) = other {
-                    clash.push((
-                        a.id.clone(),
-                        format!(
-                            "{} and {} differ only in case: on a case-insensitive file system \
-                             they are one file; neither is applied",
-                            a.path, b.path
-                        ),
-                    ));
-                }
-            }
-        }
-        for (id, reason) in clash {
-            self.refuse(id, reason);
-        }
-    }
-
     pub(super) fn finish(mut self) -> Declared {
         let mirrored = std::mem::take(&mut self.mirrored);
         let unique = mirrored.windows(2).all(|w| w[0].0 < w[1].0);
@@ -661,28 +465,4 @@ impl<'a> Builder<'a> {
             ..Declared::default()
         }
     }
-}
-
-/// A hash of `path` with its case folded, per target.
-fn folded_hash(state: &std::hash::RandomState, target: &str, path: &str) -> u64 {
-    use std::hash::{BuildHasher, Hash, Hasher};
-    let mut h = state.build_hasher();
-    target.hash(&mut h);
-    for c in path.chars().flat_map(char::to_lowercase) {
-        h.write_u32(c as u32);
-    }
-    h.finish()
-}
-
-/// Whether two different paths name one file where case is folded.
-pub(super) fn same_when_folded(a: &str, b: &str) -> bool {
-    if a == b {
-        return false;
-    }
-    if a.is_ascii() && b.is_ascii() {
-        return a.eq_ignore_ascii_case(b);
-    }
-    a.chars()
-        .flat_map(char::to_lowercase)
-        .eq(b.chars().flat_map(char::to_lowercase))
 }
