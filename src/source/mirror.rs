@@ -1,14 +1,15 @@
-//! The bare mirror of one repository under `<state_dir>/mirrors/`: creating
-//! it race-free, fetching into it under a lock, and recording what the
-//! configured ref resolved to.
+//! The bare mirror of one repository under `<state_dir>/mirrors/`: opening
+//! it (its directory is made in mirror_dir.rs), fetching into it under a
+//! lock, checking what the fetch resolved is all there (repair.rs), and
+//! recording what the configured ref resolved to.
 
-use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
-use git2::{AutotagOption, Direction, FetchPrune, Oid, Repository, RepositoryInitOptions};
+use git2::{AutotagOption, Direction, FetchPrune, Oid, Repository};
 
+use super::mirror_dir::{create, FetchLock};
 use super::refs::{self, Advertised, Resolution, Wanted, BASE_REFSPECS, FETCHED_COMMIT_REF};
 use super::remote::Session;
 use super::snapshot::{open_mirror, Snapshot};
@@ -16,13 +17,9 @@ use super::url::RepoUrl;
 use super::{SourceError, SourceSpec};
 
 /// The config key holding the (redacted) address a mirror belongs to.
-const URL_KEY: &str = "tend.url";
-/// Taken by whoever fetches; readers never take it.
-const FETCH_LOCK: &str = "tend-fetch.lock";
+pub(super) const URL_KEY: &str = "tend.url";
 /// Where a remote HEAD that names no branch is fetched to.
 const REMOTE_HEAD_REF: &str = "refs/tend/remote-head";
-/// Temp dirs of an interrupted creation older than this are removed.
-const STALE_TEMP: Duration = Duration::from_secs(3600);
 
 pub struct Mirror {
     dir: PathBuf,
@@ -358,125 +355,5 @@ fn forget_remote_head(repo: &Repository) -> Result<(), SourceError> {
             .delete()
             .map_err(|e| SourceError::git(format!("deleting {REMOTE_HEAD_REF}"), e)),
         Err(_) => Ok(()),
-    }
-}
-
-/// Creates the bare repository in a temp dir and renames it into place, so a
-/// concurrent opener sees either no mirror or a complete one.
-fn create(mirrors: &Path, name: &str, url: &RepoUrl) -> Result<(), SourceError> {
-    remove_stale_temps(mirrors, name);
-    let temp = init_temp(mirrors, name, url)?;
-    let target = mirrors.join(name);
-    let result = match std::fs::rename(&temp, &target) {
-        Ok(()) => Ok(()),
-        Err(_) if target.join("HEAD").exists() => Ok(()),
-        Err(e) => Err(SourceError::io(&target, e)),
-    };
-    let _ = std::fs::remove_dir_all(&temp);
-    result
-}
-
-/// A temp dir beside the mirrors for a mirror `name` while it is made or
-/// replaced; swept once stale.
-pub(super) fn temp_name(mirrors: &Path, name: &str) -> PathBuf {
-    mirrors.join(format!(
-        ".tend-{name}-{}-{}.tmp",
-        std::process::id(),
-        rand::random::<u32>()
-    ))
-}
-
-/// A new, empty bare mirror of `url` in a temp dir beside the mirrors.
-pub(super) fn init_temp(mirrors: &Path, name: &str, url: &RepoUrl) -> Result<PathBuf, SourceError> {
-    let temp = temp_name(mirrors, name);
-    let result = (|| {
-        let repo = Repository::init_opts(
-            &temp,
-            // No hook samples, description or info/exclude: a mirror
-            // runs no hooks and has no work tree.
-            RepositoryInitOptions::new()
-                .bare(true)
-                .mkpath(false)
-                .external_template(false),
-        )
-        .map_err(|e| SourceError::git(format!("creating {}", temp.display()), e))?;
-        let mut config = repo
-            .config()
-            .map_err(|e| SourceError::git("mirror config", e))?;
-        let set = |config: &mut git2::Config, key: &str, value: &str| {
-            config
-                .set_str(key, value)
-                .map_err(|e| SourceError::git(format!("setting {key}"), e))
-        };
-        set(&mut config, URL_KEY, url.redacted())?;
-        // A bare mirror needs no reflogs; git gc, if ever run here, must not
-        // prune objects only tend's own refs reach.
-        set(&mut config, "core.logAllRefUpdates", "false")?;
-        Ok(())
-    })();
-    match result {
-        Ok(()) => Ok(temp),
-        Err(e) => {
-            let _ = std::fs::remove_dir_all(&temp);
-            Err(e)
-        }
-    }
-}
-
-fn remove_stale_temps(mirrors: &Path, name: &str) {
-    let Ok(entries) = std::fs::read_dir(mirrors) else {
-        return;
-    };
-    let prefix = format!(".tend-{name}-");
-    for entry in entries.flatten() {
-        let file_name = entry.file_name();
-        let Some(file_name) = file_name.to_str() else {
-            continue;
-        };
-        if !file_name.starts_with(&prefix) || !file_name.ends_with(".tmp") {
-            continue;
-        }
-        let old = entry
-            .metadata()
-            .and_then(|m| m.modified())
-            .ok()
-            .and_then(|t| SystemTime::now().duration_since(t).ok())
-            .is_some_and(|age| age > STALE_TEMP);
-        if old {
-            let _ = std::fs::remove_dir_all(entry.path());
-        }
-    }
-}
-
-/// An exclusive advisory lock on the mirror, held while fetching.
-struct FetchLock {
-    _file: File,
-}
-
-impl FetchLock {
-    fn acquire(dir: &Path, wait: Duration) -> Result<FetchLock, SourceError> {
-        let path = dir.join(FETCH_LOCK);
-        let file = File::options()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .map_err(|e| SourceError::io(&path, e))?;
-        let start = Instant::now();
-        loop {
-            match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
-                Ok(()) => return Ok(FetchLock { _file: file }),
-                Err(rustix::io::Errno::WOULDBLOCK) if start.elapsed() < wait => {
-                    std::thread::sleep(Duration::from_millis(50));
-                }
-                Err(rustix::io::Errno::WOULDBLOCK) => {
-                    return Err(SourceError::Busy {
-                        dir: dir.to_path_buf(),
-                        waited: start.elapsed(),
-                    });
-                }
-                Err(e) => return Err(SourceError::io(&path, e.into())),
-            }
-        }
     }
 }

@@ -7,6 +7,7 @@ mod known_hosts;
 mod links;
 mod local;
 mod mirror;
+mod mirror_dir;
 mod names;
 pub(crate) mod packs;
 mod refs;

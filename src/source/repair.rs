@@ -13,7 +13,8 @@ use std::path::Path;
 
 use git2::{ObjectType, Oid, Repository};
 
-use super::mirror::{init_temp, temp_name, Mirror};
+use super::mirror::Mirror;
+use super::mirror_dir::{init_temp, temp_name};
 use super::snapshot::open_mirror;
 use super::SourceError;
 
