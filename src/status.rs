@@ -180,6 +180,27 @@ pub fn build(ledger: &Ledger, now: SystemTime) -> Result<StatusDoc, LedgerError>
     for r in &records {
         *counts.entry(state_name(r.state)).or_default() += 1;
     }
+    document(ledger, now, counts, records)
+}
+
+/// The document with every count but at most `rows` resources: those not
+/// in sync, the longest drifting first. What the status page shows, read
+/// without loading every record.
+pub fn summary(ledger: &Ledger, now: SystemTime, rows: usize) -> Result<StatusDoc, LedgerError> {
+    let mut counts: BTreeMap<String, usize> = STATES.iter().map(|s| (state_name(*s), 0)).collect();
+    for (state, n) in ledger.state_counts()? {
+        *counts.entry(state_name(state)).or_default() += n;
+    }
+    let records = ledger.resources_not_in_sync_oldest(rows)?;
+    document(ledger, now, counts, records)
+}
+
+fn document(
+    ledger: &Ledger,
+    now: SystemTime,
+    counts: BTreeMap<String, usize>,
+    records: Vec<ResourceRecord>,
+) -> Result<StatusDoc, LedgerError> {
     Ok(StatusDoc {
         generated_at: rfc3339(now),
         source: ledger
@@ -194,6 +215,15 @@ pub fn build(ledger: &Ledger, now: SystemTime) -> Result<StatusDoc, LedgerError>
             .map(|r| resource_status(r, now))
             .collect(),
     })
+}
+
+/// The status entry of one resource, looked up alone.
+pub fn resource(
+    ledger: &Ledger,
+    id: &str,
+    now: SystemTime,
+) -> Result<Option<ResourceStatus>, LedgerError> {
+    Ok(ledger.resource(id)?.map(|r| resource_status(r, now)))
 }
 
 /// The text table of `tend status`.

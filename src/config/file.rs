@@ -78,6 +78,10 @@ pub struct PolicyConfig {
     pub contested: Option<ContestedConfig>,
     pub backup_retention: Option<Dur>,
     pub backup_max: Option<String>,
+    /// The audit log and its rotated files together stay within this size.
+    pub audit_max: Option<String>,
+    /// Rotated audit files whose newest line is older than this go.
+    pub audit_retention: Option<Dur>,
     pub dry_run: Option<bool>,
     /// Watch managed directories for changes (default true); off, drift is
     /// found at the resync timer.
@@ -99,6 +103,13 @@ pub struct ServerConfig {
     pub webhooks: Option<WebhooksConfig>,
     /// `/healthz` fails when the loop shows no sign of life for this long.
     pub stuck_after: Option<Dur>,
+    /// Connections open at once, at most.
+    pub max_connections: Option<usize>,
+    /// A request's headers must arrive within this, from the connection's
+    /// start or the previous answer; an idle connection closes after it.
+    pub header_timeout: Option<Dur>,
+    /// A request must be answered within this, its body included.
+    pub request_timeout: Option<Dur>,
 }
 
 /// One field per provider tend understands: another name is an unknown key,

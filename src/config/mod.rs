@@ -7,6 +7,8 @@ use std::time::Duration;
 
 use crate::cli::Flags;
 use crate::duration::Dur;
+use crate::ledger::AuditRotation;
+use crate::server::Limits as ServerLimits;
 use crate::target::files::FilesConfig;
 
 mod file;
@@ -71,8 +73,20 @@ pub struct Policy {
     pub contested_window: Duration,
     pub backup_retention: Duration,
     pub backup_max: u64,
+    pub audit_max: u64,
+    pub audit_retention: Duration,
     pub dry_run: bool,
     pub watch: bool,
+}
+
+impl Policy {
+    /// The bounds the audit log is kept within.
+    pub fn audit_rotation(&self) -> AuditRotation {
+        AuditRotation {
+            max: self.audit_max,
+            retention: self.audit_retention,
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -103,6 +117,7 @@ pub struct ServerSettings {
     pub refresh_token_file: Option<PathBuf>,
     pub webhooks: BTreeMap<String, PathBuf>,
     pub stuck_after: Duration,
+    pub limits: ServerLimits,
 }
 
 /// Everything a command needs, validated.
@@ -352,6 +367,25 @@ fn resolve_with(args: &Flags, any_target: bool) -> Result<Settings, ConfigError>
             }
             None => 1 << 30,
         },
+        audit_max: match p.audit_max.map(|s| parse_size(&s)) {
+            Some(Ok(0)) => {
+                problems.push(bad(
+                    "policy.audit_max",
+                    "policy.audit_max: must be more than 0".to_string(),
+                ));
+                AuditRotation::default().max
+            }
+            Some(Ok(size)) => size,
+            Some(Err(e)) => {
+                problems.push(bad("policy.audit_max", format!("policy.audit_max: {e}")));
+                AuditRotation::default().max
+            }
+            None => AuditRotation::default().max,
+        },
+        audit_retention: p
+            .audit_retention
+            .map(|d| d.0)
+            .unwrap_or(AuditRotation::default().retention),
         dry_run: args.dry_run.or(p.dry_run).unwrap_or(false),
         watch: p.watch.unwrap_or(true),
     };
@@ -377,6 +411,22 @@ fn resolve_with(args: &Flags, any_target: bool) -> Result<Settings, ConfigError>
     if let Err(m) = check_log_level(&log_level) {
         problems.push(bad("log.level", m));
     }
+    let defaults = ServerLimits::default();
+    if server.max_connections == Some(0) {
+        problems.push(bad(
+            "server.max_connections",
+            "server.max_connections: must be more than 0".to_string(),
+        ));
+    }
+    let limits = ServerLimits {
+        connections: server.max_connections.unwrap_or(defaults.connections),
+        header_timeout: server
+            .header_timeout
+            .map_or(defaults.header_timeout, |t| t.0),
+        request_timeout: server
+            .request_timeout
+            .map_or(defaults.request_timeout, |t| t.0),
+    };
     if !problems.is_empty() {
         // Every problem at once, one per line.
         let all: Vec<String> = problems.iter().map(|p| p.to_string()).collect();
@@ -403,6 +453,7 @@ fn resolve_with(args: &Flags, any_target: bool) -> Result<Settings, ConfigError>
                 .stuck_after
                 .map(|d| d.0)
                 .unwrap_or(Duration::from_secs(60)),
+            limits,
             webhooks: server.webhooks.unwrap_or_default().secret_files().collect(),
         },
         log_format,
@@ -508,6 +559,49 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("type exec needs `command`"), "{err}");
+    }
+
+    #[test]
+    fn the_audit_log_bounds_default_and_parse() {
+        let t = "targets:\n  f: {type: files, root: /}\n";
+        let s = resolve_config(t).unwrap();
+        assert_eq!(s.policy.audit_max, 64 << 20);
+        assert_eq!(s.policy.audit_retention, Duration::from_secs(30 * 86400));
+        let s = resolve_config(&format!(
+            "{t}policy:\n  audit_max: 8MiB\n  audit_retention: 7d\n"
+        ))
+        .unwrap();
+        assert_eq!(s.policy.audit_max, 8 << 20);
+        assert_eq!(s.policy.audit_retention, Duration::from_secs(7 * 86400));
+        for bad in ["lots", "0"] {
+            let err = resolve_config(&format!("{t}policy:\n  audit_max: {bad}\n"))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("tend.yaml:4: policy.audit_max"), "{err}");
+        }
+    }
+
+    #[test]
+    fn the_listener_limits_default_and_parse() {
+        let t = "targets:\n  f: {type: files, root: /}\n";
+        let s = resolve_config(t).unwrap();
+        assert_eq!(s.server.limits, ServerLimits::default());
+        let s = resolve_config(&format!(
+            "{t}server:\n  max_connections: 32\n  header_timeout: 2s\n  request_timeout: 1m\n"
+        ))
+        .unwrap();
+        assert_eq!(
+            s.server.limits,
+            ServerLimits {
+                connections: 32,
+                header_timeout: Duration::from_secs(2),
+                request_timeout: Duration::from_secs(60),
+            }
+        );
+        let err = resolve_config(&format!("{t}server:\n  max_connections: 0\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("tend.yaml:4: server.max_connections"), "{err}");
     }
 
     #[test]

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::{mpsc, Notify};
 
-use super::{Shared, Trigger, Worker};
+use super::{Shared, Worker};
 use crate::config::Settings;
 use crate::ledger::{HashKey, Ledger};
 use crate::model::ResourceId;
@@ -91,13 +91,14 @@ fn resource_explain(shared: &Shared, reader: Arc<Mutex<Reader>>) -> server::Reso
     })
 }
 
-/// Binds and serves in the background until `stop` is notified.
+/// Binds and serves in the background until `stop` is notified. The loop
+/// reads fetch requests from the returned channel, which holds at most one:
+/// requests made while one waits join it.
 pub(crate) async fn start(
     settings: &Settings,
     shared: &Shared,
-    triggers: mpsc::UnboundedSender<Trigger>,
     stop: Arc<Notify>,
-) -> Result<(), String> {
+) -> Result<mpsc::Receiver<server::Trigger>, String> {
     let listener = tokio::net::TcpListener::bind(&settings.server.listen)
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", settings.server.listen))?;
@@ -113,14 +114,7 @@ pub(crate) async fn start(
         Some(f) => Some(String::from_utf8_lossy(&read_secret(f, "refresh token")?).into_owned()),
         None => None,
     };
-    let (server_tx, mut server_rx) = mpsc::unbounded_channel();
-    tokio::spawn(async move {
-        while let Some(server::Trigger::Fetch) = server_rx.recv().await {
-            if triggers.send(Trigger::Fetch).is_err() {
-                break;
-            }
-        }
-    });
+    let (server_tx, fetches) = mpsc::channel(1);
     let reader = reader(shared)?;
     let state = AppState {
         state_dir: settings.state_dir.clone(),
@@ -136,11 +130,13 @@ pub(crate) async fn start(
         resource_explain: resource_explain(shared, reader),
     };
     tracing::info!(%addr, "listening");
+    let limits = settings.server.limits.within_open_files();
+    tracing::debug!(?limits, "HTTP limits");
     let shutdown = async move { stop.notified().await };
     tokio::spawn(async move {
-        if let Err(e) = server::serve(listener, state, shutdown).await {
+        if let Err(e) = server::serve(listener, state, limits, shutdown).await {
             tracing::warn!(error = %e, "HTTP server stopped");
         }
     });
-    Ok(())
+    Ok(fetches)
 }

@@ -117,9 +117,10 @@ async fn run_loop(
         metrics.writes(name, 0);
     }
     let shared = Shared::new(Worker { ctx, rec }, metrics, ctl.clone());
-    if let Err(e) = http::start(&settings, &shared, tx.clone(), stop.clone()).await {
-        return fail(e);
-    }
+    let mut fetches = match http::start(&settings, &shared, stop.clone()).await {
+        Ok(rx) => rx,
+        Err(e) => return fail(e),
+    };
     let notifier = Arc::new(Notifier::from_env());
     keep_systemd_informed(notifier.clone(), shared.ready.clone(), ctl.clone());
     let watch = start_watch(&settings, &tx, &ctl);
@@ -139,8 +140,8 @@ async fn run_loop(
         tokio::select! {
             biased;
             _ = &mut stopped => break,
+            Some(_) = fetches.recv() => next_fetch = Instant::now(),
             Some(t) = rx.recv() => match t {
-                Trigger::Fetch => next_fetch = Instant::now(),
                 Trigger::FullPass => lp.pass(Scope::All).await,
                 Trigger::Reload => {
                     reload::reload(&mut lp, &read_config, &tx).await;

@@ -156,6 +156,8 @@ async fn take(
             let ctx = w.ctx.rebuild(s).map_err(|e| e.to_string())?;
             ctx.subscribe(Arc::new(move |ids| drop(changes.send(Trigger::Keys(ids)))));
             w.ctx = ctx;
+            w.rec
+                .set_audit_rotation(w.ctx.settings.policy.audit_rotation());
             Ok(w.ctx.targets.keys().cloned().collect())
         })
         .await?;

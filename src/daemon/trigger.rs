@@ -3,10 +3,10 @@
 use crate::model::ResourceId;
 
 /// Why the loop should look at something sooner than its timers say.
+/// (Fetch requests from the HTTP surface come on a channel of their own,
+/// bounded, see `http::start`.)
 #[derive(Debug, Clone)]
 pub enum Trigger {
-    /// Fetch now (refresh, webhook).
-    Fetch,
     /// These resources may have drifted (file-system or plugin events).
     Keys(Vec<ResourceId>),
     /// A full pass now (watch overflow, pause changes).

@@ -1,16 +1,24 @@
 //! The audit log, `<state_dir>/audit.jsonl`: one JSON line per applied change,
-//! appended by the single writer and synced per batch.
+//! appended by the single writer and synced per batch; read from its end.
 
-use std::fs::{File, OpenOptions};
+mod back;
+mod rotate;
+
+use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::SystemTime;
 
 use super::{create_state_dir, LedgerError};
 
+pub use back::{Backwards, Tail};
+pub use rotate::Rotation;
+
 pub const AUDIT_FILE: &str = "audit.jsonl";
+/// Rotated generations a reader looks for at most.
+const GENERATIONS_READ: usize = 64;
 
 /// One applied change. Hashes of sensitive content are keyed
 /// ([`HashKey`](super::HashKey)); content itself never appears here.
@@ -47,8 +55,17 @@ struct Line<'a> {
 }
 
 pub struct AuditLog {
-    file: Mutex<File>,
+    current: Mutex<Current>,
+    dir: PathBuf,
     path: PathBuf,
+}
+
+/// The file appended to, and what rotation needs to know of it.
+struct Current {
+    file: File,
+    /// When it was started: its lines are no older.
+    started: SystemTime,
+    rotation: Rotation,
 }
 
 type Res<T> = Result<T, LedgerError>;
@@ -60,18 +77,48 @@ impl AuditLog {
     pub fn open(state_dir: &Path) -> Res<AuditLog> {
         create_state_dir(state_dir)?;
         let path = state_dir.join(AUDIT_FILE);
-        let mut file = OpenOptions::new()
-            .read(true)
-            .append(true)
-            .create(true)
-            .mode(0o600)
-            .open(&path)
-            .map_err(|e| LedgerError::io(&path, e))?;
+        let mut file = rotate::open_current(&path).map_err(|e| LedgerError::io(&path, e))?;
         cut_torn_tail(&mut file).map_err(|e| LedgerError::io(&path, e))?;
+        let started = rotate::started(&file).map_err(|e| LedgerError::io(&path, e))?;
         Ok(AuditLog {
-            file: Mutex::new(file),
+            current: Mutex::new(Current {
+                file,
+                started,
+                rotation: Rotation::default(),
+            }),
+            dir: state_dir.to_path_buf(),
             path,
         })
+    }
+
+    /// Sets the bounds the log is kept within from now on.
+    pub fn set_rotation(&self, rotation: Rotation) {
+        self.lock().rotation = rotation;
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Current> {
+        self.current.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Rotates the log if it is due by size (before `incoming` bytes are
+    /// appended) or age, and deletes generations past the bounds.
+    fn keep_within(&self, cur: &mut Current, incoming: u64) -> Res<()> {
+        let now = SystemTime::now();
+        let io = |e| LedgerError::io(&self.path, e);
+        let len = cur.file.metadata().map_err(io)?.len();
+        if cur.rotation.due(len, incoming, cur.started, now) {
+            cur.file = rotate::rotate(&self.dir, AUDIT_FILE, GENERATIONS_READ).map_err(io)?;
+            cur.started = now;
+        }
+        let len = cur.file.metadata().map_err(io)?.len();
+        rotate::prune(&self.dir, AUDIT_FILE, &cur.rotation, len, now).map_err(io)
+    }
+
+    /// Rotates and trims the log if its bounds say so, without appending:
+    /// for an idle log whose lines age past the retention.
+    pub fn maintain(&self) -> Res<()> {
+        let mut cur = self.lock();
+        self.keep_within(&mut cur, 0)
     }
 
     pub fn path(&self) -> &Path {
@@ -101,26 +148,36 @@ impl AuditLog {
             serde_json::to_writer(&mut buf, &line).expect("an audit line serializes");
             buf.push(b'\n');
         }
-        let file = self.file.lock().unwrap_or_else(|p| p.into_inner());
-        (&*file)
-            .write_all(&buf)
-            .and_then(|()| file.sync_data())
-            .map_err(|e| LedgerError::io(&self.path, e))
+        let mut cur = self.lock();
+        // A log that cannot rotate still records the changes.
+        if let Err(e) = self.keep_within(&mut cur, buf.len() as u64) {
+            tracing::warn!(error = %e, "cannot rotate the audit log");
+        }
+        append_whole(&mut cur.file, &buf).map_err(|e| LedgerError::io(&self.path, e))
     }
 
-    /// Every entry, oldest first, as JSON.
+    /// Every entry of the current file, oldest first, as JSON; a damaged
+    /// line is an error naming it. For checks of the whole file: readers
+    /// that show the log use [`AuditLog::tail`].
     pub fn read_all(&self) -> Res<Vec<serde_json::Value>> {
         read_entries(&self.path)
     }
 
-    /// Reads the log of `state_dir` without opening it for writing, for
-    /// readers beside a running daemon; no log yet reads as empty.
-    pub fn read_state_dir(state_dir: &Path) -> Res<Vec<serde_json::Value>> {
-        let path = state_dir.join(AUDIT_FILE);
-        if !path.exists() {
-            return Ok(Vec::new());
-        }
-        read_entries(&path)
+    /// The newest `n` entries of the log of `state_dir`, newest first,
+    /// reading at most `cap` bytes from the end, across rotated files.
+    /// Opens nothing for writing, so it is safe beside a running daemon;
+    /// no log yet reads as empty.
+    pub fn tail(state_dir: &Path, n: usize, cap: u64) -> Res<Tail> {
+        back::tail(Self::iter_back(state_dir, cap)?, n)
+    }
+
+    /// Every entry of the log of `state_dir`, newest first, reading at most
+    /// `cap` bytes: the current file, then `audit.jsonl.1`, `.2`, ...
+    pub fn iter_back(state_dir: &Path, cap: u64) -> Res<Backwards> {
+        Backwards::open(
+            back::generations(state_dir, AUDIT_FILE, GENERATIONS_READ),
+            cap,
+        )
     }
 }
 
@@ -128,63 +185,28 @@ impl AuditLog {
 pub const TAIL_BYTES: u64 = 16 << 20;
 
 /// The entries of `state_dir`'s log that `keep` selects, newest first, read
-/// backwards from the end: at most `max` of them, from at most
-/// [`TAIL_BYTES`] of the log, so a long history costs a bounded read.
-/// Returns whether the read stopped before the log's start.
+/// backwards from the end across rotated files: at most `max` of them,
+/// from at most [`TAIL_BYTES`] of the log, so a long history costs a
+/// bounded read. Returns whether the read stopped before the log's start.
 pub fn tail(
     state_dir: &Path,
     max: usize,
     mut keep: impl FnMut(&serde_json::Value) -> bool,
 ) -> Res<(Vec<serde_json::Value>, bool)> {
-    let path = state_dir.join(AUDIT_FILE);
-    let mut file = match File::open(&path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((Vec::new(), false)),
-        Err(e) => return Err(LedgerError::io(&path, e)),
-    };
-    let io = |e| LedgerError::io(&path, e);
-    let len = file.metadata().map_err(io)?.len();
-    let floor = len.saturating_sub(TAIL_BYTES);
+    let mut back = AuditLog::iter_back(state_dir, TAIL_BYTES)?;
     let mut out = Vec::new();
-    let mut end = len;
-    // Bytes after the last newline seen: a line in progress, or the start
-    // of a line whose beginning is in the next chunk back.
-    let mut partial: Vec<u8> = Vec::new();
-    while end > floor && out.len() < max {
-        let start = end.saturating_sub(64 << 10).max(floor);
-        let mut chunk = vec![0u8; (end - start) as usize];
-        file.seek(SeekFrom::Start(start)).map_err(io)?;
-        file.read_exact(&mut chunk).map_err(io)?;
-        chunk.extend_from_slice(&partial);
-        let mut lines: Vec<&[u8]> = chunk.split(|b| *b == b'\n').collect();
-        // The piece before the first newline may be cut: keep it for the
-        // next chunk back, unless this chunk starts the log.
-        let head = if start > 0 {
-            lines.remove(0).to_vec()
-        } else {
-            Vec::new()
-        };
-        // After the last newline: a line torn or in progress at the log's
-        // end, or nothing (the newline added after a cut piece).
-        lines.pop();
-        for line in lines.iter().rev() {
-            if line.is_empty() {
-                continue;
-            }
-            if let Ok(v) = serde_json::from_slice::<serde_json::Value>(line) {
+    while out.len() < max {
+        match back.next() {
+            Some(v) => {
+                let v = v?;
                 if keep(&v) {
                     out.push(v);
-                    if out.len() >= max {
-                        break;
-                    }
                 }
             }
+            None => return Ok((out, back.capped())),
         }
-        partial = head;
-        partial.push(b'\n');
-        end = start;
     }
-    Ok((out, end > 0))
+    Ok((out, true))
 }
 
 /// A last line without its newline is a write in
@@ -212,6 +234,33 @@ fn read_entries(path: &Path) -> Res<Vec<serde_json::Value>> {
         out.push(value);
     }
     Ok(out)
+}
+
+/// Appends `buf` (whole lines) so that the file ends at a line boundary
+/// whatever happens: a tail left torn by an earlier failure is cut first,
+/// and a write or sync that fails (a full disk cuts a write short) is
+/// undone by truncating back to the length before it. Otherwise the next
+/// batch would be appended after a fragment, an invalid line mid-log.
+fn append_whole(file: &mut File, buf: &[u8]) -> std::io::Result<()> {
+    let mut len = file.metadata()?.len();
+    if len > 0 {
+        let mut last = [0u8];
+        file.read_exact_at(&mut last, len - 1)?;
+        if last[0] != b'\n' {
+            cut_torn_tail(file)?;
+            len = file.metadata()?.len();
+        }
+    }
+    let written = (&*file).write_all(buf).and_then(|()| file.sync_data());
+    if let Err(e) = written {
+        // Shrinking needs no space; if even this fails, the next append
+        // finds the torn tail and cuts it.
+        if file.set_len(len).is_ok() {
+            let _ = file.sync_data();
+        }
+        return Err(e);
+    }
+    Ok(())
 }
 
 /// Truncates the file after its last newline.

@@ -212,6 +212,10 @@ impl Ledger {
     pub fn resources_not_in_sync(&self) -> Res<Vec<ResourceRecord>> {
         self.q().resources_not_in_sync()
     }
+    /// See [`Tx::resources_not_in_sync_oldest`].
+    pub fn resources_not_in_sync_oldest(&self, limit: usize) -> Res<Vec<ResourceRecord>> {
+        self.q().resources_not_in_sync_oldest(limit)
+    }
     /// The records among `ids`, in no promised order: one indexed lookup
     /// each for a few, one scan of every record for many.
     pub fn resources_of<'a>(

@@ -20,7 +20,10 @@ mod tests;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-pub use audit::{tail as audit_tail, AuditEntry, AuditLog, TAIL_BYTES as AUDIT_TAIL_BYTES};
+pub use audit::{
+    tail as audit_tail, AuditEntry, AuditLog, Backwards as AuditBackwards,
+    Rotation as AuditRotation, Tail as AuditTail, TAIL_BYTES as AUDIT_TAIL_BYTES,
+};
 pub use backup::BackupStore;
 pub use db::Ledger;
 pub use declared::Digest;

@@ -212,6 +212,25 @@ impl Tx<'_> {
         Ok(out)
     }
 
+    /// At most `limit` records of resources not in sync, the longest
+    /// drifting first (then by identity): what a page of them shows,
+    /// without reading the rest.
+    pub fn resources_not_in_sync_oldest(&self, limit: usize) -> Res<Vec<ResourceRecord>> {
+        let sql = format!(
+            "SELECT {} FROM resources WHERE state != 'InSync' \
+             ORDER BY drift_since IS NULL, drift_since, id LIMIT ?1",
+            Self::RESOURCE_COLUMNS
+        );
+        let mut stmt = self.conn.prepare_cached(&sql).map_err(|e| self.err(e))?;
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let mut rows = stmt.query(params![limit]).map_err(|e| self.err(e))?;
+        let mut out = Vec::new();
+        while let Some(row) = rows.next().map_err(|e| self.err(e))? {
+            out.push(self.resource_from_row(row)?);
+        }
+        Ok(out)
+    }
+
     pub fn resource(&self, id: &str) -> Res<Option<ResourceRecord>> {
         let sql = format!(
             "SELECT {} FROM resources WHERE id = ?1",

@@ -42,6 +42,7 @@ pub fn open_writer(
     let ledger = Ledger::open(&settings.state_dir).map_err(|e| e.to_string())?;
     let ctx = Context::build(settings).map_err(|e| e.to_string())?;
     let mut rec = Recorder::open(ledger).map_err(|e| e.to_string())?;
+    rec.set_audit_rotation(ctx.settings.policy.audit_rotation());
     recover(&ctx, &mut rec).map_err(|e| e.to_string())?;
     Ok((lock, ctx, rec))
 }
@@ -190,6 +191,9 @@ pub fn full_pass(
         .prune(policy.backup_retention, policy.backup_max)
     {
         tracing::warn!(error = %e, "cannot trim the backup store");
+    }
+    if let Err(e) = rec.maintain_audit() {
+        tracing::warn!(error = %e, "cannot rotate the audit log");
     }
     Ok(report)
 }

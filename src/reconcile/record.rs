@@ -7,8 +7,8 @@ use std::time::SystemTime;
 use super::backoff;
 use super::context::Context;
 use crate::ledger::{
-    next_drift_since, AuditEntry, AuditLog, BackupStore, Digest, HashKey, Intent, IntentKind,
-    Ledger, LedgerError, PauseRecord, ResourceRecord, State,
+    next_drift_since, AuditEntry, AuditLog, AuditRotation, BackupStore, Digest, HashKey, Intent,
+    IntentKind, Ledger, LedgerError, PauseRecord, ResourceRecord, State,
 };
 use crate::model::{Backup, Desired, Live, Observed, ResourceId, Spec};
 
@@ -232,6 +232,16 @@ impl Recorder {
             }
             Ok(())
         })
+    }
+
+    /// Sets the bounds the audit log is kept within.
+    pub fn set_audit_rotation(&self, rotation: AuditRotation) {
+        self.audit.set_rotation(rotation);
+    }
+
+    /// Rotates and trims the audit log if its bounds say so.
+    pub fn maintain_audit(&self) -> Result<(), LedgerError> {
+        self.audit.maintain()
     }
 
     pub fn audit_all(&self, entries: &[AuditEntry]) -> Result<(), LedgerError> {

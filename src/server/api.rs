@@ -1,7 +1,6 @@
 //! The machine-facing endpoints: metrics, health, readiness, the status
 //! document, one resource with its diff, and refresh.
 
-use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -9,46 +8,11 @@ use axum::extract::{Path, Request, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use serde_json::{json, Value};
+use serde_json::json;
+use tokio::sync::mpsc::error::TrySendError;
 
 use super::auth::{bearer_matches, is_loopback};
-use super::{AppState, Trigger};
-use crate::ledger::{AuditLog, Ledger};
-use crate::status::StatusDoc;
-
-/// The status document as `tend status -o json` builds it, read beside the
-/// running loop (SQLite work stays off the async threads).
-pub(super) async fn load_status(dir: PathBuf) -> Result<StatusDoc, String> {
-    tokio::task::spawn_blocking(move || {
-        let ledger = Ledger::open_read_only(&dir).map_err(|e| e.to_string())?;
-        crate::status::build(&ledger, SystemTime::now()).map_err(|e| e.to_string())
-    })
-    .await
-    .map_err(|e| e.to_string())?
-}
-
-/// The last `n` audit entries, newest first. Read without opening the log
-/// for appending: opening it cuts a torn tail, which beside a running
-/// daemon could cut a line it is writing.
-pub(super) async fn load_audit(dir: PathBuf, n: usize) -> Result<Vec<Value>, String> {
-    tokio::task::spawn_blocking(move || {
-        let mut all = AuditLog::read_state_dir(&dir).map_err(|e| e.to_string())?;
-        let keep = all.split_off(all.len().saturating_sub(n));
-        Ok(keep.into_iter().rev().collect())
-    })
-    .await
-    .map_err(|e| e.to_string())?
-}
-
-/// The diff the loop's owner supplies; it may read files, so it runs off
-/// the async threads.
-pub(super) async fn load_diff(state: &AppState, id: String) -> Option<String> {
-    let diff = state.resource_diff.clone();
-    tokio::task::spawn_blocking(move || diff(&id))
-        .await
-        .ok()
-        .flatten()
-}
+use super::{load, AppState, Trigger};
 
 fn error(status: StatusCode, message: impl Into<String>) -> Response {
     (status, Json(json!({"error": message.into()}))).into_response()
@@ -105,7 +69,7 @@ pub async fn readyz(State(state): State<AppState>) -> Response {
 
 /// `GET /api/v1/status`: byte for byte what `tend status -o json` prints.
 pub async fn status(State(state): State<AppState>) -> Response {
-    match load_status(state.state_dir.clone()).await {
+    match load::status(state.state_dir.clone()).await {
         Ok(doc) => {
             let text = serde_json::to_string_pretty(&doc).expect("status serializes") + "\n";
             ([(header::CONTENT_TYPE, "application/json")], text).into_response()
@@ -118,10 +82,11 @@ pub async fn status(State(state): State<AppState>) -> Response {
 }
 
 /// `GET /api/v1/resources/{id}`: the resource's status entry and its
-/// current diff.
+/// current diff. The work is one lookup, and a diff only for a resource
+/// the ledger knows: an unknown name costs nothing more.
 pub async fn resource(State(state): State<AppState>, Path(id): Path<String>) -> Response {
-    let doc = match load_status(state.state_dir.clone()).await {
-        Ok(d) => d,
+    let (generated_at, entry) = match load::resource(state.state_dir.clone(), id.clone()).await {
+        Ok(found) => found,
         Err(e) => {
             return error(
                 StatusCode::SERVICE_UNAVAILABLE,
@@ -129,15 +94,14 @@ pub async fn resource(State(state): State<AppState>, Path(id): Path<String>) -> 
             )
         }
     };
-    let entry = doc.resources.into_iter().find(|r| r.id == id);
-    let diff = load_diff(&state, id.clone()).await;
-    if entry.is_none() && diff.is_none() {
+    if entry.is_none() {
         return error(
             StatusCode::NOT_FOUND,
             format!("tend knows no resource {id:?}"),
         );
     }
-    Json(json!({"id": id, "generated_at": doc.generated_at, "status": entry, "diff": diff}))
+    let diff = load::diff(&state, id.clone()).await;
+    Json(json!({"id": id, "generated_at": generated_at, "status": entry, "diff": diff}))
         .into_response()
 }
 
@@ -164,8 +128,12 @@ pub async fn refresh(State(state): State<AppState>, request: Request) -> Respons
             Some(_) => {}
         }
     }
-    match state.triggers.send(Trigger::Fetch) {
-        Ok(()) => (StatusCode::ACCEPTED, Json(json!({"result": "triggered"}))).into_response(),
-        Err(_) => error(StatusCode::SERVICE_UNAVAILABLE, "the loop is not running"),
+    match state.triggers.try_send(Trigger::Fetch) {
+        Ok(()) | Err(TrySendError::Full(_)) => {
+            (StatusCode::ACCEPTED, Json(json!({"result": "triggered"}))).into_response()
+        }
+        Err(TrySendError::Closed(_)) => {
+            error(StatusCode::SERVICE_UNAVAILABLE, "the loop is not running")
+        }
     }
 }

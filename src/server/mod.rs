@@ -6,12 +6,13 @@ mod api;
 mod auth;
 mod history;
 mod html;
+mod listen;
+mod load;
 mod page;
 mod webhooks;
 
 use std::collections::BTreeMap;
 use std::future::Future;
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
@@ -49,7 +50,10 @@ pub struct AppState {
     /// than `stuck_after`.
     pub heartbeat: Arc<AtomicU64>,
     pub stuck_after: Duration,
-    pub triggers: tokio::sync::mpsc::UnboundedSender<Trigger>,
+    /// Fetch requests for the loop. Bounded at one: while a request waits,
+    /// more of them add nothing (one fetch answers them all), so a flood of
+    /// refreshes or pushes during a long pass costs no memory.
+    pub triggers: tokio::sync::mpsc::Sender<Trigger>,
     /// The branch tend follows: pushes to other refs are ignored. None
     /// follows any push.
     pub reference: Option<String>,
@@ -93,17 +97,17 @@ pub fn router(state: AppState) -> Router {
         .with_state(state)
 }
 
-/// Serves until `shutdown` completes, with each client's address available
-/// for the loopback check of refresh.
+pub use listen::Limits;
+
+/// Serves until `shutdown` completes, within `limits`, with each client's
+/// address available for the loopback check of refresh.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     state: AppState,
+    limits: Limits,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let app = router(state).into_make_service_with_connect_info::<SocketAddr>();
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown)
-        .await
+    listen::serve(listener, router(state), limits, shutdown).await
 }
 
 #[cfg(test)]

@@ -10,17 +10,19 @@ use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Response};
 use serde_json::Value;
 
-use super::api::{load_audit, load_diff, load_status};
 use super::html::{
     abbreviated, age, audit_time, document, escape, parse_time, resource_link, revision, time_ago,
     Table,
 };
+use super::load;
 use super::AppState;
-use crate::ledger::State as ResourceState;
+use crate::ledger::{AuditTail as Tail, State as ResourceState};
 use crate::status::{state_name, ResourceStatus, SourceStatus, StatusDoc};
 
 /// How many audit entries the page shows.
 pub const RECENT_AUDIT: usize = 20;
+/// Bytes of the audit log's end the page reads at most to find them.
+pub const AUDIT_READ_CAP: u64 = 1 << 20;
 /// Rows of the not-in-sync table; the API has the rest.
 pub const MAX_ROWS: usize = 500;
 const REFRESH_SECS: u32 = 10;
@@ -160,6 +162,17 @@ fn problems_section(out: &mut String, doc: &StatusDoc) {
     out.push_str("</ul>");
 }
 
+/// How many resources are not in sync, from the counts: the document may
+/// carry only the first [`MAX_ROWS`] of them.
+fn not_in_sync(doc: &StatusDoc) -> usize {
+    let in_sync = state_name(ResourceState::InSync);
+    doc.counts
+        .iter()
+        .filter(|(state, _)| **state != in_sync)
+        .map(|(_, n)| n)
+        .sum()
+}
+
 /// Resources not in sync, the longest drifting first.
 fn drift_table(out: &mut String, doc: &StatusDoc) {
     let mut rows: Vec<&ResourceStatus> = doc
@@ -172,7 +185,8 @@ fn drift_table(out: &mut String, doc: &StatusDoc) {
             .cmp(&a.drift_age_seconds)
             .then_with(|| a.id.cmp(&b.id))
     });
-    let _ = write!(out, "<h2>Not in sync ({})</h2>", rows.len());
+    let total = not_in_sync(doc).max(rows.len());
+    let _ = write!(out, "<h2>Not in sync ({total})</h2>");
     if rows.is_empty() {
         out.push_str("<p class=\"muted\">Every resource matches its declaration.</p>");
         return;
@@ -196,11 +210,12 @@ fn drift_table(out: &mut String, doc: &StatusDoc) {
         ]);
     }
     out.push_str(&table.finish());
-    if rows.len() > MAX_ROWS {
+    let shown = rows.len().min(MAX_ROWS);
+    if total > shown {
         let _ = write!(
             out,
             "<p class=\"muted\">{} more in <a href=\"/api/v1/status\">/api/v1/status</a>.</p>",
-            rows.len() - MAX_ROWS
+            total - shown
         );
     }
 }
@@ -222,10 +237,10 @@ fn text_of(entry: &Value, key: &str) -> String {
     }
 }
 
-fn audit_section(out: &mut String, audit: Result<&[Value], &str>, now: SystemTime) {
+fn audit_section(out: &mut String, audit: Result<&Tail, &str>, now: SystemTime) {
     out.push_str("<h2>Recent changes</h2>");
-    let entries = match audit {
-        Ok(e) => e,
+    let tail = match audit {
+        Ok(t) => t,
         Err(e) => {
             let _ = write!(
                 out,
@@ -235,8 +250,20 @@ fn audit_section(out: &mut String, audit: Result<&[Value], &str>, now: SystemTim
             return;
         }
     };
+    if tail.skipped > 0 {
+        let _ = write!(
+            out,
+            "<p class=\"banner warn\">{} damaged line(s) of the audit log are not shown.</p>",
+            tail.skipped
+        );
+    }
+    let entries = &tail.entries;
     if entries.is_empty() {
-        out.push_str("<p class=\"muted\">tend has changed nothing yet.</p>");
+        if tail.capped {
+            out.push_str("<p class=\"muted\">No readable entry near the end of the audit log.</p>");
+        } else {
+            out.push_str("<p class=\"muted\">tend has changed nothing yet.</p>");
+        }
         return;
     }
     let mut table = Table::new(&["When", "Action", "Resource", "Why", "Revision", "Backup"]);
@@ -264,7 +291,7 @@ fn audit_section(out: &mut String, audit: Result<&[Value], &str>, now: SystemTim
 }
 
 /// The whole status page from what could be loaded.
-pub fn render_index(doc: Result<&StatusDoc, &str>, audit: Result<&[Value], &str>) -> String {
+pub fn render_index(doc: Result<&StatusDoc, &str>, audit: Result<&Tail, &str>) -> String {
     let doc = match doc {
         Ok(d) => d,
         Err(e) => {
@@ -277,11 +304,7 @@ pub fn render_index(doc: Result<&StatusDoc, &str>, audit: Result<&[Value], &str>
         }
     };
     let now = parse_time(&doc.generated_at).unwrap_or_else(SystemTime::now);
-    let behind = doc
-        .resources
-        .iter()
-        .filter(|r| r.state != ResourceState::InSync)
-        .count();
+    let behind = not_in_sync(doc);
     let (class, summary) = match (behind, doc.problems.len(), doc.all_in_sync()) {
         (0, 0, true) => ("ok", "All in sync".to_string()),
         (0, 0, false) => ("warn", "A fetched revision is not applied yet".to_string()),
@@ -378,35 +401,35 @@ pub fn render_resource(
 
 /// `GET /`.
 pub async fn index(State(state): State<AppState>) -> Response {
-    let doc = load_status(state.state_dir.clone()).await;
-    let audit = load_audit(state.state_dir.clone(), RECENT_AUDIT).await;
+    let doc = load::summary(state.state_dir.clone(), MAX_ROWS).await;
+    let audit = load::audit(state.state_dir.clone(), RECENT_AUDIT, AUDIT_READ_CAP).await;
     // Always 200: a page that cannot read the ledger yet still loads and
     // reloads itself until it can.
     Html(render_index(
         doc.as_ref().map_err(String::as_str),
-        audit.as_deref().map_err(String::as_str),
+        audit.as_ref().map_err(String::as_str),
     ))
     .into_response()
 }
 
-/// `GET /resources/{id}`.
+/// `GET /resources/{id}`: one lookup, and a diff and history only for a
+/// resource the ledger knows: an unknown name costs nothing more.
 pub async fn resource(State(state): State<AppState>, Path(id): Path<String>) -> Response {
-    let doc = load_status(state.state_dir.clone()).await.ok();
-    let entry = doc
-        .as_ref()
-        .and_then(|d| d.resources.iter().find(|r| r.id == id));
-    let diff = load_diff(&state, id.clone()).await;
-    let history = {
-        let explain = state.resource_explain.clone();
-        let id = id.clone();
-        tokio::task::spawn_blocking(move || explain(&id))
-            .await
-            .ok()
-            .flatten()
-    };
-    let page = render_resource(&id, entry, diff.as_deref(), history.as_ref());
-    if entry.is_none() && diff.is_none() {
+    let entry = load::resource(state.state_dir.clone(), id.clone())
+        .await
+        .ok()
+        .and_then(|(_, e)| e);
+    let Some(entry) = entry else {
+        let page = render_resource(&id, None, None, None);
         return (StatusCode::NOT_FOUND, Html(page)).into_response();
-    }
-    Html(page).into_response()
+    };
+    let diff = load::diff(&state, id.clone()).await;
+    let history = load::explain(&state, id.clone()).await;
+    Html(render_resource(
+        &id,
+        Some(&entry),
+        diff.as_deref(),
+        history.as_ref(),
+    ))
+    .into_response()
 }

@@ -14,6 +14,10 @@ use serde_json::{json, Value};
 use super::auth::{header_text, hmac_sha256_matches, same};
 use super::{AppState, Trigger, BODY_LIMIT};
 
+/// Bodies read at once, each up to [`BODY_LIMIT`].
+const BODIES_AT_ONCE: usize = 8;
+static BODIES: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(BODIES_AT_ONCE);
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Provider {
     GitHub,
@@ -142,6 +146,9 @@ async fn judge(state: &AppState, provider: Provider, request: Request) -> Outcom
         );
     }
     let headers = request.headers().clone();
+    // A flood of large bodies holds BODIES_AT_ONCE of them in memory, not
+    // one per connection; the rest wait, within the request timeout.
+    let _reading = BODIES.acquire().await;
     let body = match Bytes::from_request(request, &()).await {
         Ok(b) => b,
         Err(rejection) if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE => {
@@ -203,8 +210,9 @@ async fn judge(state: &AppState, provider: Provider, request: Request) -> Outcom
 }
 
 fn trigger(state: &AppState, why: &str) -> Outcome {
-    match state.triggers.send(Trigger::Fetch) {
-        Ok(()) => outcome(
+    // A full channel holds a fetch not yet made: this push joins it.
+    match state.triggers.try_send(Trigger::Fetch) {
+        Ok(()) | Err(tokio::sync::mpsc::error::TrySendError::Full(_)) => outcome(
             StatusCode::ACCEPTED,
             "triggered",
             format!("fetch requested by {why}"),

@@ -1,6 +1,9 @@
 //! Tests of persisted state against real files in temp dirs.
 
+mod audit_full;
 mod audit_key;
+mod audit_read;
+mod audit_rotate;
 mod backup;
 mod db;
 mod drift;

@@ -2,6 +2,8 @@
 //! written through the real ledger API, plus one test over a real port.
 
 mod api;
+mod bounded;
+mod limits;
 mod page;
 mod webhooks;
 
@@ -18,7 +20,7 @@ use axum::Router;
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 use tempfile::TempDir;
-use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
+use tokio::sync::mpsc::{channel, Receiver};
 use tower::ServiceExt;
 
 use super::{router, AppState, ResourceDiff, Trigger};
@@ -28,7 +30,7 @@ use crate::metrics::Metrics;
 pub struct Fixture {
     pub dir: TempDir,
     pub state: AppState,
-    pub triggers: UnboundedReceiver<Trigger>,
+    pub triggers: Receiver<Trigger>,
 }
 
 impl Fixture {
@@ -52,7 +54,7 @@ fn no_diff() -> ResourceDiff {
 
 pub fn fixture(secrets: &[(&str, &str)], reference: Option<&str>) -> Fixture {
     let dir = tempfile::tempdir().unwrap();
-    let (tx, rx) = unbounded_channel();
+    let (tx, rx) = channel(1);
     let state = AppState {
         state_dir: dir.path().to_path_buf(),
         metrics: Arc::new(Metrics::new()),
@@ -197,9 +199,14 @@ async fn serve_passes_the_peer_address_and_stops_on_shutdown() {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(super::serve(listener, f.state.clone(), async {
-        let _ = stopped.await;
-    }));
+    let server = tokio::spawn(super::serve(
+        listener,
+        f.state.clone(),
+        super::Limits::default(),
+        async {
+            let _ = stopped.await;
+        },
+    ));
     let mut conn = tokio::net::TcpStream::connect(addr).await.unwrap();
     let request = "POST /api/v1/refresh HTTP/1.1\r\nHost: tend\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
     conn.write_all(request.as_bytes()).await.unwrap();

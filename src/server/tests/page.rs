@@ -165,6 +165,35 @@ async fn the_diff_view_shows_the_escaped_diff_of_one_resource() {
     assert_eq!(status, StatusCode::NOT_FOUND);
 }
 
+/// A damaged line in the middle of the audit log (issue 13: a torn append
+/// followed by more lines) hides nothing else: the page says how many lines
+/// it skipped and shows the rest.
+#[tokio::test]
+async fn a_damaged_audit_line_is_skipped_and_the_rest_shown() {
+    let f = fixture(&[], None);
+    populate(f.dir.path());
+    let audit = f.dir.path().join("audit.jsonl");
+    let text = std::fs::read_to_string(&audit).unwrap();
+    let mut lines: Vec<&str> = text.lines().collect();
+    // A batch cut short, and the next one appended after the fragment.
+    let glued = format!(
+        "{{\"time\":\"2024-01-01T00:00:00Z\",\"id\":\"files/fi{}",
+        lines[20]
+    );
+    lines[20] = &glued;
+    std::fs::write(&audit, lines.join("\n") + "\n").unwrap();
+    let (status, _, page) = call(f.app(), get("/")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(!page.contains("cannot be read"), "the log was refused");
+    at(&page, "1 damaged line(s) of the audit log are not shown");
+    at(&page, ">files/file/etc/app/conf24</a>");
+    at(&page, ">files/file/etc/app/conf4</a>");
+    assert!(
+        !page.contains(">files/file/etc/app/conf3</a>"),
+        "more than 20 entries"
+    );
+}
+
 /// The page reads beside a running daemon: a line the daemon is still
 /// writing stays as it is, and a state dir that does not exist yet is not
 /// created by a reader.

@@ -1,0 +1,91 @@
+//! What the handlers read (the ledger, the audit log's end, one resource's
+//! diff), off the async threads and a few at a time: concurrent requests
+//! hold a bounded number of threads and documents, whatever their number.
+
+use std::path::PathBuf;
+use std::time::SystemTime;
+
+use tokio::sync::Semaphore;
+
+use super::AppState;
+use crate::ledger::{AuditLog, AuditTail, Ledger};
+use crate::status::{ResourceStatus, StatusDoc};
+
+/// Ledger and audit reads at once; more requests wait their turn.
+static READS: Semaphore = Semaphore::const_new(4);
+/// Diffs at once: each prepares against the current revision under the
+/// loop's own lock, so more would only queue there, holding threads.
+static DIFFS: Semaphore = Semaphore::const_new(1);
+
+/// Runs `work` on the blocking pool once `gate` lets it. The permit goes
+/// with the work: a request dropped at its timeout frees it only when the
+/// work ends, so no more than the gate allows ever runs.
+async fn gated<T: Send + 'static>(
+    gate: &'static Semaphore,
+    work: impl FnOnce() -> Result<T, String> + Send + 'static,
+) -> Result<T, String> {
+    let permit = gate.acquire().await.map_err(|e| e.to_string())?;
+    tokio::task::spawn_blocking(move || {
+        let _permit = permit;
+        work()
+    })
+    .await
+    .map_err(|e| e.to_string())?
+}
+
+fn ledger(dir: &std::path::Path) -> Result<Ledger, String> {
+    Ledger::open_read_only(dir).map_err(|e| e.to_string())
+}
+
+/// The status document as `tend status -o json` builds it, every resource.
+pub(super) async fn status(dir: PathBuf) -> Result<StatusDoc, String> {
+    gated(&READS, move || {
+        crate::status::build(&ledger(&dir)?, SystemTime::now()).map_err(|e| e.to_string())
+    })
+    .await
+}
+
+/// Every count, and at most `rows` resources not in sync.
+pub(super) async fn summary(dir: PathBuf, rows: usize) -> Result<StatusDoc, String> {
+    gated(&READS, move || {
+        crate::status::summary(&ledger(&dir)?, SystemTime::now(), rows).map_err(|e| e.to_string())
+    })
+    .await
+}
+
+/// One resource's status entry, looked up alone, and the time it was read.
+pub(super) async fn resource(
+    dir: PathBuf,
+    id: String,
+) -> Result<(String, Option<ResourceStatus>), String> {
+    gated(&READS, move || {
+        let now = SystemTime::now();
+        let entry = crate::status::resource(&ledger(&dir)?, &id, now).map_err(|e| e.to_string())?;
+        Ok((humantime::format_rfc3339_seconds(now).to_string(), entry))
+    })
+    .await
+}
+
+/// The last `n` audit entries, newest first, read from the log's end with
+/// at most `cap` bytes: the work is the same for a log of any size. Read
+/// without opening the log for appending: opening it cuts a torn tail,
+/// which beside a running daemon could cut a line it is writing.
+pub(super) async fn audit(dir: PathBuf, n: usize, cap: u64) -> Result<AuditTail, String> {
+    gated(&READS, move || {
+        AuditLog::tail(&dir, n, cap).map_err(|e| e.to_string())
+    })
+    .await
+}
+
+/// The diff the loop's owner supplies.
+pub(super) async fn diff(state: &AppState, id: String) -> Option<String> {
+    let diff = state.resource_diff.clone();
+    gated(&DIFFS, move || Ok(diff(&id))).await.ok().flatten()
+}
+
+/// Where the resource comes from and what happened to it; it reads the
+/// ledger and the audit log's end, so it waits its turn with the reads.
+pub(super) async fn explain(state: &AppState, id: String) -> Option<crate::explain::Explanation> {
+    let explain = state.resource_explain.clone();
+    gated(&READS, move || Ok(explain(&id))).await.ok().flatten()
+}
