@@ -347,6 +347,9 @@ impl Loop {
         for problem in rev.declared.problems.iter().take(20) {
             tracing::warn!(revision = %id, %problem, "invalid declaration; nothing is pruned until it is fixed");
         }
+        for note in rev.declared.notes.iter().take(20) {
+            tracing::warn!(revision = %id, %note, "left out of the revision");
+        }
         let mut rev = rev;
         rev.provenance = admitted.provenance;
         let rev = Arc::new(rev);
