@@ -1,7 +1,7 @@
-//! `tend diff --against` and `tend diff`/`validate` without a state dir,
-//! driven through the binary on real repositories, in a sandbox that shows
-//! whatever they leave behind (HOME, XDG_STATE_HOME, TMPDIR and, as root,
-//! an empty /var/lib in a private mount namespace).
+//! `tend diff --against`, driven through the binary on real repositories,
+//! in a sandbox that shows whatever it leaves behind (HOME,
+//! XDG_STATE_HOME, TMPDIR and, as root, an empty /var/lib in a private
+//! mount namespace).
 
 mod util;
 
@@ -9,78 +9,8 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
 
-use util::{servers, snapshot_tree, Env, Run, TestRepo};
-
-/// Where tend could leave something: each must stay empty.
-struct Sandbox {
-    home: tempfile::TempDir,
-    state_home: tempfile::TempDir,
-    tmp: tempfile::TempDir,
-    var_lib: tempfile::TempDir,
-}
-
-impl Sandbox {
-    fn new() -> Sandbox {
-        let dir = || {
-            tempfile::Builder::new()
-                .prefix("tend-sandbox-")
-                .tempdir()
-                .unwrap()
-        };
-        Sandbox {
-            home: dir(),
-            state_home: dir(),
-            tmp: dir(),
-            var_lib: dir(),
-        }
-    }
-
-    /// Runs tend in `cwd`. As root, /var/lib is replaced by an empty
-    /// directory for tend alone, so the default state dir
-    /// (/var/lib/tend) would show up there.
-    fn tend(&self, cwd: &Path, args: &[&str]) -> Run {
-        let mut c = if servers::is_root() {
-            let mut c = Command::new("unshare");
-            c.args(["--mount", "--propagation", "private", "sh", "-c"])
-                .arg("mount --bind \"$0\" /var/lib && exec \"$@\"")
-                .arg(self.var_lib.path())
-                .arg(util::tend_bin());
-            c
-        } else {
-            Command::new(util::tend_bin())
-        };
-        for (k, _) in std::env::vars() {
-            if k.starts_with("TEND_") || k == "NO_COLOR" {
-                c.env_remove(k);
-            }
-        }
-        let out = c
-            .args(args)
-            .current_dir(cwd)
-            .env("HOME", self.home.path())
-            .env("XDG_STATE_HOME", self.state_home.path())
-            .env("TMPDIR", self.tmp.path())
-            .output()
-            .expect("run tend");
-        Run {
-            code: out.status.code().unwrap_or(-1),
-            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        }
-    }
-
-    fn assert_untouched(&self) {
-        for (what, dir) in [
-            ("HOME", &self.home),
-            ("XDG_STATE_HOME", &self.state_home),
-            ("TMPDIR", &self.tmp),
-            ("/var/lib", &self.var_lib),
-        ] {
-            let left: Vec<_> = snapshot_tree(dir.path()).into_iter().map(|e| e.0).collect();
-            assert!(left.is_empty(), "{what} holds {left:?}");
-        }
-    }
-}
+use util::sandbox::Sandbox;
+use util::{servers, snapshot_tree, Run, TestRepo};
 
 /// `-o json` changes as id -> (action, fields).
 fn changes(run: &Run) -> BTreeMap<String, (String, Vec<String>)> {
@@ -437,64 +367,46 @@ fn a_remote_repository_is_read_through_a_throwaway_mirror() {
     sandbox.assert_untouched();
 }
 
+/// A checkout owned by another user (a container job) is refused as git
+/// refuses it, saying how to mark it safe; marked safe, it is read.
 #[test]
-fn diff_and_validate_without_a_state_dir_leave_nothing_behind() {
-    let env = Env::new();
-    env.repo
-        .write("a.tend.yaml", "kind: file\npath: etc/motd\ncontent: \"hello\\n\"\n---\nkind: file\npath: etc/same\ncontent: \"same\\n\"\n");
-    env.repo.commit("init");
-    std::fs::create_dir_all(env.at("etc")).unwrap();
-    std::fs::write(env.at("etc/same"), "same\n").unwrap();
-    std::fs::write(env.at("etc/motd"), "by hand\n").unwrap();
-    let root_before = (snapshot_tree(env.root()), util::stamps(env.root()));
+fn a_checkout_of_another_user_is_read_once_marked_safe() {
+    if !util::can_run(servers::is_root(), "changing a checkout's owner needs root") {
+        return;
+    }
+    let repo = TestRepo::new();
+    let (before, _) = two_commits(&repo);
+    let chown = Command::new("chown")
+        .args(["-R", "65534:65534"])
+        .arg(repo.path())
+        .status()
+        .unwrap();
+    assert!(chown.success());
+    let args = [
+        "diff",
+        "--repo",
+        ".",
+        "--path",
+        "hosts/web-1",
+        "--against",
+        &before,
+    ];
     let sandbox = Sandbox::new();
-    let root = env.root().to_str().unwrap();
-    let url = env.repo.url();
-    let d = sandbox.tend(env.root(), &["diff", "--repo", &url, "--root", root]);
-    assert_eq!(d.code, 1, "{d:?}");
-    assert!(d.stdout.contains("-by hand\n+hello\n"), "{d:?}");
-    assert!(!d.stdout.contains("etc/same"), "{d:?}");
-    let md = sandbox.tend(
-        env.root(),
-        &["diff", "--repo", &url, "--root", root, "-o", "markdown"],
-    );
-    assert_eq!(md.code, 1, "{md:?}");
+    let r = sandbox.tend(repo.path(), &args);
+    assert_eq!(r.code, 2, "{r:?}");
     assert!(
-        md.stdout
-            .contains("| update | `files/file/etc/motd` | `content` |"),
-        "{md:?}"
+        r.stderr.contains(&format!(
+            "git config --global --add safe.directory {}",
+            repo.path().display()
+        )),
+        "{r:?}"
     );
-    let v = sandbox.tend(env.root(), &["validate", "--repo", &url]);
-    assert_eq!(v.code, 0, "{v:?}");
-    assert!(
-        v.stdout.contains("2 resources declared, 0 problems"),
-        "{v:?}"
-    );
-    assert_eq!(
-        (snapshot_tree(env.root()), util::stamps(env.root())),
-        root_before
-    );
-    sandbox.assert_untouched();
-}
-
-#[test]
-fn counts_agree_in_number() {
-    let env = Env::new();
-    env.repo
-        .write("a.tend.yaml", "kind: file\npath: one\ncontent: x\n---\nkind: file\npath: two\nmode: \"0999\"\ncontent: y\n");
-    env.repo.commit("one bad");
-    let v = env.tend(&["validate"]);
-    assert_eq!(v.code, 1, "{v:?}");
-    assert!(
-        v.stdout.contains("2 resources declared, 1 problem\n"),
-        "{v:?}"
-    );
-    env.repo
-        .write("a.tend.yaml", "kind: file\npath: one\ncontent: x\n");
-    env.repo.commit("one good");
-    let v = env.tend(&["validate"]);
-    assert!(
-        v.stdout.contains("1 resource declared, 0 problems\n"),
-        "{v:?}"
-    );
+    let safe = Sandbox::new();
+    std::fs::write(
+        safe.home.path().join(".gitconfig"),
+        format!("[safe]\n\tdirectory = {}\n", repo.path().display()),
+    )
+    .unwrap();
+    let r = safe.tend(repo.path(), &args);
+    assert_eq!(r.code, 1, "{r:?}");
 }

@@ -25,25 +25,38 @@ pub fn completions(shell: Shell) -> ExitCode {
 /// Prints tend(1), or writes tend.1 and one page per subcommand
 /// (tend-diff.1, tend-plugin-check.1, ...) into `out_dir`.
 pub fn man(out_dir: Option<&Path>) -> ExitCode {
-    let command = Cli::command();
-    match out_dir {
-        None => {
-            let mut page = Vec::new();
-            if let Err(e) = clap_mangen::Man::new(command).render(&mut page) {
-                return fail(format!("cannot render the man page: {e}"));
-            }
-            super::out(&String::from_utf8_lossy(&page));
-        }
-        Some(dir) => {
-            if let Err(e) =
-                std::fs::create_dir_all(dir).and_then(|()| clap_mangen::generate_to(command, dir))
-            {
-                return fail(format!(
-                    "cannot write man pages into {}: {e}",
-                    dir.display()
-                ));
-            }
-        }
+    let mut command = Cli::command().disable_help_subcommand(true);
+    command.build();
+    let result = match out_dir {
+        None => page(command).map(|p| super::out(&p)),
+        Some(dir) => std::fs::create_dir_all(dir).and_then(|()| write_pages(command, dir)),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => fail(format!("cannot write the man pages: {e}")),
     }
-    ExitCode::SUCCESS
+}
+
+/// Each command's page, subcommands first, named as `man` looks them up.
+fn write_pages(command: clap::Command, dir: &Path) -> std::io::Result<()> {
+    for sub in command.get_subcommands().filter(|s| !s.is_hide_set()) {
+        write_pages(sub.clone(), dir)?;
+    }
+    let name = clap_mangen::Man::new(command.clone()).get_filename();
+    std::fs::write(dir.join(name), page(command)?)
+}
+
+/// One page in roff, opening with its `.TH` title line (the string
+/// definitions roff puts first follow it; nothing before the title uses
+/// them).
+fn page(command: clap::Command) -> std::io::Result<String> {
+    let mut roff = Vec::new();
+    clap_mangen::Man::new(command).render(&mut roff)?;
+    let text = String::from_utf8_lossy(&roff).into_owned();
+    let Some(at) = text.find(".TH ") else {
+        return Ok(text);
+    };
+    let (before, rest) = text.split_at(at);
+    let (title, body) = rest.split_once('\n').unwrap_or((rest, ""));
+    Ok(format!("{title}\n{before}{body}"))
 }

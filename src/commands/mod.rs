@@ -4,6 +4,7 @@ mod against;
 mod diff;
 mod explain;
 mod generate;
+mod health;
 mod pause;
 mod pin;
 mod plugin;
@@ -90,6 +91,7 @@ pub fn run(cli: Cli) -> ExitCode {
     }
     match &cli.command {
         Command::Status(_) => status::run(&g),
+        Command::Health(a) => health::run(&g, a.ready, a.max_time.0),
         Command::Pause(a) => pause::pause(&g, &a.ids, a.duration.map(|d| d.0)),
         Command::Resume(a) => pause::resume(&g, &a.ids),
         Command::Pin(a) => match settings(&g) {

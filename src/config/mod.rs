@@ -187,6 +187,25 @@ pub fn state_dir_only(args: &Flags) -> Result<PathBuf, ConfigError> {
     Ok(file.state_dir.unwrap_or_else(default_state_dir))
 }
 
+/// Where `tend run` listens when nothing says otherwise.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:9420";
+
+/// The daemon's listen address alone, for `tend health`: flag, env, config
+/// file, default.
+pub fn listen_only(args: &Flags) -> Result<String, ConfigError> {
+    if let Some(l) = &args.listen {
+        return Ok(l.clone());
+    }
+    let file = match &args.config {
+        Some(p) => load_file(p)?,
+        None => FileConfig::default(),
+    };
+    Ok(file
+        .server
+        .and_then(|s| s.listen)
+        .unwrap_or_else(|| DEFAULT_LISTEN.into()))
+}
+
 /// Merges flags/env (already combined by clap) over the config file over
 /// defaults, and checks what can be checked without I/O.
 pub fn resolve(args: &Flags) -> Result<Settings, ConfigError> {
@@ -233,6 +252,21 @@ fn resolve_with(args: &Flags, any_target: bool) -> Result<Settings, ConfigError>
             "source.path",
             format!("source path {path:?} may not contain `..`"),
         ));
+    }
+    match src.submodules.as_deref() {
+        None | Some("skip") => {}
+        Some("recursive") => {
+            return Err(bad(
+                "source.submodules",
+                "source.submodules: recursive is not supported yet; use skip (submodules are left out, with a warning)".into(),
+            ))
+        }
+        Some(other) => {
+            return Err(bad(
+                "source.submodules",
+                format!("source.submodules: unknown value {other:?} (known: skip)"),
+            ))
+        }
     }
     let a = src.auth.unwrap_or_default();
     let v = src.verify.unwrap_or_default();
@@ -457,7 +491,7 @@ fn resolve_with(args: &Flags, any_target: bool) -> Result<Settings, ConfigError>
                 .listen
                 .clone()
                 .or(server.listen)
-                .unwrap_or_else(|| "127.0.0.1:9420".into()),
+                .unwrap_or_else(|| DEFAULT_LISTEN.into()),
             refresh_token_file: server.refresh_token_file,
             stuck_after: server
                 .stuck_after
@@ -608,6 +642,26 @@ mod tests {
     }
 
     #[test]
+    fn the_audit_log_bounds_default_and_parse() {
+        let t = "targets:\n  f: {type: files, root: /}\n";
+        let s = resolve_config(t).unwrap();
+        assert_eq!(s.policy.audit_max, 64 << 20);
+        assert_eq!(s.policy.audit_retention, Duration::from_secs(30 * 86400));
+        let s = resolve_config(&format!(
+            "{t}policy:\n  audit_max: 8MiB\n  audit_retention: 7d\n"
+        ))
+        .unwrap();
+        assert_eq!(s.policy.audit_max, 8 << 20);
+        assert_eq!(s.policy.audit_retention, Duration::from_secs(7 * 86400));
+        for bad in ["lots", "0"] {
+            let err = resolve_config(&format!("{t}policy:\n  audit_max: {bad}\n"))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("tend.yaml:4: policy.audit_max"), "{err}");
+        }
+    }
+
+    #[test]
     fn hooks_are_a_command_an_http_call_or_a_signal_and_on_change_names_one() {
         let s = resolve_config(
             "targets:\n  files: {type: files, root: /}\nsource:\n  on_change: app\nhooks:\n  app: {http: {url: \"http://127.0.0.1:9/r\"}, timeout: 10s}\n  nginx: {signal: {pidfile: /run/nginx.pid}}\n  cmd: {run: [true]}\n",
@@ -652,23 +706,26 @@ mod tests {
     }
 
     #[test]
-    fn the_audit_log_bounds_default_and_parse() {
+    fn the_listener_limits_default_and_parse() {
         let t = "targets:\n  f: {type: files, root: /}\n";
         let s = resolve_config(t).unwrap();
-        assert_eq!(s.policy.audit_max, 64 << 20);
-        assert_eq!(s.policy.audit_retention, Duration::from_secs(30 * 86400));
+        assert_eq!(s.server.limits, ServerLimits::default());
         let s = resolve_config(&format!(
-            "{t}policy:\n  audit_max: 8MiB\n  audit_retention: 7d\n"
+            "{t}server:\n  max_connections: 32\n  header_timeout: 2s\n  request_timeout: 1m\n"
         ))
         .unwrap();
-        assert_eq!(s.policy.audit_max, 8 << 20);
-        assert_eq!(s.policy.audit_retention, Duration::from_secs(7 * 86400));
-        for bad in ["lots", "0"] {
-            let err = resolve_config(&format!("{t}policy:\n  audit_max: {bad}\n"))
-                .unwrap_err()
-                .to_string();
-            assert!(err.contains("tend.yaml:4: policy.audit_max"), "{err}");
-        }
+        assert_eq!(
+            s.server.limits,
+            ServerLimits {
+                connections: 32,
+                header_timeout: Duration::from_secs(2),
+                request_timeout: Duration::from_secs(60),
+            }
+        );
+        let err = resolve_config(&format!("{t}server:\n  max_connections: 0\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("tend.yaml:4: server.max_connections"), "{err}");
     }
 
     #[test]
@@ -726,29 +783,6 @@ mod tests {
         ]);
         let err = resolve(&cli.command.flags()).unwrap_err().to_string();
         assert!(err.contains("--link-keep needs --link"), "{err}");
-    }
-
-    #[test]
-    fn the_listener_limits_default_and_parse() {
-        let t = "targets:\n  f: {type: files, root: /}\n";
-        let s = resolve_config(t).unwrap();
-        assert_eq!(s.server.limits, ServerLimits::default());
-        let s = resolve_config(&format!(
-            "{t}server:\n  max_connections: 32\n  header_timeout: 2s\n  request_timeout: 1m\n"
-        ))
-        .unwrap();
-        assert_eq!(
-            s.server.limits,
-            ServerLimits {
-                connections: 32,
-                header_timeout: Duration::from_secs(2),
-                request_timeout: Duration::from_secs(60),
-            }
-        );
-        let err = resolve_config(&format!("{t}server:\n  max_connections: 0\n"))
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("tend.yaml:4: server.max_connections"), "{err}");
     }
 
     #[test]

@@ -340,6 +340,9 @@ impl Loop {
         for problem in rev.declared.problems.iter().take(20) {
             tracing::warn!(revision = %id, %problem, "invalid declaration; nothing is pruned until it is fixed");
         }
+        for note in rev.declared.notes.iter().take(20) {
+            tracing::warn!(revision = %id, %note, "left out of the revision");
+        }
         let mut rev = rev;
         rev.provenance = admitted.provenance;
         let rev = Arc::new(rev);
@@ -402,15 +405,15 @@ impl Loop {
                 return self.pass_failed(&keys, &e).await;
             }
         };
+        match &unrecorded {
+            None => self.recorded(&report, full).await,
+            Some(error) => self.unrecorded(&report, error, keys.is_empty()).await,
+        }
         // Not published: the next fetch runs a full pass again, with backoff.
         match report.unpublished {
             Some(_) => self.unpublished += 1,
             None if !report.cancelled => self.unpublished = 0,
             None => {}
-        }
-        match &unrecorded {
-            None => self.recorded(&report, full).await,
-            Some(error) => self.unrecorded(&report, error, keys.is_empty()).await,
         }
         if prunes && unrecorded.is_some() {
             self.settled = None;
@@ -449,8 +452,10 @@ impl Loop {
             Some(w) => {
                 let resources = &rev.declared.resources;
                 let now = |id| resources.get(id).map(|d| (d.target(), &d.path));
+                // A newly published tree is watched instead of the old one;
+                // what changed there before its watches began is looked at
+                // again as for any newly watched directory.
                 if w.set_roots(roots) {
-                    // A newly published tree is watched instead of the old one.
                     self.watched = Some(rev.id);
                     w.update(resources.values().map(|d| (&d.id, d.target(), &d.path)))
                 } else if let Some(keys) = watch_changes {
@@ -624,8 +629,8 @@ impl Loop {
             .filter(|o| o.state != State::InSync)
             .count();
         format!(
-            "revision {rev}: {} resources, {not_in_sync} not in sync",
-            report.outcomes.len()
+            "revision {rev}: {}, {not_in_sync} not in sync",
+            crate::render::count(report.outcomes.len(), "resource", "resources")
         )
     }
 

@@ -307,7 +307,10 @@ impl Watch {
     pub fn describe(&self) -> String {
         match &*self.degraded.lock().expect("watch state") {
             Some(reason) => reason.clone(),
-            None => format!("watching {} directories", self.watched.len()),
+            None => format!(
+                "watching {}",
+                crate::render::count(self.watched.len(), "directory", "directories")
+            ),
         }
     }
 

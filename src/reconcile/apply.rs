@@ -330,8 +330,8 @@ fn decide<'a>(
             corrections = run.recent_corrections(&change.id);
             if corrections.len() >= policy.contested_corrections as usize {
                 let reason = format!(
-                    "contested: another writer overruled tend {} times in the last {}; backing off",
-                    corrections.len(),
+                    "contested: another writer overruled tend {} in the last {}; backing off",
+                    crate::render::count(corrections.len(), "time", "times"),
                     humantime::format_duration(policy.contested_window)
                 );
                 let mut o = Outcome::new(State::Contested, Some(reason));

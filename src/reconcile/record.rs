@@ -55,10 +55,10 @@ pub struct Recorder {
     key: HashKey,
     /// The ledger holds [`TEMP_SWEPT`]: no temp file of tend's is left.
     swept: bool,
-    /// Each failing hook's backoff.
-    pub(super) hook_retries: super::hooks::Retries,
     /// A target was asked to write since this recorder was opened.
     touched: bool,
+    /// Each failing hook's backoff.
+    pub(super) hook_retries: super::hooks::Retries,
 }
 
 /// Asked about fewer identities than this, a pass looks each digest up.
@@ -149,8 +149,8 @@ impl Recorder {
             audit: AuditLog::open(&dir)?,
             key: HashKey::load_or_create(&dir)?,
             swept: ledger.temp_swept()?,
-            hook_retries: Default::default(),
             touched: false,
+            hook_retries: Default::default(),
             ledger,
         })
     }

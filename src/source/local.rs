@@ -37,7 +37,15 @@ pub fn snapshot_at(path: &Path, rev: Option<&str>) -> Result<Snapshot, SourceErr
     let repo = Repository::open_ext(path, RepositoryOpenFlags::NO_SEARCH, [] as [&OsStr; 0])
         .map_err(|e| SourceError::InvalidRepo {
             repo: shown.clone(),
-            reason: e.message().to_string(),
+            reason: match e.code() {
+                // A CI job running as another user than the checkout's.
+                git2::ErrorCode::Owner => format!(
+                    "{}; if it is yours to read, mark it safe: git config --global --add safe.directory {}",
+                    e.message(),
+                    path.display()
+                ),
+                _ => e.message().to_string(),
+            },
         })?;
     let rev = rev.unwrap_or("HEAD");
     let commit = match repo.revparse_single(rev).and_then(|o| o.peel_to_commit()) {

@@ -4,10 +4,12 @@
 #![allow(dead_code)]
 
 pub mod container;
+pub mod docker;
 pub mod http;
 pub mod https;
 pub mod plugins;
 pub mod repo;
+pub mod sandbox;
 pub mod secrets;
 pub mod servers;
 pub mod signing;

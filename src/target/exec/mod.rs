@@ -202,8 +202,8 @@ impl ExecTarget {
             Ok(r) if r.resources.len() == asked.len() => r.resources,
             Ok(r) => {
                 let e = CallError::Broken(format!(
-                    "malformed `observe` answer: {} resources for {} asked",
-                    r.resources.len(),
+                    "malformed `observe` answer: {} for {} asked",
+                    crate::render::count(r.resources.len(), "resource", "resources"),
                     asked.len()
                 ));
                 return vec![self.unknown(&e); asked.len()];

@@ -1,0 +1,138 @@
+//! `tend health`: whether the daemon at the listen address answers
+//! `/healthz` (with `--ready`, `/readyz` first), for container health
+//! checks in images that carry no curl (SPEC §10). Plain HTTP/1.1 GETs,
+//! bounded in time together.
+
+use std::io::{Read, Write};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpStream, ToSocketAddrs};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use crate::cli::Flags;
+
+/// Enough of a response for its status line and a short reason.
+const RESPONSE_CAP: usize = 4096;
+
+/// Exit code for every way of not being healthy. Docker's HEALTHCHECK
+/// reserves 2, so errors of usage or config say 1 as well.
+const UNHEALTHY: u8 = 1;
+
+/// With `ready`, the first pass must have ended and the loop be alive: a
+/// container is healthy once the volume is filled, and not while frozen.
+pub fn run(g: &Flags, ready: bool, max_time: Duration) -> ExitCode {
+    let paths: &[&str] = if ready {
+        &["/readyz", "/healthz"]
+    } else {
+        &["/healthz"]
+    };
+    let listen = match crate::config::listen_only(g) {
+        Ok(l) => l,
+        Err(e) => return unhealthy(format_args!("{e}")),
+    };
+    let deadline = Instant::now() + max_time;
+    for path in paths {
+        match check(&listen, path, deadline, max_time) {
+            Ok(reason) => super::outln!("{listen}{path}: {reason}"),
+            Err(reason) => return unhealthy(format_args!("{listen}{path}: {reason}")),
+        }
+    }
+    ExitCode::SUCCESS
+}
+
+fn unhealthy(message: std::fmt::Arguments) -> ExitCode {
+    eprintln!("tend: {message}");
+    ExitCode::from(UNHEALTHY)
+}
+
+/// The answer's first body line when it is 200, otherwise why not.
+fn check(
+    listen: &str,
+    path: &str,
+    deadline: Instant,
+    max_time: Duration,
+) -> Result<String, String> {
+    let addr = target(listen)?;
+    let left = || {
+        deadline
+            .checked_duration_since(Instant::now())
+            .filter(|d| !d.is_zero())
+            .ok_or_else(|| format!("no answer within {}", humantime::format_duration(max_time)))
+    };
+    let mut stream =
+        TcpStream::connect_timeout(&addr, left()?).map_err(|e| format!("cannot connect: {e}"))?;
+    stream
+        .set_write_timeout(Some(left()?))
+        .and_then(|()| {
+            let host = addr.to_string();
+            let request =
+                format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
+            stream.write_all(request.as_bytes())
+        })
+        .map_err(|e| format!("cannot send the request: {e}"))?;
+    let mut response = Vec::new();
+    let mut buf = [0u8; 1024];
+    while response.len() < RESPONSE_CAP {
+        stream
+            .set_read_timeout(Some(left()?))
+            .map_err(|e| e.to_string())?;
+        match stream.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => response.extend_from_slice(&buf[..n]),
+            Err(e) if is_timeout(&e) => return Err(left().err().unwrap_or(e.to_string())),
+            Err(e) => return Err(format!("cannot read the answer: {e}")),
+        }
+    }
+    let text = String::from_utf8_lossy(&response);
+    let status_line = text.lines().next().unwrap_or_default();
+    let code = status_line.split_whitespace().nth(1).unwrap_or_default();
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.lines().next().unwrap_or_default().trim().to_string())
+        .unwrap_or_default();
+    match code {
+        "200" => Ok(if body.is_empty() { "ok".into() } else { body }),
+        "" => Err("no HTTP answer".into()),
+        _ if body.is_empty() => Err(format!("answered {code}")),
+        _ => Err(format!("answered {code}: {body}")),
+    }
+}
+
+fn is_timeout(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+    )
+}
+
+/// The address to ask: a daemon listening on every interface
+/// (`0.0.0.0:9420`, the image's default) is asked on loopback.
+fn target(listen: &str) -> Result<SocketAddr, String> {
+    let mut addr = listen
+        .to_socket_addrs()
+        .map_err(|e| format!("not a listen address ({e})"))?
+        .next()
+        .ok_or("the address resolves to nothing")?;
+    if addr.ip().is_unspecified() {
+        addr.set_ip(match addr.ip() {
+            IpAddr::V4(_) => IpAddr::V4(Ipv4Addr::LOCALHOST),
+            IpAddr::V6(_) => IpAddr::V6(Ipv6Addr::LOCALHOST),
+        });
+    }
+    Ok(addr)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_interface_is_asked_on_loopback() {
+        assert_eq!(
+            target("0.0.0.0:9420").unwrap().to_string(),
+            "127.0.0.1:9420"
+        );
+        assert_eq!(target("[::]:9420").unwrap().to_string(), "[::1]:9420");
+        assert_eq!(target("10.1.2.3:80").unwrap().to_string(), "10.1.2.3:80");
+        assert!(target("no port").is_err());
+    }
+}
