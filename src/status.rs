@@ -30,6 +30,13 @@ pub struct SourceStatus {
     pub seconds_since_last_successful_fetch: Option<u64>,
     pub drift_since: Option<String>,
     pub drift_age_seconds: Option<u64>,
+    /// What the applied revision holds that is left out (submodules), as
+    /// `path: message`; nothing is blocked by it.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+    /// The last time the mirror was found damaged and repaired, and how.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub repaired: Option<String>,
     /// Who signed the applied revision, when signatures are checked.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub applied_signer: Option<String>,
@@ -214,6 +221,8 @@ fn source_status(
         applied_signer,
         refused,
         pinned,
+        warnings: ledger.source_warnings()?,
+        repaired: ledger.mirror_repaired()?.filter(|r| !r.is_empty()),
     })
 }
 
@@ -323,6 +332,12 @@ pub fn text(doc: &StatusDoc, all: bool) -> String {
         }
         if let Some(e) = &s.last_fetch_error {
             out.push_str(&format!("last fetch error: {e}\n"));
+        }
+        if let Some(r) = &s.repaired {
+            out.push_str(&format!("mirror repaired: {r}\n"));
+        }
+        for w in &s.warnings {
+            out.push_str(&format!("warning  {w}\n"));
         }
         if let Some(signer) = &s.applied_signer {
             out.push_str(&format!("signed by {signer}\n"));

@@ -69,6 +69,18 @@ pub fn run(g: &Flags, settings: Settings, allow_mass_prune: bool) -> ExitCode {
     for p in &report.problems {
         eprintln!("{p}");
     }
+    // Paths refused one by one are no declaration problems; they are named
+    // here all the same (those a problem names already are not repeated).
+    for (i, (id, reason)) in rev.declared.refused().enumerate() {
+        if i == 20 {
+            eprintln!("tend: ... and more blocked; see `tend status`");
+            break;
+        }
+        eprintln!("blocked: {id}: {reason}");
+    }
+    for n in &rev.declared.notes {
+        eprintln!("warning: {n}");
+    }
     if let Some(reason) = &report.prune_blocked {
         eprintln!("tend: prune held: {reason}");
     }

@@ -25,28 +25,42 @@ pub fn run(g: &Flags, mut settings: Settings, as_written: bool) -> ExitCode {
         Ok(d) => d,
         Err(code) => return code,
     };
+    let refused: Vec<(&crate::model::ResourceId, &String)> = declared.refused().collect();
     if g.output == Output::Json {
         let v = serde_json::json!({
             "revision": revision.to_string(),
             "resources": declared.resources.len(),
             "problems": declared.problems.iter().map(|p| serde_json::json!({"file": p.file, "line": p.line, "message": p.message})).collect::<Vec<_>>(),
+            "refused": refused.iter().map(|(id, reason)| serde_json::json!({"id": id, "reason": reason})).collect::<Vec<_>>(),
+            "warnings": declared.notes.iter().map(|n| n.to_string()).collect::<Vec<_>>(),
         });
         super::outln!("{v}");
     } else {
         for p in &declared.problems {
             super::outln!("{p}");
         }
+        for (id, reason) in &refused {
+            super::outln!("refused {id}: {reason}");
+        }
+        for n in &declared.notes {
+            super::outln!("warning {n}");
+        }
         super::outln!(
-            "{} declared, {}",
+            "{} declared, {}{}",
             count(
                 declared.resources.len() + declared.blocked.len(),
                 "resource",
                 "resources"
             ),
-            count(declared.problems.len(), "problem", "problems")
+            count(declared.problems.len(), "problem", "problems"),
+            match refused.len() {
+                0 => String::new(),
+                n => format!(", {}", count(n, "path refused", "paths refused")),
+            }
         );
     }
-    if declared.is_complete() {
+    // A refused path never applies either: a check before merging says so.
+    if declared.is_complete() && refused.is_empty() {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)

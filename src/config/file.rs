@@ -32,6 +32,8 @@ pub struct SourceConfig {
     pub reference: Option<String>,
     pub path: Option<String>,
     pub mirror: Option<bool>,
+    /// `skip` (the default): gitlinks are left out with a warning.
+    pub submodules: Option<String>,
     pub interval: Option<Dur>,
     pub timeout: Option<Dur>,
     pub auth: Option<AuthConfig>,

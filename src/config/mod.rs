@@ -253,6 +253,21 @@ fn resolve_with(args: &Flags, any_target: bool) -> Result<Settings, ConfigError>
             format!("source path {path:?} may not contain `..`"),
         ));
     }
+    match src.submodules.as_deref() {
+        None | Some("skip") => {}
+        Some("recursive") => {
+            return Err(bad(
+                "source.submodules",
+                "source.submodules: recursive is not supported yet; use skip (submodules are left out, with a warning)".into(),
+            ))
+        }
+        Some(other) => {
+            return Err(bad(
+                "source.submodules",
+                format!("source.submodules: unknown value {other:?} (known: skip)"),
+            ))
+        }
+    }
     let a = src.auth.unwrap_or_default();
     let v = src.verify.unwrap_or_default();
     let require = match v.require.as_deref() {

@@ -39,9 +39,6 @@ pub(super) struct Loop {
     pub(super) fetch_failures: u32,
     /// Consecutive passes that could not publish what they wrote.
     unpublished: u32,
-    /// The watcher moved to a newly published tree: what changed there
-    /// before it watched is looked for by a full pass at the next tick.
-    recheck: bool,
     /// Why the loop gives up (`--max-failures` reached before any revision
     /// was ever applied); the daemon then exits.
     gave_up: Option<String>,
@@ -87,7 +84,6 @@ impl Loop {
             queue: Queue::new(),
             fetch_failures: 0,
             unpublished: 0,
-            recheck: false,
             gave_up: None,
             pauses_seen: String::new(),
             pin_seen: String::new(),
@@ -135,10 +131,7 @@ impl Loop {
     /// gauges are published. Without drift nothing changes between passes,
     /// so idle stays idle.
     pub(super) async fn tick(&mut self) {
-        // A pause change, or a newly published tree whose edits before it
-        // was watched no event told of: a full pass looks at everything.
-        let recheck = std::mem::take(&mut self.recheck);
-        if self.pauses_changed().await || recheck {
+        if self.pauses_changed().await {
             self.pass(Scope::All).await;
         }
         if self.pin_changed().await {
@@ -347,6 +340,9 @@ impl Loop {
         for problem in rev.declared.problems.iter().take(20) {
             tracing::warn!(revision = %id, %problem, "invalid declaration; nothing is pruned until it is fixed");
         }
+        for note in rev.declared.notes.iter().take(20) {
+            tracing::warn!(revision = %id, %note, "left out of the revision");
+        }
         let mut rev = rev;
         rev.provenance = admitted.provenance;
         let rev = Arc::new(rev);
@@ -456,11 +452,11 @@ impl Loop {
             Some(w) => {
                 let resources = &rev.declared.resources;
                 let now = |id| resources.get(id).map(|d| (d.target(), &d.path));
-                // A newly published tree is watched instead of the old one,
-                // and looked at again in full once its watches are in place.
+                // A newly published tree is watched instead of the old one;
+                // what changed there before its watches began is looked at
+                // again as for any newly watched directory.
                 if w.set_roots(roots) {
                     self.watched = Some(rev.id);
-                    self.recheck = true;
                     w.update(resources.values().map(|d| (&d.id, d.target(), &d.path)))
                 } else if let Some(keys) = watch_changes {
                     self.watched = Some(rev.id);

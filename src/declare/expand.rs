@@ -6,14 +6,17 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use git2::Oid;
 
+mod clash;
 mod fields;
+mod mirrored;
 mod select;
 mod structured;
 
 use super::yaml::{self, Decl, Parsed};
 use super::{Declared, Options, Problem};
 use crate::model::{blob_id, Desired, FileSpec, Origin, RelPath, ResourceId, SharedStr, Spec};
-use crate::source::{Entry, EntryMode, Snapshot, SourceError};
+use crate::source::{refused_name, Entry, EntryMode, Refused, Snapshot, SourceError};
+pub(super) use clash::same_when_folded;
 use fields::{parent_dir, parse_mode, repo_join, resolve_principal};
 
 const LFS_POINTER: &[u8] = b"version https://git-lfs.github.com/spec/";
@@ -34,6 +37,8 @@ pub(super) struct Builder<'a> {
     conflicted: HashSet<(SharedStr, RelPath)>,
     blocked: BTreeMap<ResourceId, String>,
     problems: Vec<Problem>,
+    /// What is left out without blocking anything (submodules).
+    notes: Vec<Problem>,
     inline: HashMap<Oid, Vec<u8>>,
     /// Directories whose `.gitattributes` route paths through Git LFS.
     lfs_dirs: Vec<String>,
@@ -56,6 +61,7 @@ impl<'a> Builder<'a> {
             conflicted: HashSet::new(),
             blocked: BTreeMap::new(),
             problems: Vec::new(),
+            notes: Vec::new(),
             inline: HashMap::new(),
             lfs_dirs,
             mirrored: Vec::new(),
@@ -85,6 +91,14 @@ impl<'a> Builder<'a> {
 
     fn block(&mut self, id: ResourceId, origin: &Origin, reason: String) {
         self.problem(&origin.file, origin.line, format!("{id}: {reason}"));
+        self.blocked.insert(id, reason);
+    }
+
+    /// Blocks what stands at one path of the repository (a name no
+    /// checkout makes, an LFS pointer, a file over the size limit): its
+    /// identity is known, so it is kept as it is and nothing else waits for
+    /// it; pruning goes on. Only invalid documents hold prune back.
+    fn refuse(&mut self, id: ResourceId, reason: String) {
         self.blocked.insert(id, reason);
     }
 
@@ -160,53 +174,19 @@ impl<'a> Builder<'a> {
         self.resources.insert(d.id.clone(), d);
     }
 
-    /// Room for `n` more mirrored files.
-    pub(super) fn reserve_mirrored(&mut self, n: usize) {
-        self.mirrored.reserve_exact(n);
-    }
-
-    pub(super) fn mirror_entry(&mut self, entry: Entry) {
-        let rel = entry
-            .path
-            .strip_prefix(self.opts.source_path)
-            .unwrap_or(&entry.path)
-            .trim_start_matches('/');
-        if self.mirror_target.is_none() {
-            self.mirror_target = Some(self.pick_target(None, "file"));
-        }
-        let identified = match self.mirror_target.as_ref().expect("picked above") {
-            Ok(target) => RelPath::identify(rel, target, "file"),
-            // A bad path is reported before a missing target.
-            Err(e) => Err(RelPath::parse(rel).err().unwrap_or_else(|| e.clone())),
-        };
-        let (id, path) = match identified {
-            Ok(found) => found,
-            Err(e) => return self.problem(&entry.path, 1, e),
-        };
-        let spec = self.content_spec(&entry);
-        // Mirroring the whole repository, the origin is the path itself.
-        let origin = Origin {
-            file: if entry.path == path.as_str() {
-                path.shared()
-            } else {
-                entry.path.into()
-            },
-            line: 1,
-        };
-        match spec {
-            Ok(spec) => self.mirrored.push((
-                id.clone(),
-                Desired {
-                    id,
-                    path,
-                    spec: Spec::File(spec),
-                    on_change: None,
-                    self_heal: None,
-                    sensitive: false,
-                    origin,
-                },
-            )),
-            Err(e) => self.block(id, &origin, e),
+    /// Declaration mode: an entry no checkout would make. One named as a
+    /// declaration is a problem (what it declares is unknown, so nothing is
+    /// pruned); a directory, which may hold some, is a note; other files
+    /// are content only a `source:` would read, and that read fails.
+    pub(super) fn unread(&mut self, refused: Refused, is_declaration: fn(&str) -> bool) {
+        if is_declaration(&refused.path) {
+            self.problem(&refused.path, 1, refused.reason);
+        } else if refused.directory {
+            self.notes.push(Problem {
+                file: refused.path,
+                line: 0,
+                message: format!("{}; not read for declarations", refused.reason),
+            });
         }
     }
 
@@ -285,6 +265,11 @@ impl<'a> Builder<'a> {
         path: RelPath,
     ) -> Result<(), String> {
         let kind = d.kind.as_str();
+        for part in path.components() {
+            if let Some(why) = refused_name(part.as_bytes(), kind == "symlink") {
+                return Err(format!("path {path}: {part:?}: {why}"));
+            }
+        }
         let misplaced = |field: &str, present: bool| -> Result<(), String> {
             if present {
                 return Err(format!("`{field}` does not apply to kind {kind}"));
@@ -383,8 +368,8 @@ impl<'a> Builder<'a> {
                 misplaced("content", d.content.is_some())?;
                 let src = d.source.as_deref().ok_or("kind directory needs `source`")?;
                 let dir = repo_join(parent_dir(&origin.file), src)?;
-                let entries = match self.snap.walk(&dir) {
-                    Ok(e) if !e.is_empty() => e,
+                let walk = match self.snap.walk(&dir) {
+                    Ok(w) if !w.entries.is_empty() || !w.refused.is_empty() => w,
                     Ok(_) => {
                         return Err(format!(
                             "source directory {dir:?} is empty or missing in the repository"
@@ -392,12 +377,29 @@ impl<'a> Builder<'a> {
                     }
                     Err(e) => return Err(e.to_string()),
                 };
-                for entry in &entries {
+                for refused in &walk.refused {
+                    let rel = refused.path[dir.len()..].trim_start_matches('/');
+                    let fpath = path.join(rel)?;
+                    let id = ResourceId::new(&target, "file", fpath.as_str());
+                    self.refuse(id, refused.reason.clone());
+                }
+                for entry in &walk.entries {
                     let rel = entry.path[dir.len()..].trim_start_matches('/');
                     let fpath = path.join(rel)?;
                     let id = ResourceId::new(&target, "file", fpath.as_str());
                     if let Some(reason) = &hook_missing {
                         self.block(id, origin, reason.clone());
+                        continue;
+                    }
+                    if entry.mode == EntryMode::Submodule {
+                        self.notes.push(Problem {
+                            file: entry.path.clone(),
+                            line: 0,
+                            message: format!(
+                                "submodule at commit {} left out of {} (source.submodules: skip)",
+                                entry.oid, origin
+                            ),
+                        });
                         continue;
                     }
                     match self.content_spec(entry) {
@@ -409,7 +411,7 @@ impl<'a> Builder<'a> {
                             }
                             self.add(common(id, fpath, Spec::File(spec)));
                         }
-                        Err(reason) => self.block(id, origin, reason),
+                        Err(reason) => self.refuse(id, reason),
                     }
                 }
             }
@@ -435,65 +437,6 @@ impl<'a> Builder<'a> {
         self.content_spec(&entry)
     }
 
-    /// Blocks both sides wherever one declared path lies inside another
-    /// (a file cannot also be a directory).
-    fn nested_conflicts(&mut self) {
-        let on_paths = self
-            .resources
-            .values()
-            .filter(|d| !matches!(d.spec, Spec::Structured(_)));
-        // Every directory above a declared path, per target. A directory's
-        // ancestors are added with it, so the walk up stops at the first
-        // one already known.
-        let mut dirs: HashSet<(&str, &str)> = HashSet::new();
-        for d in on_paths.clone() {
-            let path = d.path.as_str();
-            let mut end = path.len();
-            while let Some(i) = path[..end].rfind('/') {
-                if !dirs.insert((d.target(), &path[..i])) {
-                    break;
-                }
-                end = i;
-            }
-        }
-        // Declared paths that are also directories of others: rare, so only
-        // then is every path's ancestry looked at.
-        let outer: HashMap<(&str, &str), &ResourceId> = on_paths
-            .clone()
-            .filter(|d| dirs.contains(&(d.target(), d.path.as_str())))
-            .map(|d| ((d.target(), d.path.as_str()), &d.id))
-            .collect();
-        if outer.is_empty() {
-            return;
-        }
-        let mut clash = Vec::new();
-        for d in on_paths {
-            let path = d.path.as_str();
-            // Every proper ancestor of the path, by the `/` that ends it.
-            for (i, _) in path.match_indices('/') {
-                if let Some(outer) = outer.get(&(d.target(), &path[..i])) {
-                    clash.push((
-                        (*outer).clone(),
-                        d.id.clone(),
-                        path[..i].to_string(),
-                        path.to_string(),
-                    ));
-                }
-            }
-        }
-        for (outer, inner, op, ip) in clash {
-            for id in [outer, inner] {
-                if let Some(d) = self.resources.remove(&id) {
-                    self.block(
-                        id,
-                        &d.origin,
-                        format!("{ip} lies inside {op}, which is declared as a file"),
-                    );
-                }
-            }
-        }
-    }
-
     pub(super) fn finish(mut self) -> Declared {
         let mirrored = std::mem::take(&mut self.mirrored);
         let unique = mirrored.windows(2).all(|w| w[0].0 < w[1].0);
@@ -505,15 +448,18 @@ impl<'a> Builder<'a> {
             }
         }
         self.nested_conflicts();
+        self.case_clashes();
         // An identity also declared by an invalid document is not applied:
         // which of the two was meant is for a human to say.
         for id in self.blocked.keys() {
             self.resources.remove(id);
         }
+        self.notes.sort_by(|a, b| a.file.cmp(&b.file));
         Declared {
             resources: self.resources,
             blocked: self.blocked,
             problems: self.problems,
+            notes: self.notes,
             inline: self.inline,
             owners: self.owners,
             ..Declared::default()

@@ -13,7 +13,7 @@ use std::fmt;
 use git2::Oid;
 
 use crate::model::{Desired, ResourceId};
-use crate::source::{routes_through_lfs, Entry, EntryMode, Snapshot, SourceError};
+use crate::source::{Entry, EntryMode, Snapshot, SourceError};
 
 pub use update::{update, Update};
 pub use yaml::message as yaml_message;
@@ -25,13 +25,18 @@ pub const DEFAULT_MAX_FILE_SIZE: u64 = 64 << 20;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Problem {
     pub file: String,
+    /// 0 for a note about a repository path as a whole.
     pub line: usize,
     pub message: String,
 }
 
 impl fmt::Display for Problem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}: {}", self.file, self.line, self.message)
+        match self.line {
+            // A path of the repository, not a line of a file.
+            0 => write!(f, "{}: {}", self.file, self.message),
+            line => write!(f, "{}:{line}: {}", self.file, self.message),
+        }
     }
 }
 
@@ -67,10 +72,13 @@ pub struct Declared {
     /// sources, missing hooks): `Blocked` with the reason.
     pub blocked: BTreeMap<ResourceId, String>,
     pub problems: Vec<Problem>,
+    /// What the revision holds that is left out without blocking anything
+    /// or holding prune (submodules), sorted by path: warnings for status.
+    pub notes: Vec<Problem>,
     /// Bytes of inline `content:`, by blob id.
     pub inline: HashMap<Oid, Vec<u8>>,
-    /// Mirror mode: the repository symlinks mirrored, whose content
-    /// follows whatever they point to.
+    /// Mirror mode: the repository symlinks mirrored, whose shape (a link,
+    /// or a copy of the file it leads to) follows whatever they point to.
     pub links: BTreeSet<String>,
     /// Directories whose `.gitattributes` route paths through Git LFS.
     pub lfs_dirs: Vec<String>,
@@ -90,6 +98,20 @@ impl Declared {
     /// A revision with any problem never prunes.
     pub fn is_complete(&self) -> bool {
         self.problems.is_empty()
+    }
+
+    /// The blocked identities no problem names: paths of the repository
+    /// refused one by one (names no checkout makes, LFS pointers, files
+    /// over the limit, paths differing only in case), with their reasons.
+    pub fn refused(&self) -> impl Iterator<Item = (&ResourceId, &String)> {
+        let named: std::collections::HashSet<&str> = self
+            .problems
+            .iter()
+            .filter_map(|p| p.message.split_once(": ").map(|(id, _)| id))
+            .collect();
+        self.blocked
+            .iter()
+            .filter(move |(id, _)| !named.contains(id.as_str()))
     }
 }
 
@@ -118,7 +140,7 @@ fn lfs_dirs_among(snapshot: &Snapshot, entries: &[Entry]) -> Result<Vec<String>,
         if !matches!(e.mode, EntryMode::File | EntryMode::Executable) {
             continue;
         }
-        if routes_through_lfs(&snapshot.read(e.oid)?) {
+        if snapshot.routes_through_lfs(e.oid)? {
             out.push(dir.to_string());
         }
     }
@@ -128,7 +150,8 @@ fn lfs_dirs_among(snapshot: &Snapshot, entries: &[Entry]) -> Result<Vec<String>,
 
 /// Reads the desired state of `snapshot`.
 pub fn declare(snapshot: &Snapshot, opts: &Options) -> Result<Declared, SourceError> {
-    let entries = snapshot.walk(opts.source_path)?;
+    let walk = snapshot.walk(opts.source_path)?;
+    let entries = walk.entries;
     let whole_tree = opts
         .source_path
         .split('/')
@@ -150,9 +173,17 @@ pub fn declare(snapshot: &Snapshot, opts: &Options) -> Result<Declared, SourceEr
         for entry in entries {
             out.mirror_entry(entry);
         }
+        for refused in walk.refused {
+            out.mirror_refused(refused);
+        }
     } else {
         for entry in entries.iter().filter(|e| is_declaration(&e.path)) {
             out.declaration_file(entry);
+        }
+        // Only declaration files are read here: a refused one, or a
+        // refused directory that may hold some, is said so.
+        for refused in walk.refused {
+            out.unread(refused, is_declaration);
         }
     }
     let mut declared = out.finish();

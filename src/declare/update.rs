@@ -7,7 +7,7 @@
 
 use std::collections::BTreeSet;
 
-use super::expand::Builder;
+use super::expand::{same_when_folded, Builder};
 use super::{Declared, Options};
 use crate::model::{RelPath, ResourceId};
 use crate::source::{Entry, EntryMode, Snapshot, SourceError};
@@ -36,6 +36,11 @@ impl Update {
             prev.blocked.remove(id);
         }
         prev.problems.retain(|p| !self.paths.contains(&p.file));
+        prev.notes.retain(|p| !self.paths.contains(&p.file));
+        for note in self.fresh.notes {
+            let at = prev.notes.partition_point(|p| p.file <= note.file);
+            prev.notes.insert(at, note);
+        }
         prev.resources.extend(self.fresh.resources);
         prev.blocked.extend(self.fresh.blocked);
         prev.inline.extend(self.fresh.inline);
@@ -175,10 +180,38 @@ pub fn update(
             return Ok(None);
         }
     }
+    if folds_onto_another(prev, &fresh, &touched) {
+        return Ok(None);
+    }
     Ok(Some(Update {
         touched,
         paths,
         fresh,
         links,
     }))
+}
+
+/// Whether a touched identity differs only in case from another one,
+/// declared before or now: such pairs are blocked together, which only a
+/// whole read decides.
+fn folds_onto_another(prev: &Declared, fresh: &Declared, touched: &BTreeSet<ResourceId>) -> bool {
+    let all = || {
+        prev.resources
+            .keys()
+            .chain(prev.blocked.keys())
+            .chain(fresh.resources.keys())
+            .chain(fresh.blocked.keys())
+    };
+    if touched.len() <= 16 {
+        return all().any(|id| {
+            touched
+                .iter()
+                .any(|t| same_when_folded(t.as_str(), id.as_str()))
+        });
+    }
+    let folded =
+        |id: &ResourceId| -> String { id.as_str().chars().flat_map(char::to_lowercase).collect() };
+    let wanted: std::collections::HashSet<String> = touched.iter().map(folded).collect();
+    touched.len() != wanted.len()
+        || all().any(|id| !touched.contains(id) && wanted.contains(&folded(id)))
 }

@@ -328,6 +328,18 @@ impl Ledger {
     pub fn set_declaration_problems(&self, problems: &[String]) -> Res<()> {
         self.q().set_declaration_problems(problems)
     }
+    pub fn source_warnings(&self) -> Res<Vec<String>> {
+        self.q().source_warnings()
+    }
+    pub fn set_source_warnings(&self, warnings: &[String]) -> Res<()> {
+        self.q().set_source_warnings(warnings)
+    }
+    pub fn mirror_repaired(&self) -> Res<Option<String>> {
+        self.q().mirror_repaired()
+    }
+    pub fn set_mirror_repaired(&self, line: &str) -> Res<()> {
+        self.q().set_mirror_repaired(line)
+    }
 }
 
 /// Makes a new ledger (WAL, current schema) under a temp name with syncs off,

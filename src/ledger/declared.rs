@@ -144,6 +144,36 @@ impl Tx<'_> {
         )
     }
 
+    /// What the revision last worked on leaves out (submodules).
+    pub fn source_warnings(&self) -> Res<Vec<String>> {
+        let raw: Option<String> = self
+            .one("SELECT source_warnings FROM overall", [])
+            .map(Option::flatten)?;
+        match raw {
+            None => Ok(Vec::new()),
+            Some(text) => serde_json::from_str(&text).map_err(|e| LedgerError::Corrupt {
+                path: self.path.to_path_buf(),
+                detail: format!("source warnings: {e}"),
+            }),
+        }
+    }
+
+    pub fn set_source_warnings(&self, warnings: &[String]) -> Res<()> {
+        let text =
+            (!warnings.is_empty()).then(|| serde_json::to_string(warnings).expect("strings"));
+        self.exec("UPDATE overall SET source_warnings = ?1", params![text])
+    }
+
+    /// When and how the mirror was last repaired.
+    pub fn mirror_repaired(&self) -> Res<Option<String>> {
+        self.one("SELECT mirror_repaired FROM overall", [])
+            .map(Option::flatten)
+    }
+
+    pub fn set_mirror_repaired(&self, line: &str) -> Res<()> {
+        self.exec("UPDATE overall SET mirror_repaired = ?1", params![line])
+    }
+
     pub(crate) fn records_settled_marker(&self) -> Res<Option<String>> {
         self.one("SELECT records_settled FROM overall", [])
             .map(Option::flatten)

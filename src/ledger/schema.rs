@@ -9,7 +9,7 @@ use super::LedgerError;
 
 /// Migration `i` takes a database from version `i` to `i + 1`. Append only:
 /// a released migration is never edited, a change is a new entry.
-const MIGRATIONS: &[&str] = &[FIRST_SCHEMA, TYPED_META, TRUST];
+const MIGRATIONS: &[&str] = &[FIRST_SCHEMA, TYPED_META, TRUST, SOURCE_NOTES];
 
 /// 1: the first schema. Times are unix milliseconds.
 pub(crate) const FIRST_SCHEMA: &str = "
@@ -137,6 +137,14 @@ const TRUST: &str = "
         signer     TEXT NOT NULL,
         applied_at INTEGER NOT NULL
     ) WITHOUT ROWID;
+    ";
+
+/// 4: what the source section of status says besides the fetch: what the
+/// revision last worked on leaves out (a JSON array: submodules), and when
+/// and how the mirror was last repaired.
+const SOURCE_NOTES: &str = "
+    ALTER TABLE overall ADD COLUMN source_warnings TEXT;
+    ALTER TABLE overall ADD COLUMN mirror_repaired TEXT;
     ";
 
 /// The schema version this build reads and writes.

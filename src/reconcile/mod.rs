@@ -160,6 +160,11 @@ pub fn fetch(
     s.reference = reference;
     s.last_fetch_at = Some(now);
     let result = ctx.mirror.fetch();
+    if let Some(repair) = ctx.mirror.take_repair() {
+        if let Err(e) = rec.ledger.set_mirror_repaired(&repair) {
+            tracing::warn!(error = %e, "cannot record the mirror's repair");
+        }
+    }
     match &result {
         Ok(rev) => {
             s.last_fetch_error = None;
@@ -243,7 +248,7 @@ pub fn pruning_pass(
     }
     let prepared = prepare(ctx, rev, &rec.ledger, scope)?;
     let report = apply(ctx, rec, rev, &prepared, opts, ctl)?;
-    let recorded = record_problems(rec, &rev.declared.problems).and_then(|()| {
+    let recorded = record_problems(rec, &rev.declared).and_then(|()| {
         match !opts.dry_run && !report.cancelled && report.unpublished.is_none() {
             true => record_applied(ctx, rec, rev),
             false => Ok(()),
@@ -277,13 +282,8 @@ pub fn keyed_pass(
 /// Problems listed in the ledger at most; the rest are counted.
 const PROBLEMS_KEPT: usize = 100;
 
-/// Keeps the problems of the revision a pass worked on in the ledger, so
-/// `tend status` and the page show them (a document without a path has no
-/// resource to be Blocked). Written only when they change.
-fn record_problems(
-    rec: &Recorder,
-    problems: &[crate::declare::Problem],
-) -> Result<(), LedgerError> {
+/// At most [`PROBLEMS_KEPT`] lines of `problems`, the rest counted.
+fn kept_lines(problems: &[crate::declare::Problem]) -> Vec<String> {
     let mut lines: Vec<String> = problems
         .iter()
         .take(PROBLEMS_KEPT)
@@ -292,8 +292,21 @@ fn record_problems(
     if problems.len() > PROBLEMS_KEPT {
         lines.push(format!("... and {} more", problems.len() - PROBLEMS_KEPT));
     }
+    lines
+}
+
+/// Keeps the problems of the revision a pass worked on in the ledger, so
+/// `tend status` and the page show them (a document without a path has no
+/// resource to be Blocked), and what it leaves out (submodules) as source
+/// warnings. Written only when they change.
+fn record_problems(rec: &Recorder, declared: &crate::declare::Declared) -> Result<(), LedgerError> {
+    let lines = kept_lines(&declared.problems);
     if rec.ledger.declaration_problems()? != lines {
         rec.ledger.set_declaration_problems(&lines)?;
+    }
+    let warnings = kept_lines(&declared.notes);
+    if rec.ledger.source_warnings()? != warnings {
+        rec.ledger.set_source_warnings(&warnings)?;
     }
     Ok(())
 }

@@ -117,6 +117,16 @@ fn source_section(out: &mut String, s: &SourceStatus, now: SystemTime) {
             escape(&r.detail)
         );
     }
+    if let Some(r) = &s.repaired {
+        let _ = write!(out, "<dt>Mirror repaired</dt><dd>{}</dd>", escape(r));
+    }
+    for w in &s.warnings {
+        let _ = write!(
+            out,
+            "<dt>Left out</dt><dd class=\"s-Drifted\">{}</dd>",
+            escape(w)
+        );
+    }
     out.push_str("</dl>");
 }
 

@@ -111,6 +111,68 @@ impl Snapshot {
         })
     }
 
+    /// The target of the symlink `link` when it resolves inside `within`
+    /// (a directory, `""` for the whole repository) all the way: relative,
+    /// every `..` and every link followed on the way staying inside it.
+    /// Its end may be a file, a directory, or nothing at all (a dangling
+    /// link, kept as one): whoever reads through the published link finds
+    /// only what is published beside it, or nothing. `None` when it leaves
+    /// `within`; an error when its target is not a path or has more than
+    /// 40 links on the way.
+    pub fn link_inside(&self, link: &Entry, within: &str) -> Result<Option<String>, SourceError> {
+        let target = self.link_target(link)?;
+        if target.starts_with('/') {
+            return Ok(None);
+        }
+        let floor = components(within).count();
+        let mut resolved: Vec<String> = components(&link.path).map(str::to_string).collect();
+        resolved.pop();
+        let mut pending: VecDeque<String> = components(&target).map(str::to_string).collect();
+        let (mut hops, mut missing) = (1, false);
+        while let Some(component) = pending.pop_front() {
+            if component == ".." {
+                if resolved.len() <= floor {
+                    return Ok(None);
+                }
+                resolved.pop();
+                continue;
+            }
+            resolved.push(component);
+            if missing {
+                // Past a missing component, only where the rest leads counts.
+                continue;
+            }
+            let entry = match self.lookup(&resolved.join("/"))? {
+                None => {
+                    missing = true;
+                    continue;
+                }
+                Some(Found::Directory) => continue,
+                Some(Found::Entry(entry)) => entry,
+            };
+            if entry.mode != EntryMode::Symlink {
+                // A file or submodule in the middle leads nowhere.
+                missing = !pending.is_empty();
+                continue;
+            }
+            hops += 1;
+            if hops > MAX_LINKS {
+                return Err(SourceError::TooManyLinks {
+                    path: link.path.clone(),
+                });
+            }
+            let next = self.link_target(&entry)?;
+            if next.starts_with('/') {
+                return Ok(None);
+            }
+            resolved.pop();
+            for part in components(&next).rev() {
+                pending.push_front(part.to_string());
+            }
+        }
+        Ok(Some(target))
+    }
+
     fn link_target(&self, link: &Entry) -> Result<String, SourceError> {
         let invalid = |reason: &str| SourceError::InvalidPath {
             path: link.path.clone(),

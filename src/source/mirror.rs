@@ -1,13 +1,15 @@
-//! The bare mirror of one repository under `<state_dir>/mirrors/`: creating
-//! it race-free, fetching into it under a lock, and recording what the
-//! configured ref resolved to.
+//! The bare mirror of one repository under `<state_dir>/mirrors/`: opening
+//! it (its directory is made in mirror_dir.rs), fetching into it under a
+//! lock, checking what the fetch resolved is all there (repair.rs), and
+//! recording what the configured ref resolved to.
 
-use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant, SystemTime};
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime};
 
-use git2::{AutotagOption, Direction, FetchPrune, Oid, Repository, RepositoryInitOptions};
+use git2::{AutotagOption, Direction, FetchPrune, Oid, Repository};
 
+use super::mirror_dir::{create, FetchLock};
 use super::refs::{self, Advertised, Resolution, Wanted, BASE_REFSPECS, FETCHED_COMMIT_REF};
 use super::remote::Session;
 use super::snapshot::{open_mirror, Snapshot};
@@ -15,19 +17,20 @@ use super::url::RepoUrl;
 use super::{SourceError, SourceSpec};
 
 /// The config key holding the (redacted) address a mirror belongs to.
-const URL_KEY: &str = "tend.url";
-/// Taken by whoever fetches; readers never take it.
-const FETCH_LOCK: &str = "tend-fetch.lock";
+pub(super) const URL_KEY: &str = "tend.url";
 /// Where a remote HEAD that names no branch is fetched to.
 const REMOTE_HEAD_REF: &str = "refs/tend/remote-head";
-/// Temp dirs of an interrupted creation older than this are removed.
-const STALE_TEMP: Duration = Duration::from_secs(3600);
 
 pub struct Mirror {
     dir: PathBuf,
     url: RepoUrl,
     wanted: Wanted,
     spec: SourceSpec,
+    /// The commit whose objects this process last found all present; a
+    /// later one is checked only where its tree differs.
+    verified: Mutex<Option<Oid>>,
+    /// What the last repair did, until [`Mirror::take_repair`] takes it.
+    repaired: Mutex<Option<String>>,
 }
 
 impl std::fmt::Debug for Mirror {
@@ -69,7 +72,21 @@ impl Mirror {
             url,
             wanted,
             spec,
+            verified: Mutex::new(None),
+            repaired: Mutex::new(None),
         })
+    }
+
+    pub(super) fn verified_lock(&self) -> std::sync::MutexGuard<'_, Option<Oid>> {
+        self.verified.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(super) fn repaired_lock(&self) -> std::sync::MutexGuard<'_, Option<String>> {
+        self.repaired.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(super) fn repo_url(&self) -> &RepoUrl {
+        &self.url
     }
 
     /// The mirror's directory.
@@ -98,6 +115,52 @@ impl Mirror {
     /// snapshots reading them are dropped.
     pub fn fetch(&self) -> Result<Oid, SourceError> {
         let _lock = FetchLock::acquire(&self.dir, self.spec.timeout)?;
+        let repo = open_mirror(&self.dir)?;
+        let fetched = self.fetch_into(&repo);
+        let commit = match fetched {
+            Ok(commit) => match self.check(&repo, commit)? {
+                None => commit,
+                Some(missing) => {
+                    drop(repo);
+                    self.repair(&missing)?
+                }
+            },
+            // A ref naming an object the mirror lost fails to peel: the
+            // mirror is repaired, then the ref resolved again.
+            Err(e) => match super::repair::lost_objects(&e) {
+                Some(what) => {
+                    drop(repo);
+                    self.repair(&what)?
+                }
+                None => return Err(e),
+            },
+        };
+        let repo = open_mirror(&self.dir)?;
+        refs::record_resolved(&repo, &self.wanted, commit)?;
+        *self.verified_lock() = Some(commit);
+        match super::packs::roll_up(&repo, super::packs::MOST) {
+            Ok(Some(done)) => {
+                tracing::info!(
+                    packs = done.packs,
+                    objects = done.objects,
+                    "mirror packs rolled into one"
+                );
+            }
+            Ok(None) => {}
+            // The fetch stands; the packs are rolled at a later one.
+            Err(e) => tracing::warn!(error = %e, "cannot roll the mirror's packs into one"),
+        }
+        Ok(commit)
+    }
+
+    /// What the last fetch's repair of the mirror did, once.
+    pub fn take_repair(&self) -> Option<String> {
+        self.repaired_lock().take()
+    }
+
+    /// Fetches into `repo` (this mirror, or a new one replacing it) and
+    /// resolves the configured ref there, recording nothing.
+    pub(super) fn fetch_into(&self, repo: &Repository) -> Result<Oid, SourceError> {
         // libgit2 takes a plain path that is not there for an address in a
         // scheme it does not know ("unsupported URL protocol").
         if self.url.transport == super::url::Transport::Local {
@@ -111,8 +174,7 @@ impl Mirror {
                 });
             }
         }
-        let repo = open_mirror(&self.dir)?;
-        let linked = super::seed::from_local(&self.url, &repo);
+        let linked = super::seed::from_local(&self.url, repo);
         if linked > 0 {
             tracing::debug!(files = linked, "mirror seeded from the local repository");
         }
@@ -134,7 +196,7 @@ impl Mirror {
             // A HEAD that names no branch (detached, or an empty remote): fetch
             // it by name. Not from the ref listing, which git2 cannot give for
             // a remote without refs.
-            forget_remote_head(&repo)?;
+            forget_remote_head(repo)?;
             if default_branch.is_none() && self.wanted == Wanted::Default {
                 refspecs.push(format!("+HEAD:{REMOTE_HEAD_REF}"));
             }
@@ -160,26 +222,10 @@ impl Mirror {
             head,
         };
 
-        let commit = match refs::resolve(&repo, &self.wanted, &advertised, self.url.redacted())? {
-            Resolution::Found(commit) => commit,
-            Resolution::Missing(commit) => {
-                self.fetch_commit(&repo, &mut remote, &session, commit)?
-            }
-        };
-        refs::record_resolved(&repo, &self.wanted, commit)?;
-        match super::packs::roll_up(&repo, super::packs::MOST) {
-            Ok(Some(done)) => {
-                tracing::info!(
-                    packs = done.packs,
-                    objects = done.objects,
-                    "mirror packs rolled into one"
-                );
-            }
-            Ok(None) => {}
-            // The fetch stands; the packs are rolled at a later one.
-            Err(e) => tracing::warn!(error = %e, "cannot roll the mirror's packs into one"),
+        match refs::resolve(repo, &self.wanted, &advertised, self.url.redacted())? {
+            Resolution::Found(commit) => Ok(commit),
+            Resolution::Missing(commit) => self.fetch_commit(repo, &mut remote, &session, commit),
         }
-        Ok(commit)
     }
 
     /// Fetches a commit that no branch or tag reaches (servers that allow
@@ -309,111 +355,5 @@ fn forget_remote_head(repo: &Repository) -> Result<(), SourceError> {
             .delete()
             .map_err(|e| SourceError::git(format!("deleting {REMOTE_HEAD_REF}"), e)),
         Err(_) => Ok(()),
-    }
-}
-
-/// Creates the bare repository in a temp dir and renames it into place, so a
-/// concurrent opener sees either no mirror or a complete one.
-fn create(mirrors: &Path, name: &str, url: &RepoUrl) -> Result<(), SourceError> {
-    remove_stale_temps(mirrors, name);
-    let temp = mirrors.join(format!(
-        ".tend-{name}-{}-{}.tmp",
-        std::process::id(),
-        rand::random::<u32>()
-    ));
-    let result = (|| {
-        let repo = Repository::init_opts(
-            &temp,
-            // No hook samples, description or info/exclude: a mirror
-            // runs no hooks and has no work tree.
-            RepositoryInitOptions::new()
-                .bare(true)
-                .mkpath(false)
-                .external_template(false),
-        )
-        .map_err(|e| SourceError::git(format!("creating {}", temp.display()), e))?;
-        let mut config = repo
-            .config()
-            .map_err(|e| SourceError::git("mirror config", e))?;
-        let set = |config: &mut git2::Config, key: &str, value: &str| {
-            config
-                .set_str(key, value)
-                .map_err(|e| SourceError::git(format!("setting {key}"), e))
-        };
-        set(&mut config, URL_KEY, url.redacted())?;
-        // A bare mirror needs no reflogs; git gc, if ever run here, must not
-        // prune objects only tend's own refs reach.
-        set(&mut config, "core.logAllRefUpdates", "false")?;
-        let target = mirrors.join(name);
-        match std::fs::rename(&temp, &target) {
-            Ok(()) => Ok(()),
-            Err(_) if target.join("HEAD").exists() => {
-                let _ = std::fs::remove_dir_all(&temp);
-                Ok(())
-            }
-            Err(e) => Err(SourceError::io(&target, e)),
-        }
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_dir_all(&temp);
-    }
-    result
-}
-
-fn remove_stale_temps(mirrors: &Path, name: &str) {
-    let Ok(entries) = std::fs::read_dir(mirrors) else {
-        return;
-    };
-    let prefix = format!(".tend-{name}-");
-    for entry in entries.flatten() {
-        let file_name = entry.file_name();
-        let Some(file_name) = file_name.to_str() else {
-            continue;
-        };
-        if !file_name.starts_with(&prefix) || !file_name.ends_with(".tmp") {
-            continue;
-        }
-        let old = entry
-            .metadata()
-            .and_then(|m| m.modified())
-            .ok()
-            .and_then(|t| SystemTime::now().duration_since(t).ok())
-            .is_some_and(|age| age > STALE_TEMP);
-        if old {
-            let _ = std::fs::remove_dir_all(entry.path());
-        }
-    }
-}
-
-/// An exclusive advisory lock on the mirror, held while fetching.
-struct FetchLock {
-    _file: File,
-}
-
-impl FetchLock {
-    fn acquire(dir: &Path, wait: Duration) -> Result<FetchLock, SourceError> {
-        let path = dir.join(FETCH_LOCK);
-        let file = File::options()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .map_err(|e| SourceError::io(&path, e))?;
-        let start = Instant::now();
-        loop {
-            match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
-                Ok(()) => return Ok(FetchLock { _file: file }),
-                Err(rustix::io::Errno::WOULDBLOCK) if start.elapsed() < wait => {
-                    std::thread::sleep(Duration::from_millis(50));
-                }
-                Err(rustix::io::Errno::WOULDBLOCK) => {
-                    return Err(SourceError::Busy {
-                        dir: dir.to_path_buf(),
-                        waited: start.elapsed(),
-                    });
-                }
-                Err(e) => return Err(SourceError::io(&path, e.into())),
-            }
-        }
     }
 }

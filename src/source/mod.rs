@@ -7,9 +7,12 @@ mod known_hosts;
 mod links;
 mod local;
 mod mirror;
+mod mirror_dir;
+mod names;
 pub(crate) mod packs;
 mod refs;
 mod remote;
+mod repair;
 mod seed;
 mod signed;
 mod sizes;
@@ -18,6 +21,7 @@ mod ssh_key;
 mod transport;
 mod url;
 pub mod verify;
+mod walk;
 
 #[cfg(test)]
 mod tests;
@@ -28,9 +32,11 @@ use std::time::Duration;
 pub use error::SourceError;
 pub use local::{local_repository, snapshot_at};
 pub use mirror::{CommitInfo, Mirror};
+pub(crate) use names::refused as refused_name;
 pub use snapshot::{routes_through_lfs, BlobReader, Entry, EntryMode, Snapshot};
 pub use transport::{configure_transport, may_use_tls};
 pub use url::redact_url;
+pub use walk::{Refused, Walk};
 
 /// Credentials and trust anchors for remote repositories. Every field is a
 /// path so secrets never sit in the config file or on the command line.

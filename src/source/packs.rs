@@ -10,7 +10,8 @@
 //! The new pack is durable before any old one goes; an old pack's index is
 //! removed before its data, so a reader listing the folder never finds an
 //! index without its pack. Handles that opened an old pack keep reading it
-//! until they close (the file lives on while open).
+//! until they close (the file lives on while open). A pack holding an
+//! object over 16 MiB is never rolled: packing reads each object whole.
 
 use std::fs;
 use std::io;
@@ -23,6 +24,8 @@ use super::SourceError;
 /// Packs a mirror may hold before the small ones are rolled into one (git's
 /// `gc.autoPackLimit`).
 pub(super) const MOST: usize = 50;
+/// Largest object a roll-up packs again.
+const BIG: u64 = 16 << 20;
 
 /// What a roll-up did.
 #[derive(Debug, PartialEq, Eq)]
@@ -58,16 +61,32 @@ pub(super) fn roll_up(repo: &Repository, most: usize) -> Result<Option<RolledUp>
     let small = packs.split_off(1);
     let mut ids = Vec::new();
     let mut rolled = Vec::new();
+    let odb = repo
+        .odb()
+        .map_err(|e| SourceError::git("opening the object database", e))?;
+    // Packing holds each object whole, with its compressed copy beside it:
+    // a pack holding a big one stays as it is, so rolling up costs memory
+    // bounded by BIG, not by the largest blob ever pushed.
+    let small_objects = |ids: &[Oid]| {
+        ids.iter().all(|id| {
+            odb.read_header(*id)
+                .is_ok_and(|(size, _)| size as u64 <= BIG)
+        })
+    };
     for pack in small {
         let idx = pack.with("idx");
         // A pack whose index this code does not read stays as it is.
-        match fs::read(&idx).ok().and_then(|bytes| index_ids(&bytes)) {
+        match fs::read(&idx)
+            .ok()
+            .and_then(|bytes| index_ids(&bytes))
+            .filter(|ids| small_objects(ids))
+        {
             Some(found) => {
                 ids.extend(found);
                 rolled.push(pack);
             }
             None => {
-                tracing::debug!(index = %idx.display(), "pack index not understood; left alone")
+                tracing::debug!(index = %idx.display(), "pack index not understood, or a big object in it; left alone")
             }
         }
     }
@@ -153,7 +172,7 @@ fn list(dir: &Path) -> io::Result<Vec<Pack>> {
 
 /// The object ids a pack index lists (index version 2, SHA-1), or `None`
 /// for anything else or a damaged index.
-fn index_ids(bytes: &[u8]) -> Option<Vec<Oid>> {
+pub(super) fn index_ids(bytes: &[u8]) -> Option<Vec<Oid>> {
     const MAGIC: &[u8] = b"\xfftOc";
     const FANOUT: usize = 8;
     const NAMES: usize = FANOUT + 256 * 4;
@@ -177,7 +196,80 @@ fn sync_dir(dir: &Path) -> Result<(), SourceError> {
 
 #[cfg(test)]
 mod tests {
-    use super::index_ids;
+    use super::{index_ids, list, roll_up};
+
+    fn git(dir: &std::path::Path, args: &[&str]) {
+        let out = std::process::Command::new("git")
+            .current_dir(dir)
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .args([
+                "-c",
+                "user.name=T",
+                "-c",
+                "user.email=t@e",
+                "-c",
+                "commit.gpgsign=false",
+            ])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{args:?}: {out:?}");
+    }
+
+    /// `bytes` of noise that does not compress.
+    fn noise(seed: u64, bytes: usize) -> Vec<u8> {
+        let mut x = seed | 1;
+        (0..bytes / 8)
+            .flat_map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x.to_le_bytes()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_pack_holding_a_big_object_is_never_rolled() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        git(dir, &["init", "-q", "-b", "main"]);
+        // One pack per commit: the largest, one holding a 17 MiB blob, and
+        // two small ones.
+        let files: [(&str, Vec<u8>); 4] = [
+            ("largest", noise(1, 24 << 20)),
+            ("big", noise(2, 17 << 20)),
+            ("a", b"a".to_vec()),
+            ("b", b"b".to_vec()),
+        ];
+        for (name, bytes) in &files {
+            std::fs::write(dir.join(name), bytes).unwrap();
+            git(dir, &["add", name]);
+            git(dir, &["commit", "-q", "-m", name]);
+            git(dir, &["repack", "-q"]);
+        }
+        let repo = git2::Repository::open(dir).unwrap();
+        let pack_dir = dir.join(".git/objects/pack");
+        let before: Vec<_> = list(&pack_dir)
+            .unwrap()
+            .into_iter()
+            .map(|p| p.stem)
+            .collect();
+        assert_eq!(before.len(), 4);
+        let done = roll_up(&repo, 2)
+            .unwrap()
+            .expect("the small packs are rolled");
+        assert_eq!(done.packs, 2, "{done:?}");
+        let after: Vec<_> = list(&pack_dir)
+            .unwrap()
+            .into_iter()
+            .map(|p| p.stem)
+            .collect();
+        assert_eq!(after.len(), 3, "{after:?}");
+        let kept = before.iter().filter(|p| after.contains(p)).count();
+        assert_eq!(kept, 2, "the largest and the one with the big blob stay");
+    }
 
     fn index(ids: &[[u8; 20]], count: u32) -> Vec<u8> {
         let mut bytes = b"\xfftOc\0\0\0\x02".to_vec();

@@ -31,7 +31,8 @@ pub(crate) enum Wanted {
 
 impl Wanted {
     pub(crate) fn parse(reference: Option<&str>) -> Result<Wanted, SourceError> {
-        let Some(r) = reference else {
+        // `HEAD` is what the remote's HEAD names, as `git fetch URL HEAD`.
+        let Some(r) = reference.filter(|r| *r != "HEAD") else {
             return Ok(Wanted::Default);
         };
         let unknown = || SourceError::InvalidRef {
@@ -139,6 +140,15 @@ pub(crate) fn resolve(
                 .find(|c| repo.find_reference(c).is_ok())
             {
                 Some(found) => found,
+                // An abbreviated commit id, as `git rev-parse` takes one:
+                // only a commit the fetched branches and tags reach, and
+                // only when the prefix names one commit.
+                None if r.len() >= 7 && r.bytes().all(|b| b.is_ascii_hexdigit()) => {
+                    return match repo.find_commit_by_prefix(r) {
+                        Ok(commit) => Ok(Resolution::Found(commit.id())),
+                        Err(_) => Err(unknown()),
+                    };
+                }
                 None => return Err(unknown()),
             }
         }
@@ -224,6 +234,7 @@ mod tests {
     #[test]
     fn parses_each_kind_of_ref() {
         assert_eq!(Wanted::parse(None).unwrap(), Wanted::Default);
+        assert_eq!(Wanted::parse(Some("HEAD")).unwrap(), Wanted::Default);
         assert_eq!(
             Wanted::parse(Some("main")).unwrap(),
             Wanted::Short("main".into())

@@ -1,35 +1,37 @@
-//! A first fetch from a repository on this host starts from its objects,
-//! hard-linked into the mirror as `git clone --local` does: libgit2's local
-//! transport would otherwise build a fresh pack of everything, searching for
-//! deltas (most of a first sync's fetch time), only to index it again. The
-//! fetch then finds the wanted commits present and only updates refs.
+//! Every fetch from a repository on this host starts from its objects,
+//! hard-linked into the mirror as `git clone --local` does (copied where a
+//! link cannot be made: another file system, another owner's file under
+//! protected_hardlinks). libgit2's local transport would otherwise build a
+//! pack of what is new in this process, holding each object whole and its
+//! compressed copy beside it: a 200 MB blob pushed to the source took a
+//! fetch past 400 MiB. With the objects there, the fetch finds the wanted
+//! commits present and only updates refs, in memory that does not grow
+//! with blob size.
 //!
 //! Pack and loose object files are never changed once written, and every
-//! object read is checked against its id, so sharing them is safe. Anything
-//! that cannot be linked (another file system, another owner's file under
-//! protected_hardlinks) is left to the fetch.
+//! object read is checked against its id, so sharing them is safe. A pack
+//! is taken only when it holds an object the mirror lacks, so packs the
+//! source has since repacked are not collected again; the names of those
+//! found to hold nothing new are kept beside the mirror, so each is looked
+//! at once. What cannot be taken is left to the fetch.
 
+use std::collections::BTreeSet;
 use std::ffi::OsStr;
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use git2::{Repository, RepositoryOpenFlags};
+use git2::{Oid, Repository, RepositoryOpenFlags};
 
 use super::url::{RepoUrl, Transport};
 
-/// Links the source's objects into `mirror` when the source is on this host
-/// and the mirror has never fetched (no refs): later fetches bring only what
-/// is new, and old packs the source has since repacked are not collected
-/// again. Best effort: returns how many files were linked.
+/// Pack names found to hold nothing the mirror lacks.
+const SEEN: &str = "tend-seen-packs";
+
+/// Links (or copies) into `mirror` the source's objects it lacks, when the
+/// source is on this host. Best effort: returns how many files were taken.
 pub(super) fn from_local(url: &RepoUrl, mirror: &Repository) -> usize {
     if url.transport != Transport::Local {
-        return 0;
-    }
-    let fresh = mirror
-        .references()
-        .is_ok_and(|mut refs| refs.next().is_none());
-    if !fresh {
         return 0;
     }
     let into = mirror.path().join("objects");
@@ -48,7 +50,7 @@ pub(super) fn from_local(url: &RepoUrl, mirror: &Repository) -> usize {
         return 0;
     }
     let from = source.commondir().join("objects");
-    link_packs(&from.join("pack"), &into.join("pack")) + link_loose(&from, &into)
+    take_packs(mirror, &from.join("pack"), &into.join("pack")) + take_loose(&from, &into)
 }
 
 /// The path a `file://` address or a plain path names; `None` for forms
@@ -62,41 +64,65 @@ pub(super) fn local_path(raw: &str) -> Option<PathBuf> {
     Some(PathBuf::from(path))
 }
 
-/// Each `pack-*.pack` with its `.idx`: the pack first, so no index ever
-/// names a pack that is not there.
-fn link_packs(from: &Path, into: &Path) -> usize {
+/// Each `pack-*.pack` with its `.idx` that the mirror does not have and
+/// that holds an object it lacks: the pack first, so no index ever names a
+/// pack that is not there.
+fn take_packs(mirror: &Repository, from: &Path, into: &Path) -> usize {
     let Ok(entries) = fs::read_dir(from) else {
         return 0;
     };
-    let mut linked = 0;
+    let seen_file = mirror.path().join(SEEN);
+    let seen: BTreeSet<String> = fs::read_to_string(&seen_file)
+        .map(|t| t.lines().map(str::to_string).collect())
+        .unwrap_or_default();
+    let mut still_seen = BTreeSet::new();
+    let odb = mirror.odb().ok();
+    let mut taken = 0;
     for entry in entries.flatten() {
         let idx = entry.path();
-        let is_index = idx.extension() == Some(OsStr::new("idx"))
-            && idx
-                .file_name()
-                .and_then(OsStr::to_str)
-                .is_some_and(|n| n.starts_with("pack-"));
-        if !is_index {
-            continue;
-        }
-        let pack = idx.with_extension("pack");
-        let (Some(pack_name), Some(idx_name)) = (pack.file_name(), idx.file_name()) else {
+        let Some(idx_name) = idx
+            .file_name()
+            .and_then(OsStr::to_str)
+            .filter(|n| n.starts_with("pack-") && n.ends_with(".idx"))
+        else {
             continue;
         };
-        if link(&pack, &into.join(pack_name)).is_err() {
+        let pack = idx.with_extension("pack");
+        let pack_name = format!("{}.pack", idx_name.trim_end_matches(".idx"));
+        if into.join(idx_name).exists() {
             continue;
         }
-        if link(&idx, &into.join(idx_name)).is_err() {
-            let _ = fs::remove_file(into.join(pack_name));
+        if seen.contains(idx_name) {
+            still_seen.insert(idx_name.to_string());
             continue;
         }
-        linked += 2;
+        let lacks = |id: &Oid| odb.as_ref().is_none_or(|odb| !odb.exists(*id));
+        let needed = fs::read(&idx)
+            .ok()
+            .and_then(|bytes| super::packs::index_ids(&bytes))
+            .is_none_or(|ids| ids.iter().any(lacks));
+        if !needed {
+            still_seen.insert(idx_name.to_string());
+            continue;
+        }
+        if take(&pack, &into.join(&pack_name)).is_err() {
+            continue;
+        }
+        if take(&idx, &into.join(idx_name)).is_err() {
+            let _ = fs::remove_file(into.join(&pack_name));
+            continue;
+        }
+        taken += 2;
     }
-    linked
+    if still_seen != seen {
+        let text: String = still_seen.iter().map(|n| format!("{n}\n")).collect();
+        let _ = fs::write(&seen_file, text);
+    }
+    taken
 }
 
 /// Loose objects, `xx/yyyy...` under the objects directory.
-fn link_loose(from: &Path, into: &Path) -> usize {
+fn take_loose(from: &Path, into: &Path) -> usize {
     let Ok(entries) = fs::read_dir(from) else {
         return 0;
     };
@@ -121,8 +147,11 @@ fn link_loose(from: &Path, into: &Path) -> usize {
             if !is_object {
                 continue;
             }
-            let made = fs::create_dir_all(&dir)
-                .and_then(|()| link(&object.path(), &dir.join(object.file_name())));
+            let to = dir.join(object.file_name());
+            if to.exists() {
+                continue;
+            }
+            let made = fs::create_dir_all(&dir).and_then(|()| take(&object.path(), &to));
             if made.is_ok() {
                 linked += 1;
             }
@@ -131,10 +160,21 @@ fn link_loose(from: &Path, into: &Path) -> usize {
     linked
 }
 
-/// A hard link; one already there (same name, so same content) is fine.
-fn link(from: &Path, to: &Path) -> io::Result<()> {
+/// A hard link, or where none can be made a copy, written aside and
+/// renamed into place so no reader sees part of it. One already there
+/// (same name, so same content) is fine.
+fn take(from: &Path, to: &Path) -> io::Result<()> {
     match fs::hard_link(from, to) {
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(()),
-        other => other,
+        Ok(()) => Ok(()),
+        Err(_) => {
+            let name = to.file_name().and_then(OsStr::to_str).unwrap_or("object");
+            let temp = to.with_file_name(format!(".tend-{name}-{}.tmp", std::process::id()));
+            let copied = fs::copy(from, &temp).and_then(|_| fs::rename(&temp, to));
+            if copied.is_err() {
+                let _ = fs::remove_file(&temp);
+            }
+            copied
+        }
     }
 }

@@ -1,6 +1,6 @@
 //! One revision of the repository, read straight from the mirror's object
-//! database: listing trees, looking up entries, reading blobs, and the paths
-//! that changed since another revision.
+//! database: looking up entries (listing them is in walk.rs), reading blobs,
+//! and the paths that changed since another revision.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -8,17 +8,20 @@ use std::sync::Mutex;
 
 use git2::{ObjectType, Oid, Repository, Tree};
 
+use super::names;
 use super::sizes::Sizes;
 use super::SourceError;
 use crate::model::ContentSource;
 
-const MODE_TREE: i32 = 0o040000;
-const MODE_FILE: i32 = 0o100644;
+pub(super) const MODE_TREE: i32 = 0o040000;
+pub(super) const MODE_FILE: i32 = 0o100644;
 /// Written by very old git versions; means a plain file.
-const MODE_FILE_GROUP_WRITABLE: i32 = 0o100664;
-const MODE_EXECUTABLE: i32 = 0o100755;
-const MODE_SYMLINK: i32 = 0o120000;
+pub(super) const MODE_FILE_GROUP_WRITABLE: i32 = 0o100664;
+pub(super) const MODE_EXECUTABLE: i32 = 0o100755;
+pub(super) const MODE_SYMLINK: i32 = 0o120000;
 const MODE_SUBMODULE: i32 = 0o160000;
+/// Largest `.gitattributes` read whole.
+pub(super) const MAX_ATTRIBUTES: u64 = 1 << 20;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum EntryMode {
@@ -66,7 +69,7 @@ pub fn routes_through_lfs(attributes: &[u8]) -> bool {
 /// One revision. Owns its own handle on the mirror, so it can move to
 /// another thread than the [`super::Mirror`] it came from.
 pub struct Snapshot {
-    repo: Repository,
+    pub(super) repo: Repository,
     dir: PathBuf,
     commit: Oid,
     tree: Oid,
@@ -102,109 +105,13 @@ impl Snapshot {
         self.commit
     }
 
-    fn root(&self) -> Result<Tree<'_>, SourceError> {
+    pub(super) fn root(&self) -> Result<Tree<'_>, SourceError> {
         self.repo
             .find_tree(self.tree)
             .map_err(|e| SourceError::git(format!("reading tree {}", self.tree), e))
     }
 
-    /// Every file, symlink and submodule below `dir` (`""` is the root),
-    /// recursively, sorted by path. Symlinks are listed, not followed.
-    pub fn walk(&self, dir: &str) -> Result<Vec<Entry>, SourceError> {
-        let dir = normalize(dir)?;
-        let start = if dir.is_empty() {
-            self.root()?
-        } else {
-            match self.lookup(&dir)? {
-                Some(Found::Directory) => self.subtree(&dir)?,
-                Some(Found::Entry(_)) => return Err(SourceError::NotADirectory { path: dir }),
-                None => {
-                    return Err(SourceError::NotFound {
-                        path: dir,
-                        revision: self.commit,
-                    })
-                }
-            }
-        };
-        let mut out = Vec::new();
-        // An explicit stack: a hostile repository may nest trees very deeply.
-        // Each subtree is walked where its entry stands; Git orders a tree's
-        // entries as if directory names ended in `/`, so this yields paths
-        // already sorted, and the sort below is a pass that moves nothing.
-        let mut stack = vec![(start, 0, dir)];
-        while let Some((tree, next, prefix)) = stack.last_mut() {
-            let Some(item) = tree.get(*next) else {
-                stack.pop();
-                continue;
-            };
-            *next += 1;
-            let name = valid_name(item.name_bytes(), prefix)?;
-            let mut path = String::with_capacity(prefix.len() + 1 + name.len());
-            if !prefix.is_empty() {
-                path.push_str(prefix);
-                path.push('/');
-            }
-            path.push_str(name);
-            let (mode, oid) = (item.filemode(), item.id());
-            drop(item);
-            if mode == MODE_TREE {
-                let sub = self
-                    .repo
-                    .find_tree(oid)
-                    .map_err(|e| SourceError::git(format!("reading {path}"), e))?;
-                stack.push((sub, 0, path));
-            } else {
-                out.push(Entry {
-                    mode: entry_mode(mode, &path)?,
-                    oid,
-                    path,
-                });
-            }
-        }
-        out.sort_by(|a, b| a.path.cmp(&b.path));
-        Ok(out)
-    }
-
-    /// The directories (`""` is the root) holding a `.gitattributes` that
-    /// mentions `filter=lfs`: only paths at or below them can be Git LFS
-    /// pointers. Reads every tree but allocates only for directories.
-    pub fn lfs_attribute_dirs(&self) -> Result<Vec<String>, SourceError> {
-        let mut out = Vec::new();
-        let mut stack = vec![(self.root()?, String::new())];
-        while let Some((tree, prefix)) = stack.pop() {
-            for item in tree.iter() {
-                let name = item.name_bytes();
-                match item.filemode() {
-                    MODE_TREE => {
-                        let name = entry_name(name, &prefix)?;
-                        let path = if prefix.is_empty() {
-                            name
-                        } else {
-                            format!("{prefix}/{name}")
-                        };
-                        let sub = self
-                            .repo
-                            .find_tree(item.id())
-                            .map_err(|e| SourceError::git(format!("reading {path}"), e))?;
-                        stack.push((sub, path));
-                    }
-                    MODE_FILE | MODE_FILE_GROUP_WRITABLE | MODE_EXECUTABLE
-                        if name == b".gitattributes" =>
-                    {
-                        let text = read_blob(&self.repo, item.id())?;
-                        if routes_through_lfs(&text) {
-                            out.push(prefix.clone());
-                        }
-                    }
-                    _ => {}
-                }
-            }
-        }
-        out.sort();
-        Ok(out)
-    }
-
-    fn subtree(&self, dir: &str) -> Result<Tree<'_>, SourceError> {
+    pub(super) fn subtree(&self, dir: &str) -> Result<Tree<'_>, SourceError> {
         let root = self.root()?;
         let item = root
             .get_path(Path::new(dir))
@@ -237,6 +144,14 @@ impl Snapshot {
             Err(e) => return Err(SourceError::git(format!("looking up {path}"), e)),
         };
         entry_name(item.name_bytes(), path)?;
+        let symlink = item.filemode() == MODE_SYMLINK;
+        let mut parts = path.split('/').peekable();
+        while let Some(part) = parts.next() {
+            let last = parts.peek().is_none();
+            if let Some(reason) = names::refused(part.as_bytes(), symlink && last) {
+                return Err(invalid(path, &reason));
+            }
+        }
         match item.filemode() {
             MODE_TREE => Ok(Some(Found::Directory)),
             mode => Ok(Some(Found::Entry(Entry {
@@ -262,9 +177,12 @@ impl Snapshot {
             .repo
             .odb()
             .map_err(|e| SourceError::git("opening the object database", e))?;
-        let (size, kind) = odb
-            .read_header(oid)
-            .map_err(|e| SourceError::git(format!("reading object {oid}"), e))?;
+        let (size, kind) = odb.read_header(oid).map_err(|e| {
+            if e.code() == git2::ErrorCode::NotFound {
+                super::repair::mark_damaged(&self.dir, oid);
+            }
+            SourceError::git(format!("reading object {oid}"), e)
+        })?;
         if kind != ObjectType::Blob {
             return Err(SourceError::NotABlob {
                 oid,
@@ -404,9 +322,14 @@ fn read_blob(repo: &Repository, oid: Oid) -> Result<Vec<u8>, SourceError> {
     let odb = repo
         .odb()
         .map_err(|e| SourceError::git("opening the object database", e))?;
-    let object = odb
-        .read(oid)
-        .map_err(|e| SourceError::git(format!("reading object {oid}"), e))?;
+    let object = odb.read(oid).map_err(|e| {
+        if e.code() == git2::ErrorCode::NotFound {
+            // The tree named it, so the mirror lost it: the next fetch
+            // checks the whole revision and repairs the mirror.
+            super::repair::mark_damaged(repo.path(), oid);
+        }
+        SourceError::git(format!("reading object {oid}"), e)
+    })?;
     if object.kind() != ObjectType::Blob {
         return Err(SourceError::NotABlob {
             oid,
@@ -449,7 +372,7 @@ fn valid_name<'a>(name: &'a [u8], parent: &str) -> Result<&'a str, SourceError> 
     Ok(name)
 }
 
-fn entry_mode(mode: i32, path: &str) -> Result<EntryMode, SourceError> {
+pub(super) fn entry_mode(mode: i32, path: &str) -> Result<EntryMode, SourceError> {
     match mode {
         MODE_FILE | MODE_FILE_GROUP_WRITABLE => Ok(EntryMode::File),
         MODE_EXECUTABLE => Ok(EntryMode::Executable),

@@ -20,13 +20,20 @@ pub(super) fn run(
         .env("TEND_CHANGED", delivery.changed.to_string());
     // A hook dies with tend: if tend is killed mid-hook, the intent stays
     // pending and the hook runs again after the restart, rather than a
-    // half-finished copy racing the next one.
-    // SAFETY: prctl(PR_SET_PDEATHSIG) is a single async-signal-safe system
-    // call that touches no memory of the parent.
+    // half-finished copy racing the next one. Killed between fork and the
+    // prctl, tend would never send the signal: the child sees its parent
+    // changed and does not start.
+    let tend = rustix::process::getpid();
+    // SAFETY: prctl(PR_SET_PDEATHSIG) and getppid are single
+    // async-signal-safe system calls that touch no memory of the parent.
     unsafe {
-        std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
+        std::os::unix::process::CommandExt::pre_exec(&mut cmd, move || {
             rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))
-                .map_err(std::io::Error::from)
+                .map_err(std::io::Error::from)?;
+            match rustix::process::getppid() {
+                Some(parent) if parent == tend => Ok(()),
+                _ => Err(std::io::Error::other("tend is gone")),
+            }
         });
     }
     crate::open_files::put_back_for(&mut cmd);

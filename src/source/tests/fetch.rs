@@ -201,8 +201,9 @@ fn unreadable_token_file_is_reported_without_a_connection() {
 fn a_transfer_outlasting_its_deadline_is_cut_off() {
     let repo = simple_repo();
     let state = tempfile::tempdir().unwrap();
-    // A first fetch links the local repository's objects instead of
-    // transferring them; a later one transfers what is new.
+    // Objects of a local repository are linked, not transferred, unless it
+    // borrows objects from elsewhere: then libgit2 packs what is new.
+    transfer_only(&repo);
     let (_, first) = fetched(state.path(), &repo, None);
     // 8 MB that do not compress: packing and indexing take far longer than 50 ms.
     let data: Vec<u8> = (0..8_000_000u32)
@@ -217,6 +218,13 @@ fn a_transfer_outlasting_its_deadline_is_cut_off() {
     assert!(matches!(err, SourceError::Timeout { .. }), "{err:?}");
     assert!(err.to_string().contains("50ms"), "{err}");
     assert_eq!(mirror.resolved().unwrap(), Some(first));
+}
+
+/// Makes fetches from `repo` go through libgit2's transport instead of
+/// taking its objects: a repository that borrows objects (an alternates
+/// file, empty here) is never linked from.
+fn transfer_only(repo: &TestRepo) {
+    std::fs::write(repo.path().join(".git/objects/info/alternates"), "").unwrap();
 }
 
 /// The inode numbers of the pack files under `objects/pack` of `git_dir`.
@@ -281,7 +289,7 @@ fn packs_in(git_dir: &std::path::Path) -> usize {
 
 /// Every file of `commit`, read through `snapshot`.
 fn read_all(snapshot: &crate::source::Snapshot) -> usize {
-    let entries = snapshot.walk("").unwrap();
+    let entries = snapshot.walk("").unwrap().entries;
     for entry in &entries {
         snapshot.read(entry.oid).unwrap();
     }
@@ -307,6 +315,8 @@ fn many_fetches_keep_the_packs_few_and_every_object_readable() {
     }
     let first = repo.commit("base");
     repo.git(&["gc", "-q"]);
+    // Each fetch transfers a pack, as from a remote.
+    transfer_only(&repo);
     let state = tempfile::tempdir().unwrap();
     let (mirror, fetched_first) = fetched(state.path(), &repo, None);
     assert_eq!(fetched_first, first);
@@ -389,4 +399,41 @@ fn a_local_repository_that_is_not_there_is_named_as_missing() {
             "{address}: {err}"
         );
     }
+}
+
+#[test]
+fn every_fetch_from_a_local_repository_takes_only_the_objects_it_lacks() {
+    let repo = simple_repo();
+    let state = tempfile::tempdir().unwrap();
+    let (mirror, _) = fetched(state.path(), &repo, None);
+    // New loose objects are linked, not packed by the transport.
+    repo.write("second.txt", "second\n");
+    repo.commit("second");
+    assert_eq!(mirror.fetch().unwrap(), repo.head());
+    assert_eq!(packs_in(mirror.dir()), 0, "{:?}", pack_files(mirror.dir()));
+    let blob = repo.git(&["rev-parse", "HEAD:second.txt"]);
+    assert!(mirror
+        .dir()
+        .join("objects")
+        .join(&blob[..2])
+        .join(&blob[2..])
+        .exists());
+    // A repack in the source holds nothing new: it is not taken, and is
+    // remembered as looked at.
+    repo.git(&["gc", "-q"]);
+    assert_eq!(mirror.fetch().unwrap(), repo.head());
+    assert_eq!(packs_in(mirror.dir()), 0, "{:?}", pack_files(mirror.dir()));
+    let seen = std::fs::read_to_string(mirror.dir().join("tend-seen-packs")).unwrap();
+    assert!(
+        seen.starts_with("pack-") && seen.trim_end().ends_with(".idx"),
+        "{seen}"
+    );
+    // A pushed pack holding new objects is taken whole.
+    repo.write("third.txt", "third\n");
+    repo.commit("third");
+    repo.git(&["repack", "-q"]);
+    assert_eq!(mirror.fetch().unwrap(), repo.head());
+    assert_eq!(packs_in(mirror.dir()), 1, "{:?}", pack_files(mirror.dir()));
+    let snapshot = mirror.snapshot(repo.head()).unwrap();
+    assert_eq!(read_all(&snapshot), 3);
 }

@@ -189,3 +189,32 @@ fn broken_links_and_odd_paths_are_clear_errors() {
         Err(SourceError::InvalidPath { .. })
     ));
 }
+
+#[test]
+fn a_link_is_inside_a_directory_only_when_its_whole_way_stays_there() {
+    let (_repo, _state, snap) = linked();
+    let inside = |path: &str, within: &str| {
+        let entry = snap.entry(path).unwrap().expect("a link");
+        snap.link_inside(&entry, within).unwrap()
+    };
+    // To a file, a directory, nothing: the link itself is kept.
+    assert_eq!(inside("conf/current", "conf").as_deref(), Some("v2.conf"));
+    assert_eq!(inside("live", "").as_deref(), Some("releases/r2"));
+    assert_eq!(inside("dangling", "").as_deref(), Some("nowhere.conf"));
+    // Through another link that stays inside.
+    assert_eq!(inside("a", "").as_deref(), Some("b"));
+    // Out of the directory, though inside the repository: not a link there.
+    assert_eq!(inside("conf/up", "conf"), None);
+    assert_eq!(inside("conf/root", "conf"), None);
+    assert_eq!(inside("deep/inner", "deep"), None);
+    // Out of the repository, absolute, or through a link that leaves.
+    for link in ["evil", "peek", "abs", "abs-sentinel", "up"] {
+        assert_eq!(inside(link, ""), None, "{link}");
+    }
+    // A loop is refused, not followed forever.
+    let entry = snap.entry("loop1").unwrap().unwrap();
+    assert!(matches!(
+        snap.link_inside(&entry, ""),
+        Err(SourceError::TooManyLinks { .. })
+    ));
+}

@@ -1,0 +1,112 @@
+//! Mirror mode: every entry under the source path becomes a `file`
+//! resource at its relative path; repository symlinks are published as
+//! links when they stay inside the mirrored tree, submodules are left out
+//! with a note, and refused entries are Blocked at their own path.
+
+use super::Builder;
+use crate::declare::Problem;
+use crate::model::{Desired, Origin, RelPath, Spec};
+use crate::source::{Entry, EntryMode, Refused};
+
+impl Builder<'_> {
+    /// Room for `n` more mirrored files.
+    pub(in crate::declare) fn reserve_mirrored(&mut self, n: usize) {
+        self.mirrored.reserve_exact(n);
+    }
+
+    pub(in crate::declare) fn mirror_entry(&mut self, entry: Entry) {
+        let rel = entry
+            .path
+            .strip_prefix(self.opts.source_path)
+            .unwrap_or(&entry.path)
+            .trim_start_matches('/');
+        if self.mirror_target.is_none() {
+            self.mirror_target = Some(self.pick_target(None, "file"));
+        }
+        let identified = match self.mirror_target.as_ref().expect("picked above") {
+            Ok(target) => RelPath::identify(rel, target, "file"),
+            // A bad path is reported before a missing target.
+            Err(e) => Err(RelPath::parse(rel).err().unwrap_or_else(|| e.clone())),
+        };
+        let (id, path) = match identified {
+            Ok(found) => found,
+            Err(e) => return self.problem(&entry.path, 1, e),
+        };
+        let spec = match entry.mode {
+            EntryMode::Submodule => {
+                let note = format!(
+                    "submodule at commit {} left out (source.submodules: skip)",
+                    entry.oid
+                );
+                self.notes.push(Problem {
+                    file: entry.path,
+                    line: 0,
+                    message: note,
+                });
+                return;
+            }
+            EntryMode::Symlink => self.mirrored_link(&entry),
+            _ => self.content_spec(&entry).map(Spec::File),
+        };
+        // Mirroring the whole repository, the origin is the path itself.
+        let origin = Origin {
+            file: if entry.path == path.as_str() {
+                path.shared()
+            } else {
+                entry.path.into()
+            },
+            line: 1,
+        };
+        match spec {
+            Ok(spec) => self.mirrored.push((
+                id.clone(),
+                Desired {
+                    id,
+                    path,
+                    spec,
+                    on_change: None,
+                    self_heal: None,
+                    sensitive: false,
+                    origin,
+                },
+            )),
+            Err(e) => self.refuse(id, e),
+        }
+    }
+
+    /// A mirrored symlink: published as the link itself when it resolves
+    /// inside the mirrored tree all the way (to a file, a directory, or
+    /// nothing: a dangling link is kept dangling); otherwise replaced by
+    /// the file it leads to elsewhere in the repository, as a `source:`
+    /// would be. Never a link leading out of the tree it is published in.
+    fn mirrored_link(&self, entry: &Entry) -> Result<Spec, String> {
+        match self.snap.link_inside(entry, self.opts.source_path) {
+            Ok(Some(target)) => Ok(Spec::Symlink { target }),
+            Ok(None) => self.content_spec(entry).map(Spec::File).map_err(|e| {
+                format!("{e}; a symlink is published as a link only when it stays inside the mirrored path")
+            }),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    /// An entry of the mirrored path that no checkout would make: Blocked
+    /// under the identity its path would have, shown escaped.
+    pub(in crate::declare) fn mirror_refused(&mut self, refused: Refused) {
+        let rel = refused
+            .path
+            .strip_prefix(self.opts.source_path)
+            .unwrap_or(&refused.path)
+            .trim_start_matches('/');
+        if self.mirror_target.is_none() {
+            self.mirror_target = Some(self.pick_target(None, "file"));
+        }
+        let identified = match self.mirror_target.as_ref().expect("picked above") {
+            Ok(target) => RelPath::identify(rel, target, "file"),
+            Err(e) => Err(e.clone()),
+        };
+        match identified {
+            Ok((id, _)) => self.refuse(id, refused.reason),
+            Err(e) => self.problem(&refused.path, 1, format!("{}: {e}", refused.reason)),
+        }
+    }
+}
