@@ -271,11 +271,12 @@ fn unowned(declared: usize, inventory: &[Owned], plan: &Plan) -> Unowned {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::model::{blob_id, FileSpec, Origin};
 
-    fn file(path: &str, content: &[u8], mode: u32) -> Desired {
+    /// A desired `file` resource at `path`, for tests here and elsewhere.
+    pub(crate) fn file(path: &str, content: &[u8], mode: u32) -> Desired {
         Desired {
             id: ResourceId::new("files", "file", path),
             path: RelPath::parse(path).unwrap(),

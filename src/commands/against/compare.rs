@@ -169,25 +169,8 @@ pub fn compare(old: &Declared, new: &Declared) -> Vec<Difference> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{blob_id, Field, FileSpec, Origin, RelPath};
-
-    fn file(path: &str, content: &[u8], mode: u32) -> Desired {
-        Desired {
-            id: ResourceId::new("files", "file", path),
-            path: RelPath::parse(path).unwrap(),
-            spec: Spec::File(FileSpec {
-                blob: blob_id(content),
-                size: content.len() as u64,
-                mode,
-                uid: None,
-                gid: None,
-            }),
-            on_change: None,
-            self_heal: None,
-            sensitive: false,
-            origin: Origin::default(),
-        }
-    }
+    use crate::diff::tests::file;
+    use crate::model::Field;
 
     fn declared(files: Vec<Desired>) -> Declared {
         Declared {
