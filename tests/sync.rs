@@ -914,3 +914,63 @@ fn failures_beyond_the_first_twenty_are_not_logged_one_by_one() {
     );
     assert!(s.stderr.contains("more writes failed this pass"), "{s:?}");
 }
+
+/// `sync` says what comes next for each resource not in sync, by the same
+/// error policy the daemon schedules by: a transient failure is retried,
+/// a blocked one needs a human.
+#[test]
+fn sync_tells_what_is_retried_from_what_needs_a_human() {
+    let env = Env::new();
+    // `a` cannot be written while a folder with something in it stands
+    // there: transient. `b` is declared twice, differently: blocked.
+    env.repo
+        .write(
+            "x.tend.yaml",
+            "kind: file\npath: a\ncontent: A\n---\nkind: file\npath: b\ncontent: B\n---\nkind: file\npath: c\ncontent: C\n",
+        )
+        .write("y.tend.yaml", "kind: file\npath: b\ncontent: other\n");
+    env.repo.commit("a, b, c");
+    std::fs::create_dir_all(env.at("a/keep")).unwrap();
+    let s = env.tend(&["sync"]);
+    assert_eq!(s.code, 3, "{s:?}");
+    let line = |what: &str| {
+        s.stderr
+            .lines()
+            .find(|l| l.contains(what))
+            .unwrap_or_else(|| panic!("no line with {what:?}: {s:?}"))
+            .to_string()
+    };
+    let retry = line("to retry (transient");
+    assert!(
+        retry.contains("files/file/a") && !retry.contains("files/file/b"),
+        "{retry}"
+    );
+    let blocked = line("blocked (needs a human");
+    assert!(
+        blocked.contains("files/file/b") && !blocked.contains("files/file/a"),
+        "{blocked}"
+    );
+    assert!(!s.stderr.contains("files/file/c"), "c is in sync: {s:?}");
+
+    let s = env.tend(&["sync", "-o", "json"]);
+    assert_eq!(s.code, 3, "{s:?}");
+    let v: serde_json::Value = serde_json::from_str(s.stdout.trim()).expect("json");
+    assert_eq!(
+        v["next"]["retry"],
+        serde_json::json!(["files/file/a"]),
+        "{v}"
+    );
+    assert_eq!(
+        v["next"]["needs a human"],
+        serde_json::json!(["files/file/b"]),
+        "{v}"
+    );
+    assert_eq!(v["next"].as_object().map(|m| m.len()), Some(2), "{v}");
+
+    // Once the folder is gone, only what needs a human is left.
+    std::fs::remove_dir_all(env.at("a")).unwrap();
+    let s = env.tend(&["sync", "-o", "json"]);
+    let v: serde_json::Value = serde_json::from_str(s.stdout.trim()).expect("json");
+    assert!(v["next"].get("retry").is_none(), "{v}");
+    assert_eq!(env.read("a"), "A");
+}

@@ -7,7 +7,9 @@ use std::time::SystemTime;
 use super::fail;
 use crate::cli::Flags;
 use crate::config::Settings;
-use crate::reconcile::{self, backoff, Context, PassOptions, Recorder};
+use crate::ledger::State;
+use crate::model::ResourceId;
+use crate::reconcile::{self, backoff, Action, Context, PassOptions, Recorder};
 
 pub fn run(g: &Flags, settings: Settings, allow_mass_prune: bool) -> ExitCode {
     // `--dry-run` (or TEND_DRY_RUN, or policy.dry_run) is honoured here too:
@@ -99,11 +101,13 @@ pub fn run(g: &Flags, settings: Settings, allow_mass_prune: bool) -> ExitCode {
             (false, false) => ", not converged",
         }
     );
+    let next = Next::of(&report, &ctx.settings.policy);
     if g.output == crate::cli::Output::Json {
         let v = serde_json::json!({
             "revision": revision.to_string(), "applied": report.applied, "pruned": report.deleted,
             "failed": report.failed, "converged": report.converged,
             "problems": report.problems.iter().map(|p| p.to_string()).collect::<Vec<_>>(),
+            "next": next.json(),
         });
         super::outln!("{v}");
     } else {
@@ -113,9 +117,90 @@ pub fn run(g: &Flags, settings: Settings, allow_mass_prune: bool) -> ExitCode {
         ExitCode::SUCCESS
     } else {
         if !g.output.eq(&crate::cli::Output::Json) {
+            next.explain();
             eprintln!("tend: not converged; see `tend status`");
         }
         ExitCode::from(3)
+    }
+}
+
+/// What the error policy says comes next for each resource not in sync:
+/// the same rule the daemon schedules by, so a one-shot run tells a
+/// transient failure (retried) from one that needs a human.
+struct Next<'r> {
+    by_action: Vec<(&'r ResourceId, Action)>,
+}
+
+impl<'r> Next<'r> {
+    fn of(report: &'r reconcile::PassReport, policy: &crate::config::Policy) -> Next<'r> {
+        let now = SystemTime::now();
+        let by_action = report
+            .outcomes
+            .iter()
+            .filter(|(_, o)| o.state != State::InSync)
+            .map(|(id, o)| (id, reconcile::action_for(o, policy, now)))
+            .collect();
+        Next { by_action }
+    }
+
+    /// Resources by what comes next for them: `{"retry": [...], ...}`.
+    fn json(&self) -> serde_json::Value {
+        let mut m = serde_json::Map::new();
+        for (id, a) in &self.by_action {
+            let list = m
+                .entry(a.as_str())
+                .or_insert_with(|| serde_json::Value::Array(Vec::new()));
+            if let serde_json::Value::Array(list) = list {
+                list.push(serde_json::Value::String(id.to_string()));
+            }
+        }
+        serde_json::Value::Object(m)
+    }
+
+    /// One line per next action: how many resources, which (the first
+    /// few), and what comes next for them.
+    fn explain(&self) {
+        type Group = (fn(&Action) -> bool, &'static str);
+        let groups: [Group; 5] = [
+            (
+                |a| matches!(a, Action::Requeue(_)),
+                "to retry (transient: `tend run` retries with backoff, or run `tend sync` again)",
+            ),
+            (
+                |a| matches!(a, Action::Blocked),
+                "blocked (needs a human or a new declaration)",
+            ),
+            (
+                |a| matches!(a, Action::Contested(_)),
+                "contested (another writer keeps changing them)",
+            ),
+            (
+                |a| matches!(a, Action::Paused),
+                "paused (`tend resume` corrects them)",
+            ),
+            (|a| matches!(a, Action::AwaitChange), "left as they are"),
+        ];
+        for (is, what) in groups {
+            let ids: Vec<&ResourceId> = self
+                .by_action
+                .iter()
+                .filter(|(_, a)| is(a))
+                .map(|(id, _)| *id)
+                .collect();
+            if ids.is_empty() {
+                continue;
+            }
+            let mut named = ids
+                .iter()
+                .take(5)
+                .map(|id| id.to_string())
+                .collect::<Vec<_>>()
+                .join(", ");
+            if ids.len() > 5 {
+                named.push_str(&format!(" and {} more", ids.len() - 5));
+            }
+            eprintln!("tend: {} {what}: {named}", ids.len());
+        }
     }
 }
 

@@ -19,7 +19,7 @@ use crate::config::Settings;
 use crate::ledger::{ResourceRecord, State};
 use crate::model::ResourceId;
 use crate::reconcile::{
-    self, action_for, backoff, load_next, retried, trust, Context, Next, PassOptions, PassReport,
+    self, action_for, backoff, load_next, trust, Context, Next, Outcome, PassOptions, PassReport,
     Recorder, Scope,
 };
 
@@ -479,7 +479,7 @@ impl Loop {
             Recheck::All => self.full_due = Some(Instant::now()),
         }
         if unrecorded.is_none() {
-            self.requeue(&report).await;
+            self.requeue(&report);
         }
         self.publish(full || unrecorded.is_some()).await;
         if full && !self.shared.ready.swap(true, Ordering::SeqCst) {
@@ -594,10 +594,11 @@ impl Loop {
         }
     }
 
-    /// Schedules the retries of records kept in memory.
+    /// Schedules the retries of records kept in memory, by the same rule.
     fn requeue_records(&mut self, records: Vec<ResourceRecord>) {
-        for r in records.into_iter().filter(|r| retried(r.state)) {
-            let action = action_for(r.state, r.next_retry, &self.settings);
+        let now = SystemTime::now();
+        for r in records {
+            let action = action_for(&Outcome::of_record(&r), &self.settings.policy, now);
             self.queue.after(ResourceId::from_string(r.id), action);
         }
     }
@@ -670,41 +671,13 @@ impl Loop {
         self.shared.metrics.set_queue_depth(self.queue.depth());
     }
 
-    /// Schedules the retries a pass calls for. Only outcomes the error
-    /// policy looks at again (failed, unknown, contested) need their record;
-    /// the rest wait for a change, so a converged pass over every resource
-    /// reads and copies nothing.
-    async fn requeue(&mut self, report: &PassReport) {
-        let ids: Vec<ResourceId> = report
-            .outcomes
-            .iter()
-            .filter(|(_, o)| retried(o.state))
-            .map(|(id, _)| id.clone())
-            .collect();
-        if ids.is_empty() {
-            return;
-        }
-        let asked = ids.clone();
-        let records = self
-            .blocking(move |_, rec| rec.ledger.resources_of(asked.iter().map(|id| id.as_str())))
-            .await;
-        match records {
-            Ok(records) => {
-                for r in records {
-                    let action = action_for(r.state, r.next_retry, &self.settings);
-                    self.queue.after(ResourceId::from_string(r.id), action);
-                }
-            }
-            // Unread, the retry times are not lost: each is looked at again
-            // at the first backoff step.
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot read the retry times; retrying soon");
-                for id in ids {
-                    let state = report.outcomes.get(&id).map_or(State::Failed, |o| o.state);
-                    self.queue
-                        .after(id, action_for(state, None, &self.settings));
-                }
-            }
+    /// Schedules what the error policy calls for after a pass: each
+    /// outcome carries the retry time its record was given.
+    fn requeue(&mut self, report: &PassReport) {
+        let now = SystemTime::now();
+        for (id, o) in &report.outcomes {
+            let action = action_for(o, &self.settings.policy, now);
+            self.queue.after(id.clone(), action);
         }
     }
 

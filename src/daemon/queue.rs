@@ -132,8 +132,8 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn actions_requeue_or_wait() {
         let mut q = Queue::new();
-        q.after(id("waits"), Action::await_change());
-        q.after(id("retries"), Action::requeue(Duration::from_secs(4)));
+        q.after(id("waits"), Action::AwaitChange);
+        q.after(id("retries"), Action::Requeue(Duration::from_secs(4)));
         assert_eq!(q.depth(), 1);
         tokio::time::advance(Duration::from_secs(3)).await;
         assert!(q.take_due(Instant::now(), 10).is_empty());

@@ -232,6 +232,13 @@ pub fn apply(
         run.now,
         full && !report.cancelled,
     );
+    if let Ok(retries) = &recorded {
+        for (id, o) in run.outcomes.iter_mut() {
+            if let Some(at) = retries.get(id.as_str()) {
+                o.retry_at = Some(*at);
+            }
+        }
+    }
     report.converged = run.outcomes.values().all(|o| o.state == State::InSync)
         && report.problems.is_empty()
         && report.unpublished.is_none();
@@ -246,7 +253,7 @@ pub fn apply(
     }
     // What was done and found is known even when the ledger cannot take it.
     match recorded {
-        Ok(()) => Ok(report),
+        Ok(_) => Ok(report),
         Err(error) => Err(PassError::Unrecorded {
             report: Box::new(report),
             error,

@@ -25,7 +25,7 @@ pub use context::{mirror_spec, BuildError, Context, PassContent};
 pub use control::{unix_millis, Control, WriteObserver};
 pub use pass::{load, PassError, PassOptions, PassReport, Provenance, Revision, Scope};
 pub use pass_next::{load_next, Next};
-pub use policy::{action_for, retried, Action};
+pub use policy::{action_for, Action};
 pub use prepare::{prepare, pruning, spec_digest, Prepared, Pruning};
 pub use record::{next_record, Outcome, Recorder};
 

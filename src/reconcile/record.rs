@@ -115,8 +115,10 @@ pub struct Outcome {
     /// Drift corrections inside the contested window, when this pass
     /// changed them.
     pub corrections: Option<Vec<SystemTime>>,
-    /// When a failure is retried, if not by the resource's own backoff (a
-    /// failed hook retries all its resources together, at its own time).
+    /// When a failure is retried: set before recording only when not by
+    /// the resource's own backoff (a failed hook retries all its resources
+    /// together, at its own time); once recorded, the time its record was
+    /// given, which the error policy ([`super::action_for`]) reads.
     pub retry_at: Option<SystemTime>,
 }
 
@@ -326,14 +328,15 @@ impl Recorder {
     /// until it is InSync again. A full pass also drops the records of
     /// identities it no longer covers. `previous` holds the records of the
     /// pass's scope; `None` means every record, read one at a time from the
-    /// ledger while pairing (a full pass does not hold them all).
+    /// ledger while pairing (a full pass does not hold them all). Returns
+    /// the retry time each failure's record was given, by identity.
     pub fn record_all(
         &mut self,
         outcomes: &BTreeMap<ResourceId, Outcome>,
         previous: Option<&BTreeMap<String, ResourceRecord>>,
         now: SystemTime,
         drop_stale: bool,
-    ) -> Result<(), LedgerError> {
+    ) -> Result<HashMap<String, SystemTime>, LedgerError> {
         // A full pass that found everything settled, over the identities
         // whose records the ledger says are settled and untouched since,
         // has nothing to write: the records are not read.
@@ -341,7 +344,7 @@ impl Recorder {
             .then(|| identities_digest(outcomes.keys()));
         if let Some(digest) = &settled {
             if self.ledger.records_settled()?.as_deref() == Some(digest.as_str()) {
-                return Ok(());
+                return Ok(HashMap::new());
             }
         }
         let mut pairing = Pairing {
@@ -361,11 +364,16 @@ impl Recorder {
         if !drop_stale {
             stale.clear();
         }
+        // Every failure is written (no failed record is left unchanged).
+        let retries = writes
+            .iter()
+            .filter_map(|r| Some((r.id.clone(), r.next_retry?)))
+            .collect();
         if writes.is_empty() && stale.is_empty() {
             if let Some(digest) = &settled {
                 self.ledger.settle_records(digest)?;
             }
-            return Ok(());
+            return Ok(retries);
         }
         self.ledger.transaction(|tx| {
             for r in &writes {
@@ -380,7 +388,8 @@ impl Recorder {
                 tx.settle_records(digest)?;
             }
             Ok(())
-        })
+        })?;
+        Ok(retries)
     }
 }
 
