@@ -24,3 +24,8 @@ pub mod server;
 pub mod source;
 pub mod status;
 pub mod target;
+
+/// The test Git repository shared with the binary-driven tests.
+#[cfg(test)]
+#[path = "../tests/util/repo.rs"]
+pub(crate) mod test_repo;

@@ -7,36 +7,12 @@
 
 mod util;
 
-use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
-use std::process::{Command, Stdio};
 
 use util::{Env, TestRepo};
 
-/// Runs git in the repository with `input` on its standard input.
-fn git_with_input(repo: &TestRepo, args: &[&str], input: &[u8]) -> String {
-    let mut child = Command::new("git")
-        .args(args)
-        .current_dir(repo.path())
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("HOME", repo.path())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run git");
-    child.stdin.take().unwrap().write_all(input).unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
-
 fn blob(repo: &TestRepo, content: &str) -> String {
-    git_with_input(repo, &["hash-object", "-w", "--stdin"], content.as_bytes())
+    repo.git_with_input(&["hash-object", "-w", "--stdin"], content.as_bytes())
 }
 
 /// A tree from `(mode, id, name)` entries; names are raw bytes.
@@ -48,7 +24,7 @@ fn tree(repo: &TestRepo, entries: &[(&str, &str, &[u8])]) -> String {
         input.extend(*name);
         input.push(b'\n');
     }
-    git_with_input(repo, &["mktree"], &input)
+    repo.git_with_input(&["mktree"], &input)
 }
 
 /// Makes `tree` the next commit on main. The work tree is left as it was:

@@ -1,13 +1,9 @@
 //! Declarations read from real Git repositories.
 
-#[path = "../../tests/util/repo.rs"]
-pub(super) mod repo;
-
-use repo::TestRepo;
-
 use super::*;
 use crate::model::Spec;
 use crate::source::{Mirror, SourceSpec};
+use crate::test_repo::TestRepo;
 
 pub(super) struct Fixture {
     _state: tempfile::TempDir,

@@ -4,10 +4,10 @@
 
 use serde_json::json;
 
-use super::tests::repo::TestRepo;
 use super::tests::snapshot_of;
 use super::*;
 use crate::model::Spec;
+use crate::test_repo::TestRepo;
 
 fn targets(plugin_kinds: Result<Vec<&str>, &str>) -> Vec<TargetInfo> {
     vec![

@@ -1,8 +1,8 @@
 //! A declaration patched from the previous revision equals a whole read.
 
-use super::tests::repo::TestRepo;
 use super::*;
 use crate::source::{Mirror, SourceSpec};
+use crate::test_repo::TestRepo;
 
 fn targets() -> Vec<TargetInfo> {
     vec![TargetInfo {

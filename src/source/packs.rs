@@ -197,25 +197,7 @@ fn sync_dir(dir: &Path) -> Result<(), SourceError> {
 #[cfg(test)]
 mod tests {
     use super::{index_ids, list, roll_up};
-
-    fn git(dir: &std::path::Path, args: &[&str]) {
-        let out = std::process::Command::new("git")
-            .current_dir(dir)
-            .env("GIT_CONFIG_GLOBAL", "/dev/null")
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .args([
-                "-c",
-                "user.name=T",
-                "-c",
-                "user.email=t@e",
-                "-c",
-                "commit.gpgsign=false",
-            ])
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{args:?}: {out:?}");
-    }
+    use crate::test_repo::TestRepo;
 
     /// `bytes` of noise that does not compress.
     fn noise(seed: u64, bytes: usize) -> Vec<u8> {
@@ -232,9 +214,8 @@ mod tests {
 
     #[test]
     fn a_pack_holding_a_big_object_is_never_rolled() {
-        let tmp = tempfile::tempdir().unwrap();
-        let dir = tmp.path();
-        git(dir, &["init", "-q", "-b", "main"]);
+        let test_repo = TestRepo::new();
+        let dir = test_repo.path();
         // One pack per commit: the largest, one holding a 17 MiB blob, and
         // two small ones.
         let files: [(&str, Vec<u8>); 4] = [
@@ -244,10 +225,10 @@ mod tests {
             ("b", b"b".to_vec()),
         ];
         for (name, bytes) in &files {
-            std::fs::write(dir.join(name), bytes).unwrap();
-            git(dir, &["add", name]);
-            git(dir, &["commit", "-q", "-m", name]);
-            git(dir, &["repack", "-q"]);
+            test_repo.write(name, bytes);
+            test_repo.git(&["add", name]);
+            test_repo.git(&["commit", "-q", "-m", name]);
+            test_repo.git(&["repack", "-q"]);
         }
         let repo = git2::Repository::open(dir).unwrap();
         let pack_dir = dir.join(".git/objects/pack");

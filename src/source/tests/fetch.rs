@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use super::{fetched, spec, TestRepo};
+use super::{fetched, oid, spec, TestRepo};
 use crate::source::{Mirror, SourceError};
 
 fn simple_repo() -> TestRepo {
@@ -64,7 +64,7 @@ fn mirror_of_another_address_is_refused() {
     config
         .set_str("tend.url", "https://elsewhere.example/r.git")
         .unwrap();
-    let err = Mirror::open(state.path(), spec(&a.file_url(), None)).unwrap_err();
+    let err = Mirror::open(state.path(), spec(&a.url(), None)).unwrap_err();
     assert!(matches!(err, SourceError::MirrorMismatch { .. }), "{err:?}");
 }
 
@@ -72,7 +72,7 @@ fn mirror_of_another_address_is_refused() {
 fn resolved_works_from_a_second_handle_without_the_remote() {
     let repo = simple_repo();
     let state = tempfile::tempdir().unwrap();
-    let reader = Mirror::open(state.path(), spec(&repo.file_url(), None)).unwrap();
+    let reader = Mirror::open(state.path(), spec(&repo.url(), None)).unwrap();
     assert_eq!(reader.resolved().unwrap(), None, "nothing fetched yet");
 
     let (_fetcher, commit) = fetched(state.path(), &repo, None);
@@ -102,7 +102,7 @@ fn resolved_belongs_to_the_configured_ref() {
     repo.commit("other");
     let state = tempfile::tempdir().unwrap();
     fetched(state.path(), &repo, Some("main"));
-    let other = Mirror::open(state.path(), spec(&repo.file_url(), Some("other"))).unwrap();
+    let other = Mirror::open(state.path(), spec(&repo.url(), Some("other"))).unwrap();
     assert_eq!(
         other.resolved().unwrap(),
         None,
@@ -114,7 +114,7 @@ fn resolved_belongs_to_the_configured_ref() {
 fn concurrent_fetchers_take_turns() {
     let repo = simple_repo();
     let state = tempfile::tempdir().unwrap();
-    let url = repo.file_url();
+    let url = repo.url();
     let handles: Vec<_> = (0..4)
         .map(|_| {
             let (state, url) = (state.path().to_path_buf(), url.clone());
@@ -125,7 +125,7 @@ fn concurrent_fetchers_take_turns() {
         .collect();
     let results: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
     for result in &results {
-        assert_eq!(result.as_ref().unwrap(), &repo.head());
+        assert_eq!(result.as_ref().unwrap(), &oid(&repo.head()));
     }
 }
 
@@ -133,7 +133,7 @@ fn concurrent_fetchers_take_turns() {
 fn a_held_fetch_lock_makes_fetch_wait_then_give_up() {
     let repo = simple_repo();
     let state = tempfile::tempdir().unwrap();
-    let mut s = spec(&repo.file_url(), None);
+    let mut s = spec(&repo.url(), None);
     s.timeout = Duration::from_millis(300);
     let mirror = Mirror::open(state.path(), s).unwrap();
     let lock = std::fs::File::create(mirror.dir().join("tend-fetch.lock")).unwrap();
@@ -144,16 +144,16 @@ fn a_held_fetch_lock_makes_fetch_wait_then_give_up() {
     // Once the lock is free a fetch goes through. A second handle on the
     // same mirror, with a generous timeout: 300 ms for a whole fetch would
     // fail on a slow machine for reasons unrelated to the lock.
-    let relaxed = Mirror::open(state.path(), spec(&repo.file_url(), None)).unwrap();
+    let relaxed = Mirror::open(state.path(), spec(&repo.url(), None)).unwrap();
     assert_eq!(relaxed.dir(), mirror.dir(), "the same mirror");
-    assert_eq!(relaxed.fetch().unwrap(), repo.head());
+    assert_eq!(relaxed.fetch().unwrap(), oid(&repo.head()));
 }
 
 #[test]
 fn a_fetch_past_its_deadline_is_a_timeout() {
     let repo = simple_repo();
     let state = tempfile::tempdir().unwrap();
-    let mut s = spec(&repo.file_url(), None);
+    let mut s = spec(&repo.url(), None);
     s.timeout = Duration::ZERO;
     let mirror = Mirror::open(state.path(), s).unwrap();
     let err = mirror.fetch().unwrap_err();
@@ -211,7 +211,7 @@ fn a_transfer_outlasting_its_deadline_is_cut_off() {
         .collect();
     std::fs::write(repo.path().join("big.bin"), data).unwrap();
     repo.commit("big");
-    let mut s = spec(&repo.file_url(), None);
+    let mut s = spec(&repo.url(), None);
     s.timeout = Duration::from_millis(50);
     let mirror = Mirror::open(state.path(), s).unwrap();
     let err = mirror.fetch().unwrap_err();
@@ -245,7 +245,7 @@ fn a_first_fetch_from_this_host_links_the_packs_and_later_fetches_add_to_them() 
     repo.commit("second");
     repo.git(&["gc", "-q"]);
     repo.write("loose.txt", "loose\n");
-    let loose = repo.commit("third: loose objects only");
+    let loose = oid(&repo.commit("third: loose objects only"));
     let source_packs = pack_inodes(&repo.path().join(".git"));
     assert!(!source_packs.is_empty());
 
@@ -265,7 +265,7 @@ fn a_first_fetch_from_this_host_links_the_packs_and_later_fetches_add_to_them() 
 
     // A later commit arrives by an ordinary fetch.
     repo.write("hello.txt", "changed\n");
-    let next = repo.commit("fourth");
+    let next = oid(&repo.commit("fourth"));
     assert_eq!(mirror.fetch().unwrap(), next);
     assert!(mirror.snapshot(next).is_ok());
 }
@@ -313,7 +313,7 @@ fn many_fetches_keep_the_packs_few_and_every_object_readable() {
             .collect();
         repo.write(&format!("base/{i}.txt"), &body);
     }
-    let first = repo.commit("base");
+    let first = oid(&repo.commit("base"));
     repo.git(&["gc", "-q"]);
     // Each fetch transfers a pack, as from a remote.
     transfer_only(&repo);
@@ -327,15 +327,15 @@ fn many_fetches_keep_the_packs_few_and_every_object_readable() {
     let mut early = None;
     let mut counts = Vec::new();
     for i in 0..MOST + 10 {
-        repo.write(&format!("n/{i}.txt"), &format!("change {i}\n"));
-        let mut commit = repo.commit(&format!("change {i}"));
+        repo.write(&format!("n/{i}.txt"), format!("change {i}\n"));
+        let mut commit = oid(&repo.commit(&format!("change {i}")));
         if i == 5 {
             // History rewritten: the fetched commit is reachable from no
             // ref once the next fetch moves the branch.
             assert_eq!(mirror.fetch().unwrap(), commit);
             commits.push(commit);
             repo.git(&["commit", "-q", "--amend", "-m", "change 5, rewritten"]);
-            commit = repo.head();
+            commit = oid(&repo.head());
         }
         assert_eq!(mirror.fetch().unwrap(), commit);
         commits.push(commit);
@@ -409,7 +409,7 @@ fn every_fetch_from_a_local_repository_takes_only_the_objects_it_lacks() {
     // New loose objects are linked, not packed by the transport.
     repo.write("second.txt", "second\n");
     repo.commit("second");
-    assert_eq!(mirror.fetch().unwrap(), repo.head());
+    assert_eq!(mirror.fetch().unwrap(), oid(&repo.head()));
     assert_eq!(packs_in(mirror.dir()), 0, "{:?}", pack_files(mirror.dir()));
     let blob = repo.git(&["rev-parse", "HEAD:second.txt"]);
     assert!(mirror
@@ -421,7 +421,7 @@ fn every_fetch_from_a_local_repository_takes_only_the_objects_it_lacks() {
     // A repack in the source holds nothing new: it is not taken, and is
     // remembered as looked at.
     repo.git(&["gc", "-q"]);
-    assert_eq!(mirror.fetch().unwrap(), repo.head());
+    assert_eq!(mirror.fetch().unwrap(), oid(&repo.head()));
     assert_eq!(packs_in(mirror.dir()), 0, "{:?}", pack_files(mirror.dir()));
     let seen = std::fs::read_to_string(mirror.dir().join("tend-seen-packs")).unwrap();
     assert!(
@@ -432,8 +432,8 @@ fn every_fetch_from_a_local_repository_takes_only_the_objects_it_lacks() {
     repo.write("third.txt", "third\n");
     repo.commit("third");
     repo.git(&["repack", "-q"]);
-    assert_eq!(mirror.fetch().unwrap(), repo.head());
+    assert_eq!(mirror.fetch().unwrap(), oid(&repo.head()));
     assert_eq!(packs_in(mirror.dir()), 1, "{:?}", pack_files(mirror.dir()));
-    let snapshot = mirror.snapshot(repo.head()).unwrap();
+    let snapshot = mirror.snapshot(oid(&repo.head())).unwrap();
     assert_eq!(read_all(&snapshot), 3);
 }

@@ -3,19 +3,19 @@
 
 use git2::Oid;
 
-use super::{fetched, spec, TestRepo};
+use super::{fetched, oid, spec, TestRepo};
 use crate::source::{Mirror, SourceError};
 
 /// A repository on `trunk` with a second branch and three commits.
 fn repo_with_history() -> (TestRepo, Oid, Oid, Oid) {
     let repo = TestRepo::with_branch("trunk");
     repo.write("a.txt", "one\n");
-    let first = repo.commit("first");
+    let first = oid(&repo.commit("first"));
     repo.write("a.txt", "two\n");
-    let second = repo.commit("second");
+    let second = oid(&repo.commit("second"));
     repo.git(&["checkout", "-q", "-b", "feature"]);
     repo.write("b.txt", "feature\n");
-    let feature = repo.commit("feature");
+    let feature = oid(&repo.commit("feature"));
     repo.git(&["checkout", "-q", "trunk"]);
     (repo, first, second, feature)
 }
@@ -73,7 +73,7 @@ fn tag_of_a_tree_is_not_a_commit() {
     let tree = repo.git(&["rev-parse", "HEAD^{tree}"]);
     repo.git(&["tag", "just-a-tree", &tree]);
     let state = tempfile::tempdir().unwrap();
-    let mirror = Mirror::open(state.path(), spec(&repo.file_url(), Some("just-a-tree"))).unwrap();
+    let mirror = Mirror::open(state.path(), spec(&repo.url(), Some("just-a-tree"))).unwrap();
     let err = mirror.fetch().unwrap_err();
     assert!(
         matches!(err, SourceError::NotACommit { ref kind, .. } if kind == "tree"),
@@ -95,15 +95,12 @@ fn commit_id_no_ref_reaches_is_fetched_by_id_or_reported() {
     let (repo, ..) = repo_with_history();
     repo.git(&["checkout", "-q", "-b", "doomed"]);
     repo.write("c.txt", "gone soon\n");
-    let orphaned = repo.commit("only on a deleted branch");
+    let orphaned = oid(&repo.commit("only on a deleted branch"));
     repo.git(&["checkout", "-q", "trunk"]);
     repo.git(&["branch", "-q", "-D", "doomed"]);
     let state = tempfile::tempdir().unwrap();
-    let mirror = Mirror::open(
-        state.path(),
-        spec(&repo.file_url(), Some(&orphaned.to_string())),
-    )
-    .unwrap();
+    let mirror =
+        Mirror::open(state.path(), spec(&repo.url(), Some(&orphaned.to_string()))).unwrap();
     match mirror.fetch() {
         Ok(commit) => {
             assert_eq!(commit, orphaned);
@@ -122,7 +119,7 @@ fn commit_id_that_does_not_exist_is_a_clear_error() {
     let (repo, ..) = repo_with_history();
     let state = tempfile::tempdir().unwrap();
     let missing = "0123456789abcdef0123456789abcdef01234567";
-    let mirror = Mirror::open(state.path(), spec(&repo.file_url(), Some(missing))).unwrap();
+    let mirror = Mirror::open(state.path(), spec(&repo.url(), Some(missing))).unwrap();
     let err = mirror.fetch().unwrap_err();
     assert!(matches!(err, SourceError::CommitNotFound { .. }), "{err:?}");
     assert!(err.to_string().contains(missing), "{err}");
@@ -140,7 +137,7 @@ fn rewritten_history_still_fetches_the_new_commit() {
     // what was fetched before.
     repo.git(&["reset", "-q", "--hard", &first.to_string()]);
     repo.write("a.txt", "rewritten\n");
-    let rewritten = repo.commit("rewritten");
+    let rewritten = oid(&repo.commit("rewritten"));
     assert_eq!(
         repo.git(&["merge-base", &rewritten.to_string(), &second.to_string()]),
         first.to_string()
@@ -172,7 +169,7 @@ fn unknown_ref_is_an_error_naming_it() {
         "refs/heads/no-such-branch",
         "refs/pull/1/head",
     ] {
-        let mirror = Mirror::open(state.path(), spec(&repo.file_url(), Some(reference))).unwrap();
+        let mirror = Mirror::open(state.path(), spec(&repo.url(), Some(reference))).unwrap();
         let err = mirror.fetch().unwrap_err();
         assert!(
             matches!(err, SourceError::UnknownRef { .. }),
@@ -180,7 +177,7 @@ fn unknown_ref_is_an_error_naming_it() {
         );
         assert!(err.to_string().contains(reference), "{err}");
     }
-    let err = Mirror::open(state.path(), spec(&repo.file_url(), Some("a..b"))).unwrap_err();
+    let err = Mirror::open(state.path(), spec(&repo.url(), Some("a..b"))).unwrap_err();
     assert!(matches!(err, SourceError::InvalidRef { .. }), "{err:?}");
 }
 
@@ -212,7 +209,7 @@ fn refs_outside_heads_and_tags_by_full_name() {
 fn empty_repository_has_no_default_branch() {
     let repo = TestRepo::new();
     let state = tempfile::tempdir().unwrap();
-    let mirror = Mirror::open(state.path(), spec(&repo.file_url(), None)).unwrap();
+    let mirror = Mirror::open(state.path(), spec(&repo.url(), None)).unwrap();
     let err = mirror.fetch().unwrap_err();
     assert!(
         matches!(err, SourceError::NoDefaultBranch { .. }),
@@ -220,7 +217,7 @@ fn empty_repository_has_no_default_branch() {
     );
     // Once something is pushed, the same mirror picks it up.
     repo.write("first.txt", "1\n");
-    let first = repo.commit("first");
+    let first = oid(&repo.commit("first"));
     assert_eq!(mirror.fetch().unwrap(), first);
 }
 
@@ -229,7 +226,7 @@ fn detached_remote_head_is_followed_by_commit() {
     let (repo, first, ..) = repo_with_history();
     repo.write("detached.txt", "d\n");
     repo.git(&["checkout", "-q", "--detach"]);
-    let detached = repo.commit("on a detached HEAD");
+    let detached = oid(&repo.commit("on a detached HEAD"));
     assert_ne!(detached, first);
     let state = tempfile::tempdir().unwrap();
     assert_eq!(fetched(state.path(), &repo, None).1, detached);

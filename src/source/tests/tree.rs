@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use git2::Oid;
 
-use super::{fetched, TestRepo};
+use super::{fetched, oid, TestRepo};
 use crate::model::ContentSource;
 use crate::source::{EntryMode, SourceError};
 
@@ -15,8 +15,7 @@ fn layout() -> TestRepo {
     repo.write("README.md", "readme\n");
     repo.write("a.txt", "a\n");
     repo.write("a/b.txt", "ab\n");
-    repo.write("bin/run.sh", "#!/bin/sh\necho run\n");
-    repo.executable("bin/run.sh");
+    repo.executable("bin/run.sh", "#!/bin/sh\necho run\n");
     repo.write("etc/nginx/nginx.conf", "worker_processes 1;\n");
     repo.write("etc/nginx/sites/default.conf", "server {}\n");
     repo.symlink("etc/current.conf", "nginx/nginx.conf");
@@ -208,13 +207,14 @@ fn changed_paths_between_two_commits() {
     repo.write("etc/nginx/nginx.conf", "worker_processes 4;\n");
     std::fs::remove_file(repo.path().join("a/b.txt")).unwrap();
     repo.write("srv/www/index.html", "<h1>new</h1>\n");
-    repo.executable("README.md");
+    // The same content, now executable: only the mode changes.
+    repo.executable("README.md", "readme\n");
     std::fs::remove_file(repo.path().join("etc/current.conf")).unwrap();
     repo.symlink("etc/current.conf", "nginx/sites/default.conf");
     // Not `add -A`: the submodule has no work tree here and would be dropped.
     repo.git(&["add", "-A", "--", "README.md", "a", "etc", "srv"]);
     repo.git(&["commit", "-q", "-m", "changes"]);
-    let new = repo.head();
+    let new = oid(&repo.head());
     assert_eq!(mirror.fetch().unwrap(), new);
 
     let snap = mirror.snapshot(new).unwrap();
@@ -290,7 +290,7 @@ fn changed_paths_list_every_file_of_added_removed_and_retyped_directories() {
     repo.write("new/deep/x", "x\n");
     repo.git(&["add", "-A", "--", "a.txt", "etc", "new"]);
     repo.git(&["commit", "-q", "-m", "retype"]);
-    let new = repo.head();
+    let new = oid(&repo.head());
     assert_eq!(mirror.fetch().unwrap(), new);
     let changed = mirror.snapshot(new).unwrap().changed_paths(old).unwrap();
     assert_eq!(
