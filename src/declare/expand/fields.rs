@@ -40,12 +40,20 @@ pub(super) fn parse_mode(s: &str) -> Result<u32, String> {
 }
 
 pub(super) fn resolve_principal(p: &IdOrName, group: bool) -> Result<u32, String> {
+    let what = if group { "group" } else { "owner" };
+    // `-1` means "leave unchanged" to chown: it names no one.
+    let id = |n: u32| match n {
+        u32::MAX => Err(format!(
+            "{what} id {n} is not valid (chown reads it as \"unchanged\")"
+        )),
+        n => Ok(n),
+    };
     let name = match p {
-        IdOrName::Id(n) => return Ok(*n),
+        IdOrName::Id(n) => return id(*n),
         IdOrName::Name(s) => s,
     };
     if let Ok(n) = name.parse::<u32>() {
-        return Ok(n);
+        return id(n);
     }
     let found = if group {
         nix::unistd::Group::from_name(name)
@@ -69,6 +77,18 @@ pub(super) fn resolve_principal(p: &IdOrName, group: bool) -> Result<u32, String
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_id_chown_reads_as_unchanged_names_no_one() {
+        for p in [IdOrName::Id(u32::MAX), IdOrName::Name("4294967295".into())] {
+            let e = resolve_principal(&p, false).unwrap_err();
+            assert!(e.contains("owner id 4294967295 is not valid"), "{e}");
+        }
+        assert_eq!(
+            resolve_principal(&IdOrName::Id(u32::MAX - 1), true),
+            Ok(u32::MAX - 1)
+        );
+    }
 
     #[test]
     fn repo_join_stays_inside() {
