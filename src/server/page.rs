@@ -147,6 +147,19 @@ fn counts_section(out: &mut String, doc: &StatusDoc) {
 }
 
 /// What is wrong with the declarations, when anything is.
+/// The ledger itself damaged or refusing writes: the records below may
+/// be older than what is true, which the reader must know first.
+fn ledger_section(out: &mut String, doc: &StatusDoc) {
+    if doc.ledger.is_sound() {
+        return;
+    }
+    out.push_str("<h2>Ledger</h2><p class=\"muted\">While this lasts, the records below may be older than what is true.</p><ul class=\"problems\">");
+    for line in doc.ledger.lines() {
+        let _ = write!(out, "<li class=\"bad\">{}</li>", escape(&line));
+    }
+    out.push_str("</ul>");
+}
+
 fn problems_section(out: &mut String, doc: &StatusDoc) {
     if doc.problems.is_empty() {
         return;
@@ -306,6 +319,7 @@ pub fn render_index(doc: Result<&StatusDoc, &str>, audit: Result<&Tail, &str>) -
     let now = parse_time(&doc.generated_at).unwrap_or_else(SystemTime::now);
     let behind = not_in_sync(doc);
     let (class, summary) = match (behind, doc.problems.len(), doc.all_in_sync()) {
+        _ if !doc.ledger.is_sound() => ("bad", "The ledger is not sound".to_string()),
         (0, 0, true) => ("ok", "All in sync".to_string()),
         (0, 0, false) => ("warn", "A fetched revision is not applied yet".to_string()),
         (0, n, _) => ("bad", format!("{n} declaration problems")),
@@ -324,6 +338,7 @@ pub fn render_index(doc: Result<&StatusDoc, &str>, audit: Result<&Tail, &str>) -
         Some(s) => source_section(&mut out, s, now),
         None => out.push_str("<h2>Source</h2><p class=\"muted\">Never fetched.</p>"),
     }
+    ledger_section(&mut out, doc);
     counts_section(&mut out, doc);
     problems_section(&mut out, doc);
     drift_table(&mut out, doc);

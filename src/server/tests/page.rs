@@ -305,3 +305,34 @@ async fn the_resource_page_shows_where_it_comes_from_and_a_drift_timeline_withou
     at(&page, "absent");
     assert!(!page.contains("<script"), "no script");
 }
+
+#[tokio::test]
+async fn a_ledger_that_cannot_be_written_is_said_first_on_the_page() {
+    let f = fixture(&[], None);
+    populate(f.dir.path());
+    let (_, _, page) = call(f.app(), get("/")).await;
+    assert!(
+        !page.contains("<h2>Ledger</h2>"),
+        "a sound ledger shown as a problem"
+    );
+    crate::ledger::note_write_failure(f.dir.path(), "No space left on device <disk>").unwrap();
+    let (_, _, page) = call(f.app(), get("/")).await;
+    let banner = at(&page, "The ledger is not sound");
+    let line = at(
+        &page,
+        "ledger write failed: No space left on device &lt;disk&gt;",
+    );
+    assert!(
+        banner < line && line < at(&page, "<h2>Resources</h2>"),
+        "{page}"
+    );
+    let (_, _, json) = call(f.app(), get("/api/v1/status")).await;
+    let doc: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert!(
+        doc["ledger"]["write_failed"]
+            .as_str()
+            .unwrap()
+            .contains("No space left"),
+        "{doc}"
+    );
+}
