@@ -34,15 +34,21 @@ impl Action {
     }
 }
 
-/// The error policy: when to look at a resource again after a pass.
-pub fn action_for(state: State, next_retry: Option<SystemTime>, settings: &Settings) -> Action {
+/// The error policy: when to look at a resource again after a pass, as
+/// seen at `now`.
+pub fn action_for(
+    state: State,
+    next_retry: Option<SystemTime>,
+    settings: &Settings,
+    now: SystemTime,
+) -> Action {
     match state {
         _ if !retried(state) => Action::await_change(),
         State::Contested => Action::requeue(settings.policy.contested_window.min(backoff::MAX)),
         // Failed, Unknown: at the backoff's time.
         _ => {
             let wait = next_retry
-                .and_then(|t| t.duration_since(SystemTime::now()).ok())
+                .and_then(|t| t.duration_since(now).ok())
                 .unwrap_or(backoff::BASE);
             Action::requeue(wait)
         }
