@@ -11,6 +11,8 @@ mod publish;
 mod queue;
 mod reload;
 mod signals;
+#[cfg(test)]
+mod tests;
 mod trigger;
 mod unrecorded;
 mod watch;
