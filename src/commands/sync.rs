@@ -101,7 +101,7 @@ pub fn run(g: &Flags, settings: Settings, allow_mass_prune: bool) -> ExitCode {
             (false, false) => ", not converged",
         }
     );
-    let next = Next::of(&report, &ctx.settings.policy);
+    let next = Next::of(&report, &ctx.settings.policy, ctx.clock.now());
     if g.output == crate::cli::Output::Json {
         let v = serde_json::json!({
             "revision": revision.to_string(), "applied": report.applied, "pruned": report.deleted,
@@ -132,8 +132,11 @@ struct Next<'r> {
 }
 
 impl<'r> Next<'r> {
-    fn of(report: &'r reconcile::PassReport, policy: &crate::config::Policy) -> Next<'r> {
-        let now = SystemTime::now();
+    fn of(
+        report: &'r reconcile::PassReport,
+        policy: &crate::config::Policy,
+        now: SystemTime,
+    ) -> Next<'r> {
         let by_action = report
             .outcomes
             .iter()

@@ -6,7 +6,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use tokio::time::Instant;
 
@@ -19,8 +19,8 @@ use crate::config::Settings;
 use crate::ledger::{ResourceRecord, State};
 use crate::model::ResourceId;
 use crate::reconcile::{
-    self, action_for, backoff, load_next, trust, Context, Next, Outcome, PassOptions, PassReport,
-    Recorder, Scope,
+    self, action_for, backoff, load_next, trust, Clock, Context, Next, Outcome, PassOptions,
+    PassReport, Recorder, Scope,
 };
 
 /// The metrics' drift ages are brought up to date at least this often, so
@@ -62,6 +62,8 @@ pub(super) struct Loop {
     /// A full pass to run then: newly begun watches ask to look again, or
     /// a full pass that failed is retried.
     full_due: Option<Instant>,
+    /// The context's clock: the wall time retries are reckoned from.
+    clock: Arc<dyn Clock>,
 }
 
 impl Loop {
@@ -74,6 +76,7 @@ impl Loop {
         if let Some(why) = crate::ledger::reserve_write_failure_note(&settings.state_dir) {
             *shared.unrecorded.lock().expect("unrecorded outcomes") = Unrecorded::resume(why);
         }
+        let clock = shared.worker.lock().expect("worker lock").ctx.clock.clone();
         Loop {
             opts: PassOptions {
                 allow_mass_prune: false,
@@ -96,6 +99,7 @@ impl Loop {
             ages_grow: false,
             watch_line: None,
             full_due: None,
+            clock,
         }
     }
 
@@ -178,7 +182,7 @@ impl Loop {
     /// Fetches; on a new revision loads it and runs a full pass.
     pub(super) async fn poll(&mut self) -> Duration {
         let result = self
-            .blocking(|ctx, rec| reconcile::fetch(ctx, rec, SystemTime::now()))
+            .blocking(|ctx, rec| reconcile::fetch(ctx, rec, ctx.clock.now()))
             .await;
         publish::fetch(&self.shared.metrics, result.is_ok());
         let interval = self.settings.source.interval;
@@ -260,7 +264,7 @@ impl Loop {
             .blocking(move |ctx, rec| {
                 let gate = trust::admit(ctx, &rec.ledger, fetched);
                 if let Ok(g) = &gate {
-                    if let Err(e) = trust::record(&rec.ledger, g, SystemTime::now()) {
+                    if let Err(e) = trust::record(&rec.ledger, g, ctx.clock.now()) {
                         tracing::warn!(error = %e, "cannot record the source's trust state");
                     }
                 }
@@ -497,7 +501,7 @@ impl Loop {
         if let Some(err) = e.ledger() {
             crate::ledger::note_damage(&self.settings.state_dir, err);
         }
-        let (why, now) = (e.to_string(), SystemTime::now());
+        let (why, now) = (e.to_string(), self.clock.now());
         if keys.is_empty() {
             let wait = self
                 .shared
@@ -546,7 +550,7 @@ impl Loop {
             .into_iter()
             .map(|r| (r.id.clone(), r))
             .collect();
-        let (why, now) = (error.to_string(), SystemTime::now());
+        let (why, now) = (error.to_string(), self.clock.now());
         let mut kept = self.shared.unrecorded.lock().expect("unrecorded outcomes");
         let records = kept.outcomes(&report.outcomes, &ledger, &why, now);
         let again = whole.then(|| kept.full_failed(&why, now));
@@ -596,7 +600,7 @@ impl Loop {
 
     /// Schedules the retries of records kept in memory, by the same rule.
     fn requeue_records(&mut self, records: Vec<ResourceRecord>) {
-        let now = SystemTime::now();
+        let now = self.clock.now();
         for r in records {
             let action = action_for(&Outcome::of_record(&r), &self.settings.policy, now);
             self.queue.after(ResourceId::from_string(r.id), action);
@@ -674,7 +678,7 @@ impl Loop {
     /// Schedules what the error policy calls for after a pass: each
     /// outcome carries the retry time its record was given.
     fn requeue(&mut self, report: &PassReport) {
-        let now = SystemTime::now();
+        let now = self.clock.now();
         for (id, o) in &report.outcomes {
             let action = action_for(o, &self.settings.policy, now);
             self.queue.after(id.clone(), action);
@@ -685,7 +689,7 @@ impl Loop {
     /// one that ran out reads as none.
     pub(super) async fn pin_changed(&mut self) -> bool {
         let now = self
-            .blocking(|_, rec| format!("{:?}", rec.ledger.pin().ok()))
+            .blocking(|ctx, rec| format!("{:?}", rec.ledger.pin_at(ctx.clock.now()).ok()))
             .await;
         let changed = now != self.pin_seen;
         self.pin_seen = now;
@@ -695,7 +699,7 @@ impl Loop {
     /// Pauses live in the ledger, written by `tend pause`: a change starts a pass.
     pub(super) async fn pauses_changed(&mut self) -> bool {
         let now = self
-            .blocking(|_, rec| format!("{:?}", rec.ledger.pauses().ok()))
+            .blocking(|ctx, rec| format!("{:?}", rec.ledger.pauses_at(ctx.clock.now()).ok()))
             .await;
         let changed = now != self.pauses_seen;
         self.pauses_seen = now;

@@ -4,12 +4,15 @@
 //! never *what* is done.
 
 mod driver;
+mod event_loop;
 mod http;
 mod notify;
 mod publish;
 mod queue;
 mod reload;
 mod signals;
+#[cfg(test)]
+mod tests;
 mod trigger;
 mod unrecorded;
 mod watch;
@@ -22,13 +25,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::{mpsc, Notify};
-use tokio::time::{sleep_until, Instant};
 
 use crate::config::{Settings, TargetKind};
-use crate::metrics::Metrics;
-use crate::reconcile::{self, Context, Control, Recorder, Scope};
+use crate::reconcile::{self, Context, Control, Recorder};
 use crate::target::files::FilesConfig;
-use driver::{jitter, Loop};
+use event_loop::{EventLoop, Inputs};
 use notify::Notifier;
 pub use reload::ReadConfig;
 use signals::{keep_systemd_informed, watch_hangup, watch_signals};
@@ -111,74 +112,35 @@ async fn run_loop(
     ctl.beat();
     let stop = Arc::new(Notify::new());
     watch_signals(ctl.clone(), stop.clone());
-    let (tx, mut rx) = mpsc::unbounded_channel();
+    let (tx, rx) = mpsc::unbounded_channel();
     watch_hangup(hangup, tx.clone());
-    // Plugins' `changed` notifications name resources to look at now.
-    let changes = tx.clone();
-    ctx.subscribe(Arc::new(move |ids| drop(changes.send(Trigger::Keys(ids)))));
     let settings = ctx.settings.clone();
-    let metrics = Arc::new(Metrics::new());
-    for name in ctx.targets.keys() {
-        metrics.writes(name, 0);
-    }
     // Where readers see live paths (with `link`, the published tree).
     let roots = ctx.live_roots();
-    let shared = Shared::new(Worker { ctx, rec }, metrics, ctl.clone());
-    let mut fetches = match http::start(&settings, &shared, stop.clone()).await {
+    let events = EventLoop::new(ctx, rec, ctl.clone(), tx.clone());
+    let fetches = match http::start(&settings, events.shared(), stop.clone()).await {
         Ok(rx) => rx,
         Err(e) => return fail(e),
     };
     let notifier = Arc::new(Notifier::from_env());
-    keep_systemd_informed(notifier.clone(), shared.ready.clone(), ctl.clone());
+    let ready = events.shared().ready.clone();
+    keep_systemd_informed(notifier.clone(), ready, ctl.clone());
     let watch = start_watch(&settings, roots, &tx, &ctl);
     tracing::info!(repo = %crate::source::redact_url(&settings.source.repo), "tend run started");
-    let mut resync = settings.policy.resync;
-    let mut lp = Loop::new(settings, shared, watch, notifier.clone());
-    lp.pauses_changed().await;
-    lp.pin_changed().await;
-    let mut next_fetch = Instant::now();
-    let mut next_resync = Instant::now() + jitter(resync);
-    let far = || Instant::now() + Duration::from_secs(86400);
-    let mut tick = tokio::time::interval(Duration::from_secs(1));
-    let stopped = stop.notified();
-    tokio::pin!(stopped);
-    while !ctl.cancelled() {
-        let due = lp.next_due().unwrap_or_else(far);
-        tokio::select! {
-            biased;
-            _ = &mut stopped => break,
-            Some(_) = fetches.recv() => next_fetch = Instant::now(),
-            Some(t) = rx.recv() => match t {
-                Trigger::FullPass => lp.pass(Scope::All).await,
-                Trigger::Reload => {
-                    reload::reload(&mut lp, &read_config, &tx).await;
-                    // The new settings' timers, from now.
-                    next_fetch = Instant::now() + jitter(lp.settings.source.interval);
-                    resync = lp.settings.policy.resync;
-                    next_resync = Instant::now() + jitter(resync);
-                }
-                Trigger::Keys(ids) => lp.schedule_now(ids),
-            },
-            _ = sleep_until(next_fetch) => {
-                let wait = lp.poll().await;
-                next_fetch = Instant::now() + wait;
-            }
-            _ = sleep_until(next_resync) => {
-                lp.pass(Scope::All).await;
-                next_resync = Instant::now() + jitter(resync);
-            }
-            _ = sleep_until(due) => lp.due_keys().await,
-            _ = tick.tick() => {
-                ctl.beat();
-                lp.tick().await;
-            }
-        }
-        if let Some(reason) = lp.gave_up() {
-            notifier.stopping();
-            return fail(format!("giving up: {reason}"));
-        }
-    }
+    let inputs = Inputs {
+        stop,
+        triggers: rx,
+        fetches,
+    };
+    let ended = events
+        .run(watch, notifier.clone(), inputs, &read_config)
+        .await;
     notifier.stopping();
-    tracing::info!("stopped by signal");
-    ExitCode::SUCCESS
+    match ended {
+        Ok(()) => {
+            tracing::info!("stopped by signal");
+            ExitCode::SUCCESS
+        }
+        Err(reason) => fail(format!("giving up: {reason}")),
+    }
 }

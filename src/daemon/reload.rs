@@ -5,7 +5,6 @@
 
 use std::fmt::Debug;
 use std::sync::Arc;
-use std::time::SystemTime;
 
 use tokio::sync::mpsc::UnboundedSender;
 
@@ -119,7 +118,7 @@ pub(super) async fn reload(lp: &mut Loop, read: &ReadConfig, triggers: &Unbounde
     }
     lp.fetch_failures = 0;
     let fetched = lp
-        .blocking(|ctx, rec| reconcile::fetch(ctx, rec, SystemTime::now()))
+        .blocking(|ctx, rec| reconcile::fetch(ctx, rec, ctx.clock.now()))
         .await;
     super::publish::fetch(&lp.shared.metrics, fetched.is_ok());
     let fresh = fetched.is_ok();

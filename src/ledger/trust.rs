@@ -162,6 +162,10 @@ impl Ledger {
     pub fn pin(&self) -> Res<Option<PinRecord>> {
         self.q().pin_at(SystemTime::now())
     }
+    /// The pin in force at `now`.
+    pub fn pin_at(&self, now: SystemTime) -> Res<Option<PinRecord>> {
+        self.q().pin_at(now)
+    }
     pub fn set_pin(&self, pin: Option<&PinRecord>) -> Res<()> {
         self.q().set_pin(pin)
     }

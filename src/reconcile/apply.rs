@@ -104,7 +104,7 @@ pub fn apply(
         rev,
         previous,
         outcomes: BTreeMap::new(),
-        now: SystemTime::now(),
+        now: ctx.clock.now(),
     };
     let mut report = PassReport {
         revision: Some(rev.id),
@@ -270,7 +270,7 @@ fn decide<'a>(
 ) -> Result<Vec<Todo<'a>>, LedgerError> {
     let policy = &run.ctx.settings.policy;
     let unowned: std::collections::HashSet<&ResourceId> = p.plan.unowned.updates.iter().collect();
-    let paused = rec.paused()?;
+    let paused = rec.paused(run.now)?;
     let applied = rec.applied_digests(p.plan.applies.len())?;
     let blocked = rec.blocked_digests(p.plan.applies.len())?;
     let mut todo = Vec::new();
@@ -487,7 +487,7 @@ fn write_batch(
                 };
                 tracing::info!(id = %c.id, action = c.action.as_str(), why = ?why, writes = applied.writes, "applied");
                 audit.push(AuditEntry {
-                    time: SystemTime::now(),
+                    time: run.ctx.clock.now(),
                     revision: run.rev.id.to_string(),
                     id: c.id.to_string(),
                     action: c.action.as_str().to_string(),
@@ -585,7 +585,7 @@ fn prune(
             return Ok(());
         }
     };
-    let paused = rec.paused()?;
+    let paused = rec.paused(run.now)?;
     let mut todo = Vec::new();
     let keyed = !p.scope.prunes();
     for change in &p.plan.deletes {

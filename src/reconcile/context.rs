@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use git2::Oid;
 
+use super::clock::{Clock, SystemClock};
 use crate::config::{Settings, TargetKind};
 use crate::declare::{self, Declared, TargetInfo};
 use crate::model::{ContentSource, Observed, RelPath, ResourceId, Spec};
@@ -30,6 +31,9 @@ pub struct Context {
     pub targets: BTreeMap<String, Arc<dyn Target>>,
     /// The keys a revision's signature must come from; `None`: no check.
     pub trust: Option<Arc<crate::source::verify::TrustAnchors>>,
+    /// What the pass reads the time from: the system's clock, except in
+    /// tests that move time themselves.
+    pub clock: Arc<dyn Clock>,
 }
 
 impl Context {
@@ -76,11 +80,17 @@ impl Context {
             targets.insert(t.name.clone(), target);
         }
         let mirror = Mirror::open(&settings.state_dir, mirror_spec(&settings))?;
+        // New settings keep the clock the running context reads.
+        let clock = old.map_or_else(
+            || Arc::new(SystemClock) as Arc<dyn Clock>,
+            |o| o.clock.clone(),
+        );
         Ok(Context {
             settings,
             mirror,
             targets,
             trust,
+            clock,
         })
     }
 
@@ -94,6 +104,7 @@ impl Context {
             mirror,
             targets: self.targets.clone(),
             trust: self.trust.clone(),
+            clock: self.clock.clone(),
         })
     }
 

@@ -4,6 +4,7 @@
 
 mod apply;
 pub mod backoff;
+mod clock;
 mod context;
 mod control;
 mod hooks;
@@ -21,6 +22,7 @@ use std::time::SystemTime;
 use git2::Oid;
 
 pub use apply::apply;
+pub use clock::{Clock, SystemClock};
 pub use context::{mirror_spec, BuildError, Context, PassContent};
 pub use control::{unix_millis, Control, WriteObserver};
 pub use pass::{load, PassError, PassOptions, PassReport, Provenance, Revision, Scope};

@@ -188,8 +188,9 @@ impl Recorder {
         self.swept = false;
     }
 
-    pub fn paused(&self) -> Result<Paused, LedgerError> {
-        Ok(Paused::from_records(self.ledger.pauses()?))
+    /// The pauses in force at `now`: one that ran out pauses nothing.
+    pub fn paused(&self, now: SystemTime) -> Result<Paused, LedgerError> {
+        Ok(Paused::from_records(self.ledger.pauses_at(now)?))
     }
 
     /// The digests of the declarations resources were last applied from,

@@ -52,7 +52,7 @@ pub fn admit(
     ledger: &Ledger,
     fetched: Oid,
 ) -> Result<Result<Admitted, Refused>, PassError> {
-    if let Some(pin) = ledger.pin()? {
+    if let Some(pin) = ledger.pin_at(ctx.clock.now())? {
         let revision = Oid::from_str(&pin.revision).map_err(|_| LedgerError::Corrupt {
             path: ledger.path().to_path_buf(),
             detail: format!("pinned revision {:?} is not a commit id", pin.revision),
@@ -157,7 +157,7 @@ pub fn last_good(ctx: &Context, ledger: &Ledger) -> Option<Admitted> {
     ctx.mirror.snapshot(revision).ok()?;
     let signer = ledger.signer_of(&applied).ok().flatten();
     let pinned = ledger
-        .pin()
+        .pin_at(ctx.clock.now())
         .ok()
         .flatten()
         .is_some_and(|p| p.revision == applied);

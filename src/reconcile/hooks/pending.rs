@@ -68,7 +68,7 @@ pub fn run_pending(
     rec.hook_retries
         .0
         .retain(|name, _| pending.contains_key(name));
-    let now = SystemTime::now();
+    let now = ctx.clock.now();
     let mut out = Vec::new();
     for (name, intents) in pending {
         // One resource may have asked twice (its declaration and
@@ -116,7 +116,7 @@ pub fn run_pending(
             }
             Err(reason) => {
                 let failures = rec.hook_retries.0.get(&name).map_or(0, |r| r.failures) + 1;
-                let retry_at = SystemTime::now() + backoff::jittered(failures);
+                let retry_at = ctx.clock.now() + backoff::jittered(failures);
                 tracing::warn!(hook = %name, error = %reason, failures, "hook failed; it stays pending");
                 let retry = Retry {
                     failures,

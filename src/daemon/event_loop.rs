@@ -1,0 +1,142 @@
+//! The event loop, apart from what starts it: built from a context and a
+//! recorder, it waits on its timers (fetch, resync, the queue's due keys,
+//! the one-second tick) and on the inputs it is given (the stop signal,
+//! triggers, fetch requests). Signals, systemd, the HTTP surface and the
+//! runtime are `run`'s; a test gives the inputs itself and drives the
+//! timers on tokio's paused clock.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{mpsc, Notify};
+use tokio::time::{sleep_until, Instant};
+
+use super::driver::{jitter, Loop};
+use super::notify::Notifier;
+use super::watch::Watch;
+use super::{reload, ReadConfig, Shared, Trigger, Worker};
+use crate::config::Settings;
+use crate::metrics::Metrics;
+use crate::reconcile::{Context, Control, Recorder, Scope};
+use crate::server;
+
+/// What the loop is told from outside.
+pub(super) struct Inputs {
+    /// Ends the loop when notified (SIGTERM and SIGINT, in `run`).
+    pub stop: Arc<Notify>,
+    /// Reloads, and resources to look at now (watcher and plugin events).
+    pub triggers: mpsc::UnboundedReceiver<Trigger>,
+    /// Fetch requests: refreshes and webhooks from the HTTP surface.
+    pub fetches: mpsc::Receiver<server::Trigger>,
+}
+
+/// The loop over one writer, before it runs: what it shares with the HTTP
+/// surface and systemd is there to be handed out.
+pub(super) struct EventLoop {
+    settings: Settings,
+    shared: Shared,
+    ctl: Arc<Control>,
+    /// The triggers' sender: the loop's own (a reload's plugins) send on it.
+    triggers: mpsc::UnboundedSender<Trigger>,
+}
+
+impl EventLoop {
+    /// The loop over `ctx` and `rec`; plugins' `changed` notifications come
+    /// as triggers on `triggers`.
+    pub(super) fn new(
+        ctx: Context,
+        rec: Recorder,
+        ctl: Arc<Control>,
+        triggers: mpsc::UnboundedSender<Trigger>,
+    ) -> EventLoop {
+        // Plugins' `changed` notifications name resources to look at now.
+        let changes = triggers.clone();
+        ctx.subscribe(Arc::new(move |ids| drop(changes.send(Trigger::Keys(ids)))));
+        let settings = ctx.settings.clone();
+        let metrics = Arc::new(Metrics::new());
+        for name in ctx.targets.keys() {
+            metrics.writes(name, 0);
+        }
+        let shared = Shared::new(Worker { ctx, rec }, metrics, ctl.clone());
+        EventLoop {
+            settings,
+            shared,
+            ctl,
+            triggers,
+        }
+    }
+
+    pub(super) fn shared(&self) -> &Shared {
+        &self.shared
+    }
+
+    /// Runs until `inputs.stop` is notified or the control is cancelled;
+    /// `Err` says why the loop gave up. `watch` is the file-system watcher,
+    /// when there is one; `read_config` reads the settings again on a
+    /// reload.
+    pub(super) async fn run(
+        self,
+        watch: Option<Watch>,
+        notifier: Arc<Notifier>,
+        inputs: Inputs,
+        read_config: &ReadConfig,
+    ) -> Result<(), String> {
+        let EventLoop {
+            settings,
+            shared,
+            ctl,
+            triggers: tx,
+        } = self;
+        let Inputs {
+            stop,
+            triggers: mut rx,
+            mut fetches,
+        } = inputs;
+        let mut resync = settings.policy.resync;
+        let mut lp = Loop::new(settings, shared, watch, notifier);
+        lp.pauses_changed().await;
+        lp.pin_changed().await;
+        let mut next_fetch = Instant::now();
+        let mut next_resync = Instant::now() + jitter(resync);
+        let far = || Instant::now() + Duration::from_secs(86400);
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        let stopped = stop.notified();
+        tokio::pin!(stopped);
+        while !ctl.cancelled() {
+            let due = lp.next_due().unwrap_or_else(far);
+            tokio::select! {
+                biased;
+                _ = &mut stopped => break,
+                Some(_) = fetches.recv() => next_fetch = Instant::now(),
+                Some(t) = rx.recv() => match t {
+                    Trigger::FullPass => lp.pass(Scope::All).await,
+                    Trigger::Reload => {
+                        reload::reload(&mut lp, read_config, &tx).await;
+                        // The new settings' timers, from now.
+                        next_fetch = Instant::now() + jitter(lp.settings.source.interval);
+                        resync = lp.settings.policy.resync;
+                        next_resync = Instant::now() + jitter(resync);
+                    }
+                    Trigger::Keys(ids) => lp.schedule_now(ids),
+                },
+                _ = sleep_until(next_fetch) => {
+                    let wait = lp.poll().await;
+                    next_fetch = Instant::now() + wait;
+                }
+                _ = sleep_until(next_resync) => {
+                    lp.pass(Scope::All).await;
+                    next_resync = Instant::now() + jitter(resync);
+                }
+                _ = sleep_until(due) => lp.due_keys().await,
+                _ = tick.tick() => {
+                    ctl.beat();
+                    lp.tick().await;
+                }
+            }
+            if let Some(reason) = lp.gave_up() {
+                return Err(reason.to_string());
+            }
+        }
+        Ok(())
+    }
+}
