@@ -10,13 +10,11 @@ mod publish;
 mod queue;
 mod reload;
 mod signals;
+mod subscriptions;
 mod trigger;
 mod unrecorded;
-mod watch;
 mod worker;
 
-use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
@@ -24,16 +22,15 @@ use std::time::Duration;
 use tokio::sync::{mpsc, Notify};
 use tokio::time::{sleep_until, Instant};
 
-use crate::config::{Settings, TargetKind};
+use crate::config::Settings;
 use crate::metrics::Metrics;
 use crate::reconcile::{self, Context, Control, Recorder, Scope};
-use crate::target::files::FilesConfig;
 use driver::{jitter, Loop};
 use notify::Notifier;
 pub use reload::ReadConfig;
 use signals::{keep_systemd_informed, watch_hangup, watch_signals};
+use subscriptions::Subscriptions;
 pub(crate) use trigger::Trigger;
-use watch::Watch;
 pub(crate) use worker::{Shared, Worker};
 
 fn fail(message: impl std::fmt::Display) -> ExitCode {
@@ -72,35 +69,6 @@ pub fn run(settings: Settings, read_config: ReadConfig) -> ExitCode {
     code
 }
 
-/// The `files` targets' configs, by target name: a change of one (its
-/// root, or its link) moves the watcher.
-fn files_targets(settings: &Settings) -> BTreeMap<String, FilesConfig> {
-    settings
-        .targets
-        .iter()
-        .filter_map(|t| match &t.kind {
-            TargetKind::Files(c) => Some((t.name.clone(), c.clone())),
-            _ => None,
-        })
-        .collect()
-}
-
-/// The file-system watcher on `roots` (each target's directory of live
-/// paths, [`Context::live_roots`]), when the policy wants one; tend's own
-/// writes are told to it.
-fn start_watch(
-    settings: &Settings,
-    roots: BTreeMap<String, PathBuf>,
-    tx: &mpsc::UnboundedSender<Trigger>,
-    ctl: &Control,
-) -> Option<Watch> {
-    settings.policy.watch.then(|| {
-        let w = Watch::start(roots, tx.clone());
-        ctl.observe_writes(w.write_observer());
-        w
-    })
-}
-
 async fn run_loop(
     ctx: Context,
     rec: Recorder,
@@ -113,16 +81,14 @@ async fn run_loop(
     watch_signals(ctl.clone(), stop.clone());
     let (tx, mut rx) = mpsc::unbounded_channel();
     watch_hangup(hangup, tx.clone());
-    // Plugins' `changed` notifications name resources to look at now.
-    let changes = tx.clone();
-    ctx.subscribe(Arc::new(move |ids| drop(changes.send(Trigger::Keys(ids)))));
+    // Targets' notifications (plugins' `changed`, file-system events) name
+    // resources to look at now.
+    let watch = Subscriptions::start(&ctx.targets, &tx, ctx.settings.policy.watch);
     let settings = ctx.settings.clone();
     let metrics = Arc::new(Metrics::new());
     for name in ctx.targets.keys() {
         metrics.writes(name, 0);
     }
-    // Where readers see live paths (with `link`, the published tree).
-    let roots = ctx.live_roots();
     let shared = Shared::new(Worker { ctx, rec }, metrics, ctl.clone());
     let mut fetches = match http::start(&settings, &shared, stop.clone()).await {
         Ok(rx) => rx,
@@ -130,7 +96,6 @@ async fn run_loop(
     };
     let notifier = Arc::new(Notifier::from_env());
     keep_systemd_informed(notifier.clone(), shared.ready.clone(), ctl.clone());
-    let watch = start_watch(&settings, roots, &tx, &ctl);
     tracing::info!(repo = %crate::source::redact_url(&settings.source.repo), "tend run started");
     let mut resync = settings.policy.resync;
     let mut lp = Loop::new(settings, shared, watch, notifier.clone());
@@ -151,7 +116,7 @@ async fn run_loop(
             Some(t) = rx.recv() => match t {
                 Trigger::FullPass => lp.pass(Scope::All).await,
                 Trigger::Reload => {
-                    reload::reload(&mut lp, &read_config, &tx).await;
+                    reload::reload(&mut lp, &read_config).await;
                     // The new settings' timers, from now.
                     next_fetch = Instant::now() + jitter(lp.settings.source.interval);
                     resync = lp.settings.policy.resync;
