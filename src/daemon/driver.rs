@@ -12,8 +12,8 @@ use tokio::time::Instant;
 
 use super::notify::Notifier;
 use super::queue::Queue;
+use super::subscriptions::Subscriptions;
 use super::unrecorded::{self, Unrecorded};
-use super::watch::{Recheck, Watch};
 use super::{publish, Shared, Worker};
 use crate::config::Settings;
 use crate::ledger::{ResourceRecord, State};
@@ -22,6 +22,7 @@ use crate::reconcile::{
     self, action_for, backoff, load_next, trust, Clock, Context, Next, Outcome, PassOptions,
     PassReport, Recorder, Scope,
 };
+use crate::target::Recheck;
 
 /// The metrics' drift ages are brought up to date at least this often, so
 /// they grow between events as the ledger's ages do.
@@ -45,8 +46,9 @@ pub(super) struct Loop {
     pauses_seen: String,
     /// The pin last seen in the ledger (written by `tend pin`).
     pin_seen: String,
-    pub(super) watch: Option<Watch>,
-    /// The revision the watch index was built for.
+    /// The targets' subscriptions, with their watches of live state.
+    pub(super) watch: Subscriptions,
+    /// The revision the watches were told the managed set of.
     pub(super) watched: Option<git2::Oid>,
     /// The current revision, when its last pruning pass applied it whole:
     /// the next revision is then reconciled from it by its changes.
@@ -70,7 +72,7 @@ impl Loop {
     pub(super) fn new(
         settings: Settings,
         shared: Shared,
-        watch: Option<Watch>,
+        watch: Subscriptions,
         notifier: Arc<Notifier>,
     ) -> Loop {
         if let Some(why) = crate::ledger::reserve_write_failure_note(&settings.state_dir) {
@@ -314,7 +316,7 @@ impl Loop {
         let id = admitted.revision;
         // Without a healthy watcher, drift of unchanged resources is only
         // seen by full passes: a new revision gets one, as the resync does.
-        let watched = self.watch.as_ref().is_some_and(|w| w.healthy());
+        let watched = self.watch.healthy();
         let settled = watched
             && self
                 .shared
@@ -384,16 +386,11 @@ impl Loop {
         };
         let started = Instant::now();
         let rev2 = rev.clone();
-        let (result, roots) = self
-            .blocking(move |ctx, rec| {
-                let result = match scope {
-                    Scope::All => reconcile::full_pass(ctx, rec, &rev2, opts, &ctl),
-                    Scope::Changes(_) => {
-                        reconcile::pruning_pass(ctx, rec, &rev2, scope, opts, &ctl)
-                    }
-                    Scope::Keys(keys) => reconcile::keyed_pass(ctx, rec, &rev2, keys, opts, &ctl),
-                };
-                (result, ctx.live_roots())
+        let result = self
+            .blocking(move |ctx, rec| match scope {
+                Scope::All => reconcile::full_pass(ctx, rec, &rev2, opts, &ctl),
+                Scope::Changes(_) => reconcile::pruning_pass(ctx, rec, &rev2, scope, opts, &ctl),
+                Scope::Keys(keys) => reconcile::keyed_pass(ctx, rec, &rev2, keys, opts, &ctl),
             })
             .await;
         for k in &keys {
@@ -451,28 +448,23 @@ impl Loop {
         }
         let each = started.elapsed().as_secs_f64() / report.outcomes.len().max(1) as f64;
         publish::pass(&self.shared.metrics, &report, each);
-        let recheck = match self.watch.as_mut() {
-            None => Recheck::Nothing,
-            Some(w) => {
-                let resources = &rev.declared.resources;
-                let now = |id| resources.get(id).map(|d| (d.target(), &d.path));
-                // A newly published tree is watched instead of the old one;
-                // what changed there before its watches began is looked at
-                // again as for any newly watched directory.
-                if w.set_roots(roots) {
-                    self.watched = Some(rev.id);
-                    w.update(resources.values().map(|d| (&d.id, d.target(), &d.path)))
-                } else if let Some(keys) = watch_changes {
-                    self.watched = Some(rev.id);
-                    w.patch(keys.iter().map(|id| (id, now(id))))
-                } else if full || self.watched != Some(rev.id) {
-                    self.watched = Some(rev.id);
-                    w.update(resources.values().map(|d| (&d.id, d.target(), &d.path)))
-                } else {
-                    // A keyed pass may have made directories: watch them.
-                    let applied = report.outcomes.iter().filter(|(_, o)| o.applied);
-                    w.patch(applied.map(|(id, _)| (id, now(id))))
-                }
+        // A newly published tree is watched instead of the old one (each
+        // watch follows its target's); what changed there before its
+        // watches began is looked at again as for any newly watched
+        // directory.
+        let recheck = {
+            let resources = &rev.declared.resources;
+            let now = |id| resources.get(id).map(|d| &d.path);
+            if let Some(keys) = watch_changes {
+                self.watched = Some(rev.id);
+                self.watch.patch(keys.iter().map(|id| (id, now(id))))
+            } else if full || self.watched != Some(rev.id) {
+                self.watched = Some(rev.id);
+                self.watch.manage(resources)
+            } else {
+                // A keyed pass may have made directories: watch them.
+                let applied = report.outcomes.iter().filter(|(_, o)| o.applied);
+                self.watch.patch(applied.map(|(id, _)| (id, now(id))))
             }
         };
         // What changed between this pass's look and the watch's start is
@@ -661,7 +653,7 @@ impl Loop {
                 kept.failure().is_some(),
             )
         };
-        let line = self.watch.as_ref().map(|w| w.describe());
+        let line = self.watch.describe();
         let write_line = line.clone().filter(|l| Some(l) != self.watch_line.as_ref());
         self.watch_line = line;
         self.ages_grow = self

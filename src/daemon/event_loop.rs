@@ -13,7 +13,7 @@ use tokio::time::{sleep_until, Instant};
 
 use super::driver::{jitter, Loop};
 use super::notify::Notifier;
-use super::watch::Watch;
+use super::subscriptions::Subscriptions;
 use super::{reload, ReadConfig, Shared, Trigger, Worker};
 use crate::config::Settings;
 use crate::metrics::Metrics;
@@ -36,22 +36,22 @@ pub(super) struct EventLoop {
     settings: Settings,
     shared: Shared,
     ctl: Arc<Control>,
-    /// The triggers' sender: the loop's own (a reload's plugins) send on it.
-    triggers: mpsc::UnboundedSender<Trigger>,
+    /// The targets' subscriptions, with their watches of live state.
+    watch: Subscriptions,
 }
 
 impl EventLoop {
-    /// The loop over `ctx` and `rec`; plugins' `changed` notifications come
-    /// as triggers on `triggers`.
+    /// The loop over `ctx` and `rec`; what its targets notify comes as
+    /// triggers on `triggers`.
     pub(super) fn new(
         ctx: Context,
         rec: Recorder,
         ctl: Arc<Control>,
         triggers: mpsc::UnboundedSender<Trigger>,
     ) -> EventLoop {
-        // Plugins' `changed` notifications name resources to look at now.
-        let changes = triggers.clone();
-        ctx.subscribe(Arc::new(move |ids| drop(changes.send(Trigger::Keys(ids)))));
+        // Targets' notifications (plugins' `changed`, file-system events)
+        // name resources to look at now.
+        let watch = Subscriptions::start(&ctx.targets, &triggers, ctx.settings.policy.watch);
         let settings = ctx.settings.clone();
         let metrics = Arc::new(Metrics::new());
         for name in ctx.targets.keys() {
@@ -62,7 +62,7 @@ impl EventLoop {
             settings,
             shared,
             ctl,
-            triggers,
+            watch,
         }
     }
 
@@ -71,12 +71,10 @@ impl EventLoop {
     }
 
     /// Runs until `inputs.stop` is notified or the control is cancelled;
-    /// `Err` says why the loop gave up. `watch` is the file-system watcher,
-    /// when there is one; `read_config` reads the settings again on a
-    /// reload.
+    /// `Err` says why the loop gave up. `read_config` reads the settings
+    /// again on a reload.
     pub(super) async fn run(
         self,
-        watch: Option<Watch>,
         notifier: Arc<Notifier>,
         inputs: Inputs,
         read_config: &ReadConfig,
@@ -85,7 +83,7 @@ impl EventLoop {
             settings,
             shared,
             ctl,
-            triggers: tx,
+            watch,
         } = self;
         let Inputs {
             stop,
@@ -111,7 +109,7 @@ impl EventLoop {
                 Some(t) = rx.recv() => match t {
                     Trigger::FullPass => lp.pass(Scope::All).await,
                     Trigger::Reload => {
-                        reload::reload(&mut lp, read_config, &tx).await;
+                        reload::reload(&mut lp, read_config).await;
                         // The new settings' timers, from now.
                         next_fetch = Instant::now() + jitter(lp.settings.source.interval);
                         resync = lp.settings.policy.resync;

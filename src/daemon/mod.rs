@@ -11,30 +11,26 @@ mod publish;
 mod queue;
 mod reload;
 mod signals;
+mod subscriptions;
 #[cfg(test)]
 mod tests;
 mod trigger;
 mod unrecorded;
-mod watch;
 mod worker;
 
-use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::{mpsc, Notify};
 
-use crate::config::{Settings, TargetKind};
+use crate::config::Settings;
 use crate::reconcile::{self, Context, Control, Recorder};
-use crate::target::files::FilesConfig;
 use event_loop::{EventLoop, Inputs};
 use notify::Notifier;
 pub use reload::ReadConfig;
 use signals::{keep_systemd_informed, watch_hangup, watch_signals};
 pub(crate) use trigger::Trigger;
-use watch::Watch;
 pub(crate) use worker::{Shared, Worker};
 
 fn fail(message: impl std::fmt::Display) -> ExitCode {
@@ -73,35 +69,6 @@ pub fn run(settings: Settings, read_config: ReadConfig) -> ExitCode {
     code
 }
 
-/// The `files` targets' configs, by target name: a change of one (its
-/// root, or its link) moves the watcher.
-fn files_targets(settings: &Settings) -> BTreeMap<String, FilesConfig> {
-    settings
-        .targets
-        .iter()
-        .filter_map(|t| match &t.kind {
-            TargetKind::Files(c) => Some((t.name.clone(), c.clone())),
-            _ => None,
-        })
-        .collect()
-}
-
-/// The file-system watcher on `roots` (each target's directory of live
-/// paths, [`Context::live_roots`]), when the policy wants one; tend's own
-/// writes are told to it.
-fn start_watch(
-    settings: &Settings,
-    roots: BTreeMap<String, PathBuf>,
-    tx: &mpsc::UnboundedSender<Trigger>,
-    ctl: &Control,
-) -> Option<Watch> {
-    settings.policy.watch.then(|| {
-        let w = Watch::start(roots, tx.clone());
-        ctl.observe_writes(w.write_observer());
-        w
-    })
-}
-
 async fn run_loop(
     ctx: Context,
     rec: Recorder,
@@ -115,8 +82,6 @@ async fn run_loop(
     let (tx, rx) = mpsc::unbounded_channel();
     watch_hangup(hangup, tx.clone());
     let settings = ctx.settings.clone();
-    // Where readers see live paths (with `link`, the published tree).
-    let roots = ctx.live_roots();
     let events = EventLoop::new(ctx, rec, ctl.clone(), tx.clone());
     let fetches = match http::start(&settings, events.shared(), stop.clone()).await {
         Ok(rx) => rx,
@@ -125,16 +90,13 @@ async fn run_loop(
     let notifier = Arc::new(Notifier::from_env());
     let ready = events.shared().ready.clone();
     keep_systemd_informed(notifier.clone(), ready, ctl.clone());
-    let watch = start_watch(&settings, roots, &tx, &ctl);
     tracing::info!(repo = %crate::source::redact_url(&settings.source.repo), "tend run started");
     let inputs = Inputs {
         stop,
         triggers: rx,
         fetches,
     };
-    let ended = events
-        .run(watch, notifier.clone(), inputs, &read_config)
-        .await;
+    let ended = events.run(notifier.clone(), inputs, &read_config).await;
     notifier.stopping();
     match ended {
         Ok(()) => {

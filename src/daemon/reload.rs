@@ -4,12 +4,8 @@
 //! does not resolve changes nothing.
 
 use std::fmt::Debug;
-use std::sync::Arc;
-
-use tokio::sync::mpsc::UnboundedSender;
 
 use super::driver::Loop;
-use super::Trigger;
 use crate::config::Settings;
 use crate::reconcile;
 
@@ -90,7 +86,7 @@ pub fn plan(old: &Settings, mut new: Settings) -> Plan {
 /// anew). A config that does not resolve, or whose targets or source
 /// cannot be opened, is refused whole: the running one stays. The daemon
 /// never ends here.
-pub(super) async fn reload(lp: &mut Loop, read: &ReadConfig, triggers: &UnboundedSender<Trigger>) {
+pub(super) async fn reload(lp: &mut Loop, read: &ReadConfig) {
     tracing::info!("reloading: reading the config again");
     match read() {
         Err(e) => {
@@ -104,7 +100,7 @@ pub(super) async fn reload(lp: &mut Loop, read: &ReadConfig, triggers: &Unbounde
                     "changed in the config but kept as it was: needs restart"
                 );
             }
-            match take(lp, plan.settings, triggers).await {
+            match take(lp, plan.settings).await {
                 Ok(()) => tracing::info!(
                     changed = ?plan.changed,
                     needs_restart = ?plan.needs_restart,
@@ -141,43 +137,28 @@ pub(super) async fn reload(lp: &mut Loop, read: &ReadConfig, triggers: &Unbounde
     }
 }
 
-/// Swaps in a context built for `settings` and follows it: the watcher's
-/// roots, plugins' notifications, the level, dry run.
-async fn take(
-    lp: &mut Loop,
-    settings: Settings,
-    triggers: &UnboundedSender<Trigger>,
-) -> Result<(), String> {
+/// Swaps in a context built for `settings` and follows it: the targets'
+/// subscriptions (a target built anew, or a change of `policy.watch`,
+/// begins its watch again), the level, dry run.
+async fn take(lp: &mut Loop, settings: Settings) -> Result<(), String> {
     let s = settings.clone();
-    let changes = triggers.clone();
-    let (names, live) = lp
+    let targets = lp
         .with_worker(move |w| -> Result<_, String> {
             let ctx = w.ctx.rebuild(s).map_err(|e| e.to_string())?;
-            ctx.subscribe(Arc::new(move |ids| drop(changes.send(Trigger::Keys(ids)))));
             w.ctx = ctx;
             w.rec
                 .set_audit_rotation(w.ctx.settings.policy.audit_rotation());
-            Ok((
-                w.ctx.targets.keys().cloned().collect::<Vec<_>>(),
-                w.ctx.live_roots(),
-            ))
+            Ok(w.ctx.targets.clone())
         })
         .await?;
-    for name in &names {
+    if lp.watch.follow(&targets, settings.policy.watch) {
+        lp.watched = None;
+    }
+    for name in targets.keys() {
         lp.shared.metrics.writes(name, 0);
     }
     if let Err(e) = crate::logging::set_level(&settings.log_level) {
         tracing::warn!(error = %e, "cannot change the log level");
-    }
-    let roots = |s: &Settings| (s.policy.watch, super::files_targets(s));
-    if roots(&settings) != roots(&lp.settings) {
-        // Dropping the old watcher stops it.
-        lp.watch = None;
-        lp.watch = super::start_watch(&settings, live, triggers, &lp.shared.ctl);
-        if lp.watch.is_none() {
-            lp.shared.ctl.unobserve_writes();
-        }
-        lp.watched = None;
     }
     lp.opts.dry_run = settings.policy.dry_run;
     // Declared anew: the next revision is not reconciled from this one.

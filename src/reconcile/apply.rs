@@ -153,7 +153,7 @@ pub fn apply(
             break;
         }
         let changes: Vec<&Change> = chunk.iter().map(|t| t.change).collect();
-        for (t, result) in chunk.iter().zip(write_batch(&run, rec, &changes, ctl)?) {
+        for (t, result) in chunk.iter().zip(write_batch(&run, rec, &changes)?) {
             match result {
                 Ok(writes) => {
                     report.writes += writes;
@@ -410,7 +410,6 @@ fn write_batch(
     run: &Run,
     rec: &mut Recorder,
     changes: &[&Change],
-    ctl: &Control,
 ) -> Result<Vec<Result<u64, TargetError>>, LedgerError> {
     let swept = rec.temp_swept();
     rec.ledger.transaction(|tx| {
@@ -454,15 +453,11 @@ fn write_batch(
         };
         let batch: Vec<&Change> = idxs.iter().map(|i| changes[*i]).collect();
         rec.touching();
-        for c in &batch {
-            ctl.writing(&c.id);
-        }
         for (i, result) in
             idxs.into_iter()
                 .zip(target.apply_batch(&batch, &run.rev.content, rec.backups()))
         {
             let c = changes[i];
-            ctl.wrote(&c.id, result.as_ref().ok().and_then(|a| a.left.as_ref()));
             if let Err(e) = &result {
                 let kind = match e {
                     TargetError::Transient(_) => "failed; retried with backoff",
@@ -628,7 +623,7 @@ fn prune(
             break;
         }
         let mut gone = Vec::new();
-        for (c, result) in chunk.iter().zip(write_batch(run, rec, chunk, ctl)?) {
+        for (c, result) in chunk.iter().zip(write_batch(run, rec, chunk)?) {
             match result {
                 Ok(writes) => {
                     report.writes += writes;

@@ -13,7 +13,7 @@ use crate::model::{ContentSource, Observed, RelPath, ResourceId, Spec};
 use crate::source::{BlobReader, Mirror, Snapshot, SourceSpec};
 use crate::target::exec::ExecTarget;
 use crate::target::files::FilesTarget;
-use crate::target::{ChangeSink, Probe, Target};
+use crate::target::{Probe, Target};
 
 #[derive(Debug, thiserror::Error)]
 pub enum BuildError {
@@ -208,22 +208,6 @@ impl Context {
             }
         }
         out
-    }
-
-    /// Each target's directory of live paths, as readers see them, for
-    /// watching.
-    pub fn live_roots(&self) -> BTreeMap<String, std::path::PathBuf> {
-        self.targets
-            .iter()
-            .filter_map(|(name, t)| Some((name.clone(), t.live_root()?)))
-            .collect()
-    }
-
-    /// Sends every target's change notifications to `sink`.
-    pub fn subscribe(&self, sink: ChangeSink) {
-        for t in self.targets.values() {
-            t.subscribe(sink.clone());
-        }
     }
 }
 

@@ -24,7 +24,7 @@ use git2::Oid;
 pub use apply::apply;
 pub use clock::{Clock, SystemClock};
 pub use context::{mirror_spec, BuildError, Context, PassContent};
-pub use control::{unix_millis, Control, WriteObserver};
+pub use control::{unix_millis, Control};
 pub use pass::{load, PassError, PassOptions, PassReport, Provenance, Revision, Scope};
 pub use pass_next::{load_next, Next};
 pub use policy::{action_for, Action};

@@ -4,7 +4,6 @@
 pub mod exec;
 pub mod files;
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use git2::Oid;
@@ -98,9 +97,40 @@ pub struct Probe<'a> {
     pub spec: Option<&'a Spec>,
 }
 
-/// Where a target sends the identities that may have drifted (a plugin's
-/// `changed` notification); the daemon turns them into work.
-pub type ChangeSink = Arc<dyn Fn(Vec<ResourceId>) + Send + Sync>;
+/// What a target asks the loop to look at again: nothing, these
+/// resources, or all of them (it cannot tell which: a watch's queue
+/// overflowed or failed).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Recheck {
+    Nothing,
+    Keys(Vec<ResourceId>),
+    All,
+}
+
+/// Where a target sends what may have drifted (a plugin's `changed`
+/// notification, a file-system event); the daemon turns it into work.
+pub type ChangeSink = Arc<dyn Fn(Recheck) + Send + Sync>;
+
+/// A target's watch on its live state, begun by [`Target::subscribe`] and
+/// ended by dropping it. After each pass the daemon tells it which of the
+/// target's resources are managed; each answer names what to look at
+/// again because its watch began after the pass looked (a change made in
+/// between would be missed otherwise).
+pub trait Subscription: Send {
+    /// The target's whole managed set, each identity with its path: the
+    /// watch follows it from now on.
+    fn manage(&mut self, managed: &mut dyn Iterator<Item = (&ResourceId, &RelPath)>) -> Recheck;
+    /// A few identities only, each with its path now, or `None` when it is
+    /// no longer managed; the rest of the managed set stays as it was.
+    fn patch(
+        &mut self,
+        changes: &mut dyn Iterator<Item = (&ResourceId, Option<&RelPath>)>,
+    ) -> Recheck;
+    /// Every change of the managed resources is seen as it happens.
+    fn healthy(&self) -> bool;
+    /// A line for status: what is watched, or why watching is degraded.
+    fn describe(&self) -> String;
+}
 
 /// A target adapter instance.
 pub trait Target: Send + Sync {
@@ -145,10 +175,15 @@ pub trait Target: Send + Sync {
     fn flush(&self) -> std::io::Result<()> {
         Ok(())
     }
-    /// Start sending change notifications to `sink`; targets that cannot
-    /// tell when live state changes ignore this.
-    fn subscribe(&self, sink: ChangeSink) {
-        let _ = sink;
+    /// Start sending what may have drifted to `sink`; subscribing again
+    /// replaces the sink. With `watch` (`policy.watch`), a target that can
+    /// watch its live state begins to, and returns the subscription the
+    /// daemon keeps it following the managed set through; without, only
+    /// what the target is told anyway (a plugin's `changed`) is sent.
+    /// Targets that cannot tell when live state changes ignore this.
+    fn subscribe(&self, sink: ChangeSink, watch: bool) -> Option<Box<dyn Subscription>> {
+        let _ = (sink, watch);
+        None
     }
     /// Before a pass that writes revision `rev`. A target that publishes
     /// whole revisions (files with `link`) makes the one for `rev` where
@@ -170,9 +205,5 @@ pub trait Target: Send + Sync {
     /// once; true when it switched. Refused while a write into it failed.
     fn publish(&self) -> Result<bool, TargetError> {
         Ok(false)
-    }
-    /// The directory holding the live paths readers see, for watching.
-    fn live_root(&self) -> Option<PathBuf> {
-        None
     }
 }

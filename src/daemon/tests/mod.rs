@@ -195,7 +195,7 @@ impl Host {
         let read: ReadConfig = Box::new(|| Err("no config to read again in this test".into()));
         let run = async move {
             let notifier = Arc::new(Notifier::silent());
-            events.run(None, notifier, inputs, &read).await
+            events.run(notifier, inputs, &read).await
         };
         let daemon = Daemon {
             clock,

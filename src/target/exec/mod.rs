@@ -21,7 +21,9 @@ use serde_json::{json, Value};
 use crate::model::{
     Action, Backup, Change, ContentSource, Live, Observed, RelPath, ResourceId, Spec,
 };
-use crate::target::{Applied, ChangeSink, Probe, Swept, Target, TargetError};
+use crate::target::{
+    Applied, ChangeSink, Probe, Recheck, Subscription, Swept, Target, TargetError,
+};
 
 pub use process::{CallError, Plugin};
 use protocol::{ApplyResult, InitializeResult, ObjectRef, ObserveResult, ObservedItem};
@@ -102,7 +104,7 @@ impl ExecTarget {
                 .map(|o| ResourceId::new(&name, &o.kind, &o.name))
                 .collect();
             if let Some(f) = sink.lock().expect("sink lock").as_ref() {
-                f(ids);
+                f(Recheck::Keys(ids));
             }
         });
         let (sink, watched) = (self.sink.clone(), self.watched.clone());
@@ -114,7 +116,7 @@ impl ExecTarget {
                 .cloned()
                 .collect();
             if let Some(f) = sink.lock().expect("sink lock").as_ref() {
-                f(ids);
+                f(Recheck::Keys(ids));
             }
         });
         let mut plugin = Plugin::spawn(&self.name, &self.command, on_changed, Some(on_exit))
@@ -374,8 +376,9 @@ impl Target for ExecTarget {
         Swept::default()
     }
 
-    fn subscribe(&self, sink: ChangeSink) {
+    fn subscribe(&self, sink: ChangeSink, _watch: bool) -> Option<Box<dyn Subscription>> {
         *self.sink.lock().expect("sink lock") = Some(sink);
+        None
     }
 }
 

@@ -179,7 +179,12 @@ fn changed_notifications_reach_the_subscriber_as_identities() {
     .collect();
     let t = ExecTarget::start("svc", &cmd, Duration::from_secs(5)).unwrap();
     let (tx, rx) = mpsc::channel();
-    t.subscribe(Arc::new(move |ids| drop(tx.send(ids))));
+    let sink: ChangeSink = Arc::new(move |r| {
+        if let Recheck::Keys(ids) = r {
+            drop(tx.send(ids))
+        }
+    });
+    assert!(t.subscribe(sink, true).is_none(), "a plugin has no watch");
     let d = desired("svc", "replicaset", "web", json!({"replicas": 1}));
     assert_eq!(observe_one(&t, &d), Observed::Absent);
     let applied = create(&t, &d).unwrap();

@@ -18,7 +18,7 @@ use super::observe::Meta;
 use super::write::{Clock, Staged};
 use super::{counted_fsync, transient, FilesTarget, Ops};
 use crate::model::{Action, Backup, Change, ContentSource, Field, Spec};
-use crate::target::{Applied, Target, TargetError};
+use crate::target::{Applied, TargetError};
 
 /// Threads making temp files durable at once: concurrent fdatasyncs share
 /// journal commits. Measured on ext4 (3000 small files, a loaded 2-core
@@ -141,7 +141,7 @@ impl FilesTarget {
                 batch.land_run(content);
             }
             if !writes_content(change) {
-                batch.results[index] = Some(self.apply(change, content, backup));
+                batch.results[index] = Some(self.apply_one(change, content, backup));
                 continue;
             }
             let mut ops = self.ops(change, backup);

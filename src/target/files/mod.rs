@@ -13,6 +13,7 @@ mod remove;
 mod resolve;
 mod statcache;
 mod trees;
+mod watch;
 mod write;
 
 #[cfg(test)]
@@ -37,12 +38,13 @@ use std::sync::{Arc, RwLock};
 use git2::Oid;
 
 use crate::model::{Backup, Change, ContentSource, Observed, RelPath, ResourceId};
-use crate::target::{Applied, Probe, Swept, Target, TargetError};
+use crate::target::{Applied, ChangeSink, Probe, Subscription, Swept, Target, TargetError};
 
 pub use config::{check_link_name, FilesConfig, Link, LINK_KEEP};
 use resolve::Root;
 use statcache::StatCache;
 use trees::Trees;
+use watch::FilesWatch;
 
 /// Where paths resolve now: the root, or with `link` the tree of a
 /// revision under it.
@@ -73,6 +75,8 @@ pub struct FilesTarget {
     /// Whether a batch may make its writes durable with syncfs on the
     /// root's file system instead of one fsync per file and directory.
     whole_fs: bool,
+    /// The watch told of this target's writes, while one runs.
+    watch: watch::Hook,
 }
 
 impl FilesTarget {
@@ -114,6 +118,7 @@ impl FilesTarget {
             dir_syncs: AtomicU64::new(0),
             fs_syncs: AtomicU64::new(0),
             whole_fs,
+            watch: watch::Hook::default(),
         })
     }
 
@@ -175,6 +180,25 @@ impl FilesTarget {
     /// exists to keep to one per directory.
     pub fn dir_syncs_total(&self) -> u64 {
         self.dir_syncs.load(Ordering::Relaxed)
+    }
+
+    /// [`Target::apply`] without telling the watch: a batch tells it of
+    /// all its changes at once.
+    fn apply_one(
+        &self,
+        change: &Change,
+        content: &dyn ContentSource,
+        backup: &dyn Backup,
+    ) -> Result<Applied, TargetError> {
+        let mut ops = self.ops(change, backup);
+        let result = self.apply_change(change, content, &mut ops);
+        self.finish(ops, result)
+    }
+
+    /// The directory holding the live paths readers see (with `link`, the
+    /// published tree; none before one is).
+    pub fn live_root(&self) -> Option<PathBuf> {
+        trees::live_root(&self.base, self.trees.as_ref().map(Trees::link_name))
     }
 
     /// A fresh record of one change's writes.
@@ -241,18 +265,39 @@ impl Target for FilesTarget {
         content: &dyn ContentSource,
         backup: &dyn Backup,
     ) -> Result<Applied, TargetError> {
-        let mut ops = self.ops(change, backup);
-        let result = self.apply_change(change, content, &mut ops);
-        self.finish(ops, result)
+        let watch = self.watch.echoes();
+        if let Some(w) = &watch {
+            w.writing(&change.id);
+        }
+        let result = self.apply_one(change, content, backup);
+        if let Some(w) = &watch {
+            w.wrote(&change.id, &result);
+        }
+        result
     }
 
+    /// A running watch is told of each change before the batch writes and
+    /// of what each left once the batch has ended: events meanwhile are
+    /// judged then.
     fn apply_batch(
         &self,
         changes: &[&Change],
         content: &dyn ContentSource,
         backup: &dyn Backup,
     ) -> Vec<Result<Applied, TargetError>> {
-        self.apply_many(changes, content, backup)
+        let watch = self.watch.echoes();
+        if let Some(w) = &watch {
+            for c in changes {
+                w.writing(&c.id);
+            }
+        }
+        let results = self.apply_many(changes, content, backup);
+        if let Some(w) = &watch {
+            for (c, result) in changes.iter().zip(&results) {
+                w.wrote(&c.id, result);
+            }
+        }
+        results
     }
 
     fn clean_temp(&self, paths: &[&RelPath]) -> Swept {
@@ -281,13 +326,21 @@ impl Target for FilesTarget {
         }
     }
 
-    fn live_root(&self) -> Option<PathBuf> {
-        match &self.trees {
-            Some(trees) => self
-                .published(trees)
-                .map(|(_, tree)| tree.path().to_path_buf()),
-            None => Some(self.base.path().to_path_buf()),
+    /// With `watch`, inotify watches on the directories of the managed
+    /// paths under the live root, which the watch follows when a new tree
+    /// is published; this target's own writes are told to it, so their
+    /// events are not taken as drift.
+    fn subscribe(&self, sink: ChangeSink, watch: bool) -> Option<Box<dyn Subscription>> {
+        if !watch {
+            self.watch.detach();
+            return None;
         }
+        let base = self.base.clone();
+        let link = self.trees.as_ref().map(|t| t.link_name().to_string());
+        let live = Box::new(move || trees::live_root(&base, link.as_deref()));
+        let w = FilesWatch::start(live, sink);
+        self.watch.attach(w.echoes());
+        Some(Box::new(w))
     }
 }
 

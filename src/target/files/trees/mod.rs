@@ -12,6 +12,7 @@ mod dirs;
 
 use std::collections::HashSet;
 use std::os::fd::{AsFd, OwnedFd};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use git2::Oid;
@@ -61,6 +62,11 @@ impl Trees {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// The name of the link readers follow, under the root.
+    pub(super) fn link_name(&self) -> &str {
+        &self.link.name
+    }
+
     pub(super) fn unpublished(&self) -> bool {
         !self.state().published
     }
@@ -79,36 +85,60 @@ impl Trees {
     }
 }
 
+/// The trees' directory under `base`, made when `make` and missing.
+fn revs_in(base: &Root, make: bool) -> Result<OwnedFd, Errno> {
+    let dot = own_dir(base.fd(), ".tend", make)?;
+    own_dir(dot.as_fd(), "revs", make)
+}
+
+fn open_tree_in(base: &Root, revs: &OwnedFd, name: &str) -> Result<Root, Errno> {
+    let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    let fd = loop {
+        match rfs::openat2(revs, name, flags, Mode::empty(), OWN) {
+            Err(Errno::AGAIN | Errno::INTR) => {}
+            other => break other?,
+        }
+    };
+    Ok(Root::from_fd(fd, base.path().join(REVS).join(name)))
+}
+
+/// The published tree under `base`, when the link `name` names one of
+/// tend's that is there.
+fn published_in(base: &Root, name: &str) -> Option<(String, Root)> {
+    let target = rfs::readlinkat(base.fd(), name, Vec::new()).ok()?;
+    let hex = target
+        .to_str()
+        .ok()?
+        .strip_prefix(REVS)?
+        .strip_prefix('/')?;
+    if !is_commit_name(hex.as_bytes()) {
+        return None;
+    }
+    let tree = open_tree_in(base, &revs_in(base, false).ok()?, hex).ok()?;
+    Some((hex.to_string(), tree))
+}
+
+/// The directory holding the live paths readers see: `base` itself, or
+/// with a link named `link` the published tree (none before one is).
+pub(super) fn live_root(base: &Root, link: Option<&str>) -> Option<PathBuf> {
+    match link {
+        Some(name) => published_in(base, name).map(|(_, tree)| tree.path().to_path_buf()),
+        None => Some(base.path().to_path_buf()),
+    }
+}
+
 impl FilesTarget {
     fn revs(&self, make: bool) -> Result<OwnedFd, Errno> {
-        let dot = own_dir(self.base.fd(), ".tend", make)?;
-        own_dir(dot.as_fd(), "revs", make)
+        revs_in(&self.base, make)
     }
 
     fn open_tree(&self, revs: &OwnedFd, name: &str) -> Result<Root, Errno> {
-        let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
-        let fd = loop {
-            match rfs::openat2(revs, name, flags, Mode::empty(), OWN) {
-                Err(Errno::AGAIN | Errno::INTR) => {}
-                other => break other?,
-            }
-        };
-        Ok(Root::from_fd(fd, self.base.path().join(REVS).join(name)))
+        open_tree_in(&self.base, revs, name)
     }
 
     /// The published tree, when the link names one of tend's that is there.
     pub(super) fn published(&self, trees: &Trees) -> Option<(String, Root)> {
-        let target = rfs::readlinkat(self.base.fd(), trees.link.name.as_str(), Vec::new()).ok()?;
-        let hex = target
-            .to_str()
-            .ok()?
-            .strip_prefix(REVS)?
-            .strip_prefix('/')?;
-        if !is_commit_name(hex.as_bytes()) {
-            return None;
-        }
-        let tree = self.open_tree(&self.revs(false).ok()?, hex).ok()?;
-        Some((hex.to_string(), tree))
+        published_in(&self.base, &trees.link.name)
     }
 
     /// Chooses the tree passes over `rev` observe and write: the published
