@@ -57,7 +57,7 @@ async fn a_failing_write_is_retried_with_growing_backoff_until_it_converges() {
         elapse_to(&d, due - STEP).await;
         assert!(is(&host.record(CONF), State::Failed));
         until(secs(1.0), "converged at the retry", || {
-            host.read("conf").as_deref() == Some("v1\n")
+            host.read("conf").as_deref() == Some("v1\n") && is(&host.record(CONF), State::InSync)
         })
         .await;
         assert!(d.elapsed() <= due + 2 * STEP);
@@ -67,6 +67,7 @@ async fn a_failing_write_is_retried_with_growing_backoff_until_it_converges() {
             (State::InSync, 0, None)
         );
         // Converged, it waits for a change: minutes go by without a pass.
+        idle().await;
         let (reconciled, writes) = (d.reconciled(), d.writes());
         elapse(Duration::from_secs(300)).await;
         assert_eq!((d.reconciled(), d.writes()), (reconciled, writes));

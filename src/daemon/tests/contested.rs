@@ -22,7 +22,11 @@ async fn drift_repeated_inside_the_window_is_contested_until_the_window_passes()
         for n in 1..=2 {
             elapse(secs(1.0)).await;
             theirs();
-            until(secs(1.0), "corrected", ours).await;
+            // The file is written before the pass records it: both.
+            until(secs(1.0), "corrected and recorded", || {
+                ours() && host.record(CONF).is_some_and(|r| r.corrections.len() == n)
+            })
+            .await;
             assert_eq!(host.record(CONF).unwrap().corrections.len(), n);
         }
         elapse(secs(1.0)).await;
@@ -40,7 +44,10 @@ async fn drift_repeated_inside_the_window_is_contested_until_the_window_passes()
         elapse_to(&d, contested_at + window - STEP).await;
         assert_eq!(host.read("conf").as_deref(), Some("theirs\n"));
         assert!(is(&host.record(CONF), State::Contested));
-        until(secs(1.0), "corrected once the window passed", ours).await;
+        until(secs(1.0), "corrected once the window passed", || {
+            ours() && is(&host.record(CONF), State::InSync)
+        })
+        .await;
         let corrected_at = d.elapsed();
         assert!(corrected_at >= oldest + window);
         assert!(corrected_at <= contested_at + window + 2 * STEP);

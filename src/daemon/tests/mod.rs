@@ -292,6 +292,14 @@ async fn elapse(d: Duration) {
     tokio::time::sleep(d).await;
 }
 
+/// Lets the loop finish what it is doing: a paused clock moves (here by a
+/// millisecond) only once the loop waits on its timers alone, with no pass
+/// running. A pass writes files before its records and its records before
+/// its metrics, so a script that saw one of them waits here for the rest.
+async fn idle() {
+    tokio::time::sleep(Duration::from_millis(1)).await;
+}
+
 /// Lets tokio's time run until `at` after the loop started.
 async fn elapse_to(d: &Daemon, at: Duration) {
     tokio::time::sleep_until(d.clock.start + at).await;

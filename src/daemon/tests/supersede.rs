@@ -41,7 +41,7 @@ async fn a_changed_declaration_is_applied_and_the_old_retry_does_not_write_it() 
         host.repo.declare(&[("conf", "v2\n")], "v2");
         host.clear("conf");
         until(by_the_poll(&d), "the new revision applied", || {
-            host.read("conf").as_deref() == Some("v2\n")
+            host.read("conf").as_deref() == Some("v2\n") && is(&host.record(CONF), State::InSync)
         })
         .await;
         let applied = d.elapsed();
@@ -54,6 +54,7 @@ async fn a_changed_declaration_is_applied_and_the_old_retry_does_not_write_it() 
             (record.state, record.attempts, record.next_retry),
             (State::InSync, 0, None)
         );
+        idle().await;
         let writes = d.writes();
         elapse_to(&d, due + secs(5.0)).await;
         assert_eq!(host.read("conf").as_deref(), Some("v2\n"));
@@ -82,6 +83,7 @@ async fn a_resource_a_new_revision_removes_is_not_retried() {
         })
         .await;
         assert!(d.elapsed() < due);
+        idle().await;
         let writes = d.writes();
         elapse_to(&d, due + secs(5.0)).await;
         assert!(
