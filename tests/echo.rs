@@ -8,7 +8,7 @@
 mod util;
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -206,29 +206,42 @@ fn under_a_stream_of_hand_edits_and_commits_status_is_in_sync_only_when_true() {
         env.daemon_log()
     );
     let stop = Arc::new(AtomicBool::new(false));
-    let (flag, root) = (stop.clone(), env.root().to_path_buf());
+    let edits = Arc::new(AtomicUsize::new(0));
+    let (flag, made, root) = (stop.clone(), edits.clone(), env.root().to_path_buf());
     let editor = std::thread::spawn(move || {
         let mut rng = Lcg(7);
-        let mut edits = 0;
         while !flag.load(Ordering::SeqCst) {
             let i = rng.below(n);
             let path = root.join(format!("d{}/f{i}", i % 8));
-            if std::fs::write(&path, format!("hand edit {edits}\n")).is_ok() {
-                edits += 1;
+            let edit = made.load(Ordering::SeqCst);
+            if std::fs::write(&path, format!("hand edit {edit}\n")).is_ok() {
+                made.fetch_add(1, Ordering::SeqCst);
             }
             std::thread::sleep(Duration::from_millis(50));
         }
-        edits
     });
+    // Each commit lands among a stream of edits, is applied with the edits
+    // going on, and is followed by more edits: thirty before the first
+    // commit, ten more once each is applied.
+    let made_since =
+        |from: usize, more: usize| wait_until(30, || edits.load(Ordering::SeqCst) >= from + more);
+    assert!(made_since(0, 30), "the editor made no edits");
     let mut last = String::new();
     for version in 1..=2 {
-        std::thread::sleep(Duration::from_millis(1800));
         write_site(&env.repo, n, version);
         last = env.repo.commit(&format!("v{version}"));
+        assert!(
+            wait_until(30, || env.status()["source"]["applied_revision"]
+                == last.as_str()),
+            "v{version} not applied: {}\n{}",
+            env.status()["source"],
+            env.daemon_log()
+        );
+        assert!(made_since(edits.load(Ordering::SeqCst), 10));
     }
-    std::thread::sleep(Duration::from_millis(1500));
     stop.store(true, Ordering::SeqCst);
-    let edits = editor.join().unwrap();
+    editor.join().unwrap();
+    let edits = edits.load(Ordering::SeqCst);
     assert!(edits >= 50, "{edits} edits");
     // Converged with no resync (an hour away): every edit was seen. Once
     // status says all InSync at the last revision, every file must be

@@ -11,6 +11,8 @@ use std::time::{Duration, Instant};
 
 use util::{wait_until, Env};
 
+const SIGHUP: i32 = 1;
+
 /// One request the endpoint received: when, and its JSON body.
 #[derive(Debug, Clone)]
 struct Received {
@@ -175,7 +177,7 @@ fn a_failing_endpoint_is_retried_with_growing_waits_until_it_answers() {
         "source:\n  on_change: app\npolicy:\n  resync: 1h\nhooks:\n  app: {{http: {{url: \"{}\"}}, timeout: 5s}}\n",
         app.url()
     ));
-    let _d = env.daemon(&[
+    let d = env.daemon(&[
         "--mirror",
         "--path",
         "site",
@@ -203,7 +205,9 @@ fn a_failing_endpoint_is_retried_with_growing_waits_until_it_answers() {
         "waits must grow: {gaps:?}\n{}",
         env.daemon_log()
     );
-    // Delivered: the resources it was for are in sync, and no more calls.
+    // Delivered: the resources it was for are in sync, and no more calls,
+    // not even from a full pass run after that (SIGHUP's), which would
+    // deliver a call still pending.
     assert!(
         wait_until(20, || env
             .resource("files/file/a.txt")
@@ -211,7 +215,12 @@ fn a_failing_endpoint_is_retried_with_growing_waits_until_it_answers() {
         "{:?}",
         env.status()
     );
-    std::thread::sleep(Duration::from_secs(3));
+    d.signal(SIGHUP);
+    assert!(
+        wait_until(20, || env.full_passes_after("reloading") >= 1),
+        "{}",
+        env.daemon_log()
+    );
     let got = app.received();
     assert_eq!(got.len(), 4, "three failures, one success: {got:?}");
     assert_eq!(got[3].body["changed"], 22);

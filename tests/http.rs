@@ -55,6 +55,38 @@ fn reads(env: &Env, rel: &str, want: &str) -> bool {
     std::fs::read_to_string(env.at(rel)).is_ok_and(|t| t == want)
 }
 
+/// Edits `etc/a` by hand, waits until tend has put it back, and returns
+/// what it put there. The daemon takes a fetch asked for before the edit's
+/// event ahead of it, so any fetch asked for by then has been made, and a
+/// commit it brought is what the file now holds.
+fn put_back(env: &Env) -> String {
+    std::fs::write(env.at("etc/a"), "edited by hand\n").unwrap();
+    let mut now = String::new();
+    assert!(
+        wait_until(20, || {
+            now = std::fs::read_to_string(env.at("etc/a")).unwrap_or_default();
+            now != "edited by hand\n"
+        }),
+        "the hand edit was not put back:\n{}",
+        env.daemon_log()
+    );
+    now
+}
+
+/// Waits until the drift age of `id` is at least a second, so a wrong age
+/// would show; returns its status entry.
+fn aged(env: &Env, id: &str) -> Value {
+    let mut r = Value::Null;
+    assert!(
+        wait_until(30, || {
+            r = env.resource(id).unwrap_or_default();
+            r["drift_age_seconds"].as_u64() >= Some(1)
+        }),
+        "{r}"
+    );
+    r
+}
+
 /// `etc/a` managed as usual, `etc/keep` with `self_heal: false`, so a hand
 /// edit of it stays drifted.
 fn commit_a_and_keep(env: &Env, a: &str) -> String {
@@ -204,7 +236,7 @@ fn readiness_waits_for_the_first_pass_and_health_fails_while_a_hook_hangs() {
     let env = Env::new();
     // No commit yet: every fetch fails, so no pass can end.
     let extra =
-        "server:\n  stuck_after: 5s\nhooks:\n  hang: {run: [sleep, \"60\"], timeout: 120s}\n";
+        "server:\n  stuck_after: 3s\nhooks:\n  hang: {run: [sleep, \"60\"], timeout: 120s}\n";
     let s = env.serve(extra, &[]);
     assert!(
         wait_until(30, || s.get("/healthz").status == 200),
@@ -230,7 +262,7 @@ fn readiness_waits_for_the_first_pass_and_health_fails_while_a_hook_hangs() {
         env.daemon_log()
     );
     let idle = Instant::now();
-    while idle.elapsed() < Duration::from_secs(6) {
+    while idle.elapsed() < Duration::from_secs(4) {
         let h = s.get("/healthz");
         assert_eq!(h.status, 200, "healthy idle loop reported: {}", h.text());
         std::thread::sleep(Duration::from_millis(250));
@@ -243,7 +275,7 @@ fn readiness_waits_for_the_first_pass_and_health_fails_while_a_hook_hangs() {
     env.repo.commit("a resource whose hook hangs");
     s.refresh();
     assert!(wait_until(30, || env.at("etc/hung").exists()));
-    // The hook sleeps 60 s, well past stuck_after (5 s) plus this wait.
+    // The hook sleeps 60 s, well past stuck_after (3 s) plus this wait.
     let stuck = wait_until(20, || s.get("/healthz").status == 503);
     assert!(
         stuck,
@@ -310,8 +342,7 @@ fn the_status_api_equals_tend_status_json() {
     assert!(wait_until(30, || env
         .resource("files/file/etc/keep")
         .is_some_and(|r| r["state"] == "Drifted")));
-    // Let ages grow past zero, so a wrong age would show.
-    std::thread::sleep(Duration::from_millis(1500));
+    aged(&env, "files/file/etc/keep");
     let api = s.get("/api/v1/status");
     assert_eq!(api.status, 200);
     assert!(api
@@ -346,9 +377,9 @@ fn refresh_applies_a_new_commit_at_once() {
     let s = started(&env, "", &[]);
     let fetched = fetches_ok(&s);
     commit_a(&env, "a2\n");
-    // Control: nothing but a request may pick the commit up.
-    std::thread::sleep(Duration::from_millis(1500));
-    assert_eq!(env.read("etc/a"), "a1\n");
+    // Control: nothing but a request may pick the commit up, not even
+    // while the daemon handles other events.
+    assert_eq!(put_back(&env), "a1\n");
     assert_eq!(fetches_ok(&s), fetched);
 
     let asked = Instant::now();
@@ -475,12 +506,7 @@ fn webhooks_over_the_real_port() {
         ("X-Gitea-Signature", hmac_hex(SECRET, &push)),
     ];
     assert_eq!(send(&s, "gitea", &gitea_headers, &push).0, 404);
-    std::thread::sleep(Duration::from_millis(1000));
-    assert_eq!(
-        env.read("etc/a"),
-        "a1\n",
-        "a refused webhook applied a commit"
-    );
+    assert_eq!(put_back(&env), "a1\n", "a refused webhook applied a commit");
     assert_eq!(fetches_ok(&s), fetched, "a refused webhook fetched");
 
     let (code, text) = send(&s, "github", &signed, &push);
@@ -562,8 +588,7 @@ fn the_status_page_in_headless_chromium() {
     assert!(wait_until(30, || env
         .resource(id)
         .is_some_and(|r| r["state"] == "Drifted")));
-    std::thread::sleep(Duration::from_millis(1200));
-    let before = env.resource(id).unwrap();
+    let before = aged(&env, id);
     let shot = artifacts().join("status-page.png");
     let _ = std::fs::remove_file(&shot);
     let page = chromium(&browser, &format!("http://{}/", s.addr), Some(&shot));

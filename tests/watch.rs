@@ -18,6 +18,41 @@ fn slow_timers(env: &Env) -> String {
         .to_string()
 }
 
+fn watching(env: &Env) -> bool {
+    env.status()["watcher"]
+        .as_str()
+        .is_some_and(|w| w.starts_with("watching"))
+}
+
+/// Edits the managed file `rel` by hand, waits until tend has put it back
+/// (the first keyed pass that applied a change has ended), and returns the
+/// `pass done` lines (debug level) logged up to and including that pass.
+/// Events are handled in the order they came, so a pass set off by anything
+/// before the edit is among them, or is that pass, then looking at more
+/// than one file.
+fn passes_until_corrected(env: &Env, rel: &str) -> Vec<String> {
+    let want = std::fs::read(env.at(rel)).unwrap();
+    std::fs::write(env.at(rel), "edited by hand\n").unwrap();
+    let mut passes = Vec::new();
+    let corrected = wait_until(30, || {
+        let log = env.daemon_log();
+        let lines: Vec<&str> = log.lines().collect();
+        let ended = lines.iter().position(|l| {
+            l.contains("pass ended") && l.contains("full=false") && l.contains(" applied=1 ")
+        });
+        let Some(i) = ended else { return false };
+        passes = lines[..i]
+            .iter()
+            .filter(|l| l.contains("pass done"))
+            .map(|l| l.to_string())
+            .collect();
+        true
+    });
+    assert!(corrected, "{}", env.daemon_log());
+    assert_eq!(std::fs::read(env.at(rel)).unwrap(), want);
+    passes
+}
+
 fn site(env: &Env) {
     env.repo.write(
         "a.tend.yaml",
@@ -77,7 +112,7 @@ fn convergence_after_a_deletion_is_well_inside_sixty_seconds() {
     let cfg = slow_timers(&env);
     let _d = env.daemon(&["--interval", "1h", "-c", &cfg]);
     assert!(wait_until(20, || env.status()["counts"]["InSync"] == 3));
-    std::thread::sleep(Duration::from_millis(300));
+    assert!(wait_until(30, || watching(&env)), "{}", env.daemon_log());
     let started = Instant::now();
     std::fs::remove_file(env.at("etc/c.conf")).unwrap();
     assert!(wait_until(60, || env.at("etc/c.conf").exists()));
@@ -102,17 +137,25 @@ fn its_own_writes_do_not_make_it_reconcile_itself_in_a_loop() {
     let cfg = slow_timers(&env);
     let _d = env.daemon(&["--interval", "1h", "-c", &cfg, "--log-level", "debug"]);
     assert!(
-        wait_until(120, || env.status()["counts"]["InSync"] == 2000),
+        wait_until(120, || env.status()["counts"]["InSync"] == 2000
+            && watching(&env)),
         "{}",
         env.daemon_log()
     );
-    std::thread::sleep(Duration::from_secs(3));
-    let passes = env.daemon_log().matches("pass done").count();
+    // A hand edit after the first pass: the events of tend's own writes
+    // came before it, so any pass they set off has run by the time the
+    // edit is put back, or was that pass.
+    let passes = passes_until_corrected(&env, "site/d7/f7");
     assert_eq!(
-        passes,
-        1,
-        "only the first pass; its own writes must not trigger more:\n{}",
+        passes.len(),
+        2,
+        "only the first pass and the edit's; its own writes must not trigger more:\n{}",
         env.daemon_log()
+    );
+    assert!(
+        passes[1].ends_with("resources=1"),
+        "the edit's pass looks at the edited file alone: {}",
+        passes[1]
     );
 }
 
@@ -123,14 +166,11 @@ fn reading_managed_files_and_listing_their_folders_is_not_drift() {
     let cfg = slow_timers(&env);
     let _d = env.daemon(&["--interval", "1h", "-c", &cfg, "--log-level", "debug"]);
     assert!(
-        wait_until(60, || env.status()["counts"]["InSync"] == 3),
+        wait_until(60, || env.status()["counts"]["InSync"] == 3
+            && watching(&env)),
         "{}",
         env.daemon_log()
     );
-    // Long enough for the echoes of its own first writes to have come.
-    std::thread::sleep(Duration::from_secs(3));
-    let passes = || env.daemon_log().matches("pass done").count();
-    let before = passes();
     for _ in 0..5 {
         for f in ["etc/app/a.conf", "etc/app/b.conf", "etc/c.conf"] {
             assert!(!std::fs::read(env.root().join(f)).unwrap().is_empty());
@@ -139,19 +179,20 @@ fn reading_managed_files_and_listing_their_folders_is_not_drift() {
             assert!(std::fs::read_dir(env.root().join(d)).unwrap().count() > 0);
         }
     }
-    std::thread::sleep(Duration::from_secs(1));
+    // The watcher still sees a real edit, and the events of the reads,
+    // which came before it, started no pass of their own and added nothing
+    // to the edit's.
+    let passes = passes_until_corrected(&env, "etc/c.conf");
     assert_eq!(
-        passes(),
-        before,
+        passes.len(),
+        2,
         "reads and listings start no pass:\n{}",
         env.daemon_log()
     );
-    std::fs::write(env.root().join("etc/c.conf"), "edited\n").unwrap();
     assert!(
-        wait_until(30, || std::fs::read(env.root().join("etc/c.conf")).unwrap()
-            == b"c\n"),
-        "the watcher still sees a real edit:\n{}",
-        env.daemon_log()
+        passes[1].ends_with("resources=1"),
+        "reads and listings add to no pass: {}",
+        passes[1]
     );
 }
 
@@ -224,6 +265,17 @@ fn tend_raises_its_open_files_limit_and_hooks_get_the_one_it_was_given() {
     );
 }
 
+/// Whether a live process has `needle` in its command line.
+fn running(needle: &str) -> bool {
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return false;
+    };
+    procs.flatten().any(|p| {
+        std::fs::read(p.path().join("cmdline"))
+            .is_ok_and(|c| String::from_utf8_lossy(&c).contains(needle))
+    })
+}
+
 #[test]
 fn a_hook_pending_when_tend_is_killed_runs_after_the_restart() {
     let env = Env::new();
@@ -233,21 +285,28 @@ fn a_hook_pending_when_tend_is_killed_runs_after_the_restart() {
         "kind: file\npath: etc/app.conf\ncontent: \"v1\\n\"\non_change: reload\n",
     );
     env.repo.commit("v1");
-    // The hook takes a while before it records that it ran, so a kill
-    // right after the write lands before the hook's effect, even on a slow
-    // machine.
+    // The hook takes a while before it records that it ran, so tend is
+    // killed while it runs, before its effect.
     let cfg = env.config(&format!(
-        "policy:\n  resync: 1h\nhooks:\n  reload: {{run: [sh, -c, \"sleep 10; echo ran >> {}\"], timeout: 60s}}\n",
+        "policy:\n  resync: 1h\nhooks:\n  reload: {{run: [sh, -c, \"sleep 3; echo ran >> {}\"], timeout: 60s}}\n",
         log.display()
     ));
     let cfg = cfg.to_str().unwrap();
     let mut d = env.daemon(&["--interval", "1h", "-c", cfg]);
-    assert!(wait_until(20, || env.at("etc/app.conf").exists()));
+    let hook = log.display().to_string();
+    assert!(
+        wait_until(20, || running(&hook)),
+        "the hook never ran:\n{}",
+        env.daemon_log()
+    );
     d.kill9();
     assert!(!log.exists(), "the kill must land before the hook ran");
-    // Longer than the hook's sleep: a hook that outlived tend would have
-    // written by now.
-    std::thread::sleep(Duration::from_secs(11));
+    // The hook dies with tend, well before its sleep is over: it can no
+    // longer finish behind tend's back.
+    assert!(
+        wait_until(2, || !running(&hook)),
+        "a killed tend's hook is still running"
+    );
     assert!(
         !log.exists(),
         "a killed tend's hook must not finish behind its back"

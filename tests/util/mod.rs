@@ -327,6 +327,31 @@ impl Env {
         std::fs::read_to_string(self.state.path().join("daemon.log")).unwrap_or_default()
     }
 
+    /// Full passes the daemon has ended so far, by its (text) log. A test
+    /// that must see something hold across passes waits for this to grow
+    /// by two: the first pass counted may have begun before the moment it
+    /// cares about, the second began after.
+    pub fn full_passes(&self) -> usize {
+        self.daemon_log()
+            .lines()
+            .filter(|l| l.contains("pass ended") && l.contains("full=true"))
+            .count()
+    }
+
+    /// Full passes ended after the last log line containing `mark` (a
+    /// line the daemon writes before the pass it cares about begins).
+    pub fn full_passes_after(&self, mark: &str) -> usize {
+        let log = self.daemon_log();
+        let lines: Vec<&str> = log.lines().collect();
+        let Some(at) = lines.iter().rposition(|l| l.contains(mark)) else {
+            return 0;
+        };
+        lines[at..]
+            .iter()
+            .filter(|l| l.contains("pass ended") && l.contains("full=true"))
+            .count()
+    }
+
     /// `tend status -o json`, parsed.
     pub fn status(&self) -> serde_json::Value {
         let r = self.raw(&[
