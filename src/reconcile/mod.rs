@@ -7,6 +7,7 @@ pub mod backoff;
 mod clock;
 mod context;
 mod control;
+mod decide;
 mod hooks;
 mod pass;
 mod pass_next;
@@ -16,6 +17,7 @@ mod publish;
 mod record;
 pub mod show;
 pub mod trust;
+mod write;
 
 use std::time::SystemTime;
 
@@ -25,10 +27,11 @@ pub use apply::apply;
 pub use clock::{Clock, SystemClock};
 pub use context::{mirror_spec, BuildError, Context, PassContent};
 pub use control::{unix_millis, Control};
+pub use decide::{pruning, spec_digest, Pruning};
 pub use pass::{load, PassError, PassOptions, PassReport, Provenance, Revision, Scope};
 pub use pass_next::{load_next, Next};
 pub use policy::{action_for, Action};
-pub use prepare::{prepare, pruning, spec_digest, Prepared, Pruning};
+pub use prepare::{prepare, Prepared};
 pub use record::{next_record, Outcome, Recorder};
 
 use crate::config::Settings;

@@ -1,12 +1,11 @@
-//! Before a pass writes anything: observe what its scope names, plan the
-//! corrections against the ledger's inventory and managed fields, and decide
-//! whether pruning is held back.
+//! Before a pass decides anything: observe what its scope names and plan
+//! the corrections against the ledger's inventory and managed fields.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use super::context::Context;
-use super::pass::{PassOptions, Revision, Scope};
-use super::record::{managed_fields, Recorder};
+use super::pass::{Revision, Scope};
+use super::record::managed_fields;
 use crate::diff::{self, Owned, Plan};
 use crate::ledger::{Ledger, LedgerError, State};
 use crate::model::{Desired, RelPath, ResourceId, Spec};
@@ -48,23 +47,6 @@ fn whole_inventory(
         out.extend(owned(id, target, path, along.find(id)));
     })?;
     Ok(out)
-}
-
-/// A short, stable digest of what a declaration asks for; tells a new
-/// declaration from drift of an applied one.
-pub fn spec_digest(d: &Desired) -> String {
-    match &d.spec {
-        Spec::File(f) => format!("file:{}:{:o}:{:?}:{:?}", f.blob, f.mode, f.uid, f.gid),
-        Spec::Symlink { target } => format!("symlink:{target}"),
-        Spec::Structured(s) => {
-            use sha2::Digest;
-            let text = serde_json::json!([s.kind, s.name, s.spec, s.ignore]).to_string();
-            format!(
-                "object:{}",
-                hex::encode(sha2::Sha256::digest(text.as_bytes()))
-            )
-        }
-    }
 }
 
 /// Observations and the plan for one pass.
@@ -173,84 +155,4 @@ pub fn prepare(
         plan,
         deletes_retried,
     })
-}
-
-/// What a pass does with the inventory members its revision no longer
-/// declares.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Pruning {
-    /// Deletes them (there may be none).
-    Delete,
-    /// Keeps them, `Blocked`, for this reason.
-    Held(String),
-    /// `policy.prune: false`: releases them, left in place and no longer
-    /// managed.
-    Release,
-}
-
-/// The [`Pruning`] of this pass.
-pub fn pruning(ctx: &Context, rev: &Revision, p: &Prepared, opts: PassOptions) -> Pruning {
-    match prune_guard(ctx, rev, p, opts) {
-        Some(reason) => Pruning::Held(reason),
-        None if !ctx.settings.policy.prune && !p.plan.deletes.is_empty() => Pruning::Release,
-        None => Pruning::Delete,
-    }
-}
-
-/// Why a keyed pass holds back a delete it does not retry.
-pub const ONLY_FULL_PASSES: &str = "only full passes prune";
-
-/// Why prune is held back this pass, if it is (releasing too, except for
-/// the share `max_prune` limits, since a release deletes nothing).
-fn prune_guard(ctx: &Context, rev: &Revision, p: &Prepared, opts: PassOptions) -> Option<String> {
-    let policy = &ctx.settings.policy;
-    if p.plan.deletes.is_empty() {
-        return None;
-    }
-    // A keyed pass (an event, a retry) prunes only what a pruning pass
-    // decided to and failed at: a transient failure is retried with
-    // backoff, not held until the next full pass. The revision's guards
-    // below still hold; the share max_prune allows was checked by that pass.
-    if !p.scope.prunes() && p.deletes_retried.is_empty() {
-        return Some(ONLY_FULL_PASSES.into());
-    }
-    if !rev.declared.is_complete() {
-        return Some(
-            "the revision has invalid declarations; nothing is pruned until they are fixed".into(),
-        );
-    }
-    // Releasing (`policy.prune: false`) deletes nothing: only an empty
-    // revision, most likely a mistake, holds it back.
-    if rev.declared.resources.is_empty() && rev.declared.blocked.is_empty() && !policy.allow_empty {
-        return Some(format!(
-            "the revision declares nothing; pruning all {} managed resources needs policy.allow_empty",
-            p.managed_count
-        ));
-    }
-    let allowed = policy.max_prune.allowed(p.managed_count);
-    let limited = policy.prune && p.scope.prunes() && !opts.allow_mass_prune;
-    if limited && p.plan.deletes.len() > allowed {
-        return Some(format!(
-            "the pass would prune {} of {} managed resources, over policy.max_prune ({allowed}); raise the limit or run `tend sync --allow-mass-prune`",
-            p.plan.deletes.len(),
-            p.managed_count
-        ));
-    }
-    None
-}
-
-/// Records the fields of a structured resource that tend now manages (its
-/// declared fields, once live state holds them), when they changed.
-pub(super) fn claim_fields(
-    rec: &Recorder,
-    d: &Desired,
-    before: Option<&Vec<String>>,
-) -> Result<(), LedgerError> {
-    if let Spec::Structured(s) = &d.spec {
-        let now = crate::ownership::managed_fields(&s.spec);
-        if before != Some(&now) {
-            rec.set_managed(&d.id, &now)?;
-        }
-    }
-    Ok(())
 }

@@ -498,6 +498,22 @@ pub fn next_record(
     }
 }
 
+/// Records the fields of a structured resource that tend now manages (its
+/// declared fields, once live state holds them), when they changed.
+pub(super) fn claim_fields(
+    rec: &Recorder,
+    d: &Desired,
+    before: Option<&Vec<String>>,
+) -> Result<(), LedgerError> {
+    if let Spec::Structured(s) = &d.spec {
+        let now = crate::ownership::managed_fields(&s.spec);
+        if before != Some(&now) {
+            rec.set_managed(&d.id, &now)?;
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
