@@ -8,10 +8,11 @@ use std::time::SystemTime;
 
 use super::control::Control;
 use super::hooks::HookOutcome;
+use super::outcome::Outcome;
 use super::pass::{PassError, PassOptions, PassReport, Revision};
 use super::prepare::Prepared;
 use super::record::claim_fields;
-use super::record::{Outcome, Recorder};
+use super::record::Recorder;
 use super::{decide, write};
 use crate::ledger::{ResourceRecord, State};
 use crate::model::ResourceId;

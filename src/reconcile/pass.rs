@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use git2::Oid;
 
 use super::context::{Context, PassContent};
-use super::record::Outcome;
+use super::outcome::Outcome;
 use crate::declare::{Declared, Problem};
 use crate::model::ResourceId;
 

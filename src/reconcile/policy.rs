@@ -6,7 +6,7 @@
 use std::time::{Duration, SystemTime};
 
 use super::backoff;
-use super::record::Outcome;
+use super::outcome::Outcome;
 use crate::config::Policy;
 use crate::ledger::{ResourceRecord, State};
 
