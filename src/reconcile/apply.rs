@@ -4,7 +4,6 @@
 //! (`record.rs`).
 
 use std::collections::BTreeMap;
-use std::time::SystemTime;
 
 use super::control::Control;
 use super::hooks::HookOutcome;
@@ -13,40 +12,9 @@ use super::pass::{PassError, PassOptions, PassReport, Revision};
 use super::prepare::Prepared;
 use super::record::claim_fields;
 use super::record::Recorder;
+use super::run::Run;
 use super::{decide, write};
-use crate::ledger::{ResourceRecord, State};
-use crate::model::ResourceId;
-
-/// Why a correction a pass decided on was not made.
-pub(super) const STOPPING: &str = "not corrected: tend was stopping";
-
-/// One pass's working state: what it holds and the outcomes so far.
-pub(super) struct Run<'a> {
-    pub ctx: &'a super::Context,
-    /// Failed writes this pass, for the log's limit.
-    pub failures: std::cell::Cell<usize>,
-    pub rev: &'a Revision,
-    /// The records the pass holds (see [`apply`]).
-    pub previous: BTreeMap<String, ResourceRecord>,
-    pub outcomes: BTreeMap<ResourceId, Outcome>,
-    pub now: SystemTime,
-}
-
-impl Run<'_> {
-    pub(super) fn set(&mut self, id: &ResourceId, state: State, reason: Option<String>) {
-        self.outcomes
-            .insert(id.clone(), Outcome::new(state, reason));
-    }
-
-    /// Corrections of this resource's drift inside the contested window.
-    pub(super) fn recent_corrections(&self, id: &ResourceId) -> Vec<SystemTime> {
-        let window = self.ctx.settings.policy.contested_window;
-        self.previous
-            .get(id.as_str())
-            .map(|r| r.corrections_within(self.now, window))
-            .unwrap_or_default()
-    }
-}
+use crate::ledger::State;
 
 /// Applies a prepared plan and records the outcome of every resource in scope.
 pub fn apply(
@@ -131,7 +99,13 @@ pub fn apply(
     // not before what they are for is published.
     let hooks = match opts.dry_run || report.unpublished.is_some() {
         true => Vec::new(),
-        false => super::hooks::run_pending(ctx, rec, &rev.id.to_string(), ctl.cancelled())?,
+        false => super::hooks::run_pending(
+            ctx,
+            &mut rec.ledger,
+            &mut rec.hook_retries,
+            &rev.id.to_string(),
+            ctl.cancelled(),
+        )?,
     };
     for hook in hooks {
         let (reason, retry_at) = match hook.outcome {

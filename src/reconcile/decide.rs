@@ -5,13 +5,13 @@
 
 use std::time::SystemTime;
 
-use super::apply::Run;
 use super::context::Context;
 use super::outcome::Outcome;
 use super::pass::PassOptions;
 use super::pass::Revision;
 use super::prepare::Prepared;
 use super::record::Recorder;
+use super::run::Run;
 use crate::ledger::{LedgerError, State};
 use crate::model::{Change, Desired, ResourceId, Spec};
 

@@ -17,6 +17,7 @@ mod policy;
 mod prepare;
 mod publish;
 mod record;
+mod run;
 pub mod show;
 pub mod trust;
 mod write;
@@ -101,7 +102,14 @@ pub fn recover(ctx: &Context, rec: &mut Recorder) -> Result<(), LedgerError> {
     let revision = source
         .and_then(|s| s.fetched_revision.or(s.applied_revision))
         .unwrap_or_default();
-    hooks::run_pending(ctx, rec, &revision, false).map(|_| ())
+    hooks::run_pending(
+        ctx,
+        &mut rec.ledger,
+        &mut rec.hook_retries,
+        &revision,
+        false,
+    )
+    .map(|_| ())
 }
 
 fn sweep_temp(ctx: &Context, rec: &mut Recorder) -> Result<(), LedgerError> {

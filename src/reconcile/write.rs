@@ -6,7 +6,6 @@
 use std::collections::BTreeMap;
 use std::time::SystemTime;
 
-use super::apply::{Run, STOPPING};
 use super::control::Control;
 use super::decide::spec_digest;
 use super::decide::{Deletes, Todo};
@@ -15,6 +14,7 @@ use super::pass::PassReport;
 use super::prepare::Prepared;
 use super::record::claim_fields;
 use super::record::{clear_temp_swept, Recorder};
+use super::run::{Run, STOPPING};
 use crate::diff::{self, Comparison};
 use crate::ledger::{AuditEntry, IntentKind, InventoryEntry, LedgerError, State};
 use crate::model::{Action, Change, Desired, ResourceId};

@@ -9,7 +9,7 @@ use std::time::{Duration, SystemTime};
 
 use git2::{AutotagOption, Direction, FetchPrune, Oid, Repository};
 
-use super::mirror_dir::{create, FetchLock};
+use super::mirror_dir::{create, FetchLock, URL_KEY};
 use super::refs::{self, Advertised, Resolution, Wanted, BASE_REFSPECS, FETCHED_COMMIT_REF};
 use super::remote::Session;
 use super::snapshot::{open_mirror, Snapshot};
@@ -17,7 +17,6 @@ use super::url::RepoUrl;
 use super::{SourceError, SourceSpec};
 
 /// The config key holding the (redacted) address a mirror belongs to.
-pub(super) const URL_KEY: &str = "tend.url";
 /// Where a remote HEAD that names no branch is fetched to.
 const REMOTE_HEAD_REF: &str = "refs/tend/remote-head";
 
@@ -127,7 +126,7 @@ impl Mirror {
             },
             // A ref naming an object the mirror lost fails to peel: the
             // mirror is repaired, then the ref resolved again.
-            Err(e) => match super::repair::lost_objects(&e) {
+            Err(e) => match super::damage::lost_objects(&e) {
                 Some(what) => {
                     drop(repo);
                     self.repair(&what)?

@@ -8,9 +8,10 @@ use std::time::{Duration, Instant, SystemTime};
 
 use git2::{Repository, RepositoryInitOptions};
 
-use super::mirror::URL_KEY;
 use super::url::RepoUrl;
 use super::SourceError;
+
+pub(super) const URL_KEY: &str = "tend.url";
 
 /// Taken by whoever fetches; readers never take it.
 const FETCH_LOCK: &str = "tend-fetch.lock";

@@ -2,6 +2,7 @@
 //! incremental forced fetches, ref resolution, and reading trees and blobs
 //! of one revision straight from the object database.
 
+mod damage;
 mod error;
 mod known_hosts;
 mod links;

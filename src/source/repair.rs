@@ -13,39 +13,13 @@ use std::path::Path;
 
 use git2::{ObjectType, Oid, Repository};
 
+use super::damage::DAMAGED;
 use super::mirror::Mirror;
 use super::mirror_dir::{init_temp, temp_name};
 use super::snapshot::open_mirror;
 use super::SourceError;
 
-/// Written beside the objects by a reader that found one missing; the next
-/// fetch checks the whole revision and removes it.
-const DAMAGED: &str = "tend-damaged";
 const GITLINK: i32 = 0o160000;
-
-/// Notes, best effort, that a read in the mirror at `dir` found `oid`
-/// missing.
-pub(super) fn mark_damaged(dir: &Path, oid: Oid) {
-    let _ = std::fs::write(dir.join(DAMAGED), format!("{oid}\n"));
-}
-
-/// Whether `e` says the mirror lacks an object (rather than that the
-/// remote or the configuration is wrong), and what it lacks.
-pub(super) fn lost_objects(e: &SourceError) -> Option<String> {
-    match e {
-        SourceError::Git { context, message }
-            if message.contains("not found") || message.contains("no match for id") =>
-        {
-            Some(format!("{context}: {message}"))
-        }
-        SourceError::NotACommit {
-            reference, kind, ..
-        } if kind == "missing object" => {
-            Some(format!("{reference} points to an object the mirror lacks"))
-        }
-        _ => None,
-    }
-}
 
 /// The first object `commit` needs that `repo` lacks, if any. `since` is a
 /// commit checked complete before: subtrees it shares are not entered.

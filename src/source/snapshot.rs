@@ -179,7 +179,7 @@ impl Snapshot {
             .map_err(|e| SourceError::git("opening the object database", e))?;
         let (size, kind) = odb.read_header(oid).map_err(|e| {
             if e.code() == git2::ErrorCode::NotFound {
-                super::repair::mark_damaged(&self.dir, oid);
+                super::damage::mark_damaged(&self.dir, oid);
             }
             SourceError::git(format!("reading object {oid}"), e)
         })?;
@@ -326,7 +326,7 @@ fn read_blob(repo: &Repository, oid: Oid) -> Result<Vec<u8>, SourceError> {
         if e.code() == git2::ErrorCode::NotFound {
             // The tree named it, so the mirror lost it: the next fetch
             // checks the whole revision and repairs the mirror.
-            super::repair::mark_damaged(repo.path(), oid);
+            super::damage::mark_damaged(repo.path(), oid);
         }
         SourceError::git(format!("reading object {oid}"), e)
     })?;

@@ -9,11 +9,10 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::{Duration, SystemTime};
 
 use super::Delivery;
-use crate::ledger::{Intent, IntentKind, LedgerError};
+use crate::ledger::{Intent, IntentKind, Ledger, LedgerError};
 use crate::model::ResourceId;
 use crate::reconcile::backoff;
 use crate::reconcile::context::Context;
-use crate::reconcile::record::Recorder;
 
 /// Each failing hook: its failures in a row, when it is tried next, and
 /// why it failed last. Kept by the process: a restart tries at once.
@@ -56,18 +55,17 @@ pub enum HookOutcome {
 /// `revision` and how many resources changed for it.
 pub fn run_pending(
     ctx: &Context,
-    rec: &mut Recorder,
+    ledger: &mut Ledger,
+    retries: &mut Retries,
     revision: &str,
     stopping: bool,
 ) -> Result<Vec<HookRun>, LedgerError> {
     let mut pending: BTreeMap<String, Vec<Intent>> = BTreeMap::new();
-    for intent in rec.ledger.intents(IntentKind::Hook)? {
+    for intent in ledger.intents(IntentKind::Hook)? {
         pending.entry(intent.id.clone()).or_default().push(intent);
     }
     // Backoffs of hooks no longer pending are done with.
-    rec.hook_retries
-        .0
-        .retain(|name, _| pending.contains_key(name));
+    retries.0.retain(|name, _| pending.contains_key(name));
     let now = ctx.clock.now();
     let mut out = Vec::new();
     for (name, intents) in pending {
@@ -80,7 +78,7 @@ pub fn run_pending(
             .into_iter()
             .map(|id| ResourceId::from_string(id.to_string()))
             .collect();
-        if let Some(r) = rec.hook_retries.0.get(&name).filter(|r| r.next > now) {
+        if let Some(r) = retries.0.get(&name).filter(|r| r.next > now) {
             let outcome = HookOutcome::Waiting {
                 reason: r.reason.clone(),
                 retry_at: r.next,
@@ -105,17 +103,17 @@ pub fn run_pending(
         };
         let outcome = match result {
             Ok(()) => {
-                rec.ledger.transaction(|tx| {
+                ledger.transaction(|tx| {
                     for i in &intents {
                         tx.clear_intent(i.seq)?;
                     }
                     Ok(())
                 })?;
-                rec.hook_retries.0.remove(&name);
+                retries.0.remove(&name);
                 HookOutcome::Delivered
             }
             Err(reason) => {
-                let failures = rec.hook_retries.0.get(&name).map_or(0, |r| r.failures) + 1;
+                let failures = retries.0.get(&name).map_or(0, |r| r.failures) + 1;
                 let retry_at = ctx.clock.now() + backoff::jittered(failures);
                 tracing::warn!(hook = %name, error = %reason, failures, "hook failed; it stays pending");
                 let retry = Retry {
@@ -123,7 +121,7 @@ pub fn run_pending(
                     next: retry_at,
                     reason: reason.clone(),
                 };
-                rec.hook_retries.0.insert(name.clone(), retry);
+                retries.0.insert(name.clone(), retry);
                 HookOutcome::Failed { reason, retry_at }
             }
         };

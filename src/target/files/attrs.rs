@@ -7,8 +7,8 @@ use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
 use rustix::fs::{self as rfs, AtFlags, FileType, Gid, Mode, OFlags, Uid};
 use rustix::io::Errno;
 
+use super::at::{open_regular, Meta};
 use super::decide::Attrs;
-use super::observe::{open_regular, Meta};
 use super::{transient, FilesTarget, Ops};
 use crate::target::TargetError;
 

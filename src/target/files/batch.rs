@@ -13,8 +13,8 @@ use std::sync::Mutex;
 
 use rustix::fs as rfs;
 
+use super::at::Meta;
 use super::durable::WholeFs;
-use super::observe::Meta;
 use super::write::{Clock, Staged};
 use super::{counted_fsync, transient, FilesTarget, Ops};
 use crate::model::{Action, Backup, Change, ContentSource, Field, Spec};

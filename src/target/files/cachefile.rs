@@ -8,8 +8,6 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
-use super::statcache::Entry;
-
 /// Version 02 keys entries by `path_key`; a version 01 file (keyed by the
 /// path itself) reads as no cache.
 const MAGIC: &[u8; 8] = b"TENDSC02";
@@ -75,6 +73,22 @@ pub(super) fn encode_to(
     let digest = w.hash.finalize();
     w.inner.write_all(&digest)?;
     w.inner.flush()
+}
+
+/// One path's entry: what its stat showed when its content was read, and
+/// the content's blob id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Entry {
+    pub dev: u64,
+    pub ino: u64,
+    pub size: u64,
+    pub mtime: i64,
+    pub ctime: i64,
+    /// The filesystem clock when the content was read (or written).
+    pub recorded: i64,
+    pub blob: [u8; 20],
+    /// The generation in which the entry was last used.
+    pub seen: u32,
 }
 
 #[cfg(test)]

@@ -2,6 +2,7 @@
 //! resolved as if the root were `/`, written atomically, observed through a
 //! persistent stat cache.
 
+mod at;
 mod attrs;
 mod batch;
 mod cachefile;

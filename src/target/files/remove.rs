@@ -7,8 +7,9 @@ use std::os::fd::AsFd;
 use rustix::fs::{self as rfs, AtFlags, FileType};
 use rustix::io::Errno;
 
-use super::observe::{read_regular, stat_at};
-use super::resolve::{is_absent, resolve_error, type_name};
+use super::at::is_absent;
+use super::at::{read_regular, stat_at};
+use super::resolve::{resolve_error, type_name};
 use super::{transient, FilesTarget, Ops};
 use crate::model::{Change, RelPath};
 use crate::target::{Swept, TargetError};

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use rustix::fs::{self as rfs, AtFlags, FileType, Mode, OFlags, ResolveFlags};
 use rustix::io::Errno;
 
-use super::observe::{read_regular, stat_at};
+use super::at::{is_absent, read_regular, stat_at};
 use super::{transient, Ops};
 use crate::target::TargetError;
 
@@ -199,12 +199,6 @@ fn make_dir(
     }
     ops.sync_dir_or_defer(parent)
         .map_err(|e| transient(prefix, "fsync parent directory", e))
-}
-
-/// ENOENT anywhere along the path, or a component that is no directory:
-/// the object is not there.
-pub(super) fn is_absent(e: Errno) -> bool {
-    e == Errno::NOENT || e == Errno::NOTDIR
 }
 
 /// Why a directory could not be opened, classified for the reconciler.

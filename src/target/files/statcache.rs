@@ -13,28 +13,14 @@ use std::thread::JoinHandle;
 use git2::Oid;
 use rustix::fs::{self as rfs, Timespec, Timestamps, UTIME_NOW};
 
-use super::cachefile::{encode_to, file_stem, load, path_key, write_atomically};
-use super::observe::Meta;
+use super::at::Meta;
+use super::cachefile::{encode_to, file_stem, load, path_key, write_atomically, Entry};
 
 /// An entry not looked up during this many flushes (passes) is dropped.
 const KEEP_GENERATIONS: u32 = 8;
 /// `recorded` of an entry made without a filesystem clock: never trusted.
 pub(super) const NEVER: i64 = i64::MIN;
 const NANOS: i64 = 1_000_000_000;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct Entry {
-    pub dev: u64,
-    pub ino: u64,
-    pub size: u64,
-    pub mtime: i64,
-    pub ctime: i64,
-    /// The filesystem clock when the content was read (or written).
-    pub recorded: i64,
-    pub blob: [u8; 20],
-    /// The generation in which the entry was last used.
-    pub seen: u32,
-}
 
 impl Entry {
     fn matches(&self, meta: &Meta) -> bool {

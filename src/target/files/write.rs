@@ -13,9 +13,11 @@ use rustix::fs::{
 };
 use rustix::io::Errno;
 
+use super::at::is_absent;
+use super::at::{read_regular, stat_at, Meta};
 use super::decide::{decide, Step};
-use super::observe::{read_regular, stat_at, Batch, Meta};
-use super::resolve::{is_absent, resolve_error};
+use super::observe::Batch;
+use super::resolve::resolve_error;
 use super::{transient, FilesTarget, Ops};
 use crate::model::{Action, Change, ContentSource, FileSpec, Spec};
 use crate::target::TargetError;

@@ -7,8 +7,8 @@ use std::os::fd::AsFd;
 
 use rustix::fs::{self as rfs, AtFlags, FileType};
 
+use super::super::at::stat_at;
 use super::super::durable::WholeFs;
-use super::super::observe::stat_at;
 use super::super::resolve::Root;
 use super::super::{counted_fsync, transient, FilesTarget};
 use super::dirs::make_dirs;

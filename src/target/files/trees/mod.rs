@@ -21,7 +21,7 @@ use rustix::fs::{
 };
 use rustix::io::Errno;
 
-use super::observe::stat_at;
+use super::at::stat_at;
 use super::resolve::{type_name, Root};
 use super::write::temp_name;
 use super::Link;

@@ -1,0 +1,201 @@
+//! The rules of the house, read from the source: the pass has no async
+//! runtime, the server cannot reach the writer, and no module imports one
+//! that imports it back (at the level of files and of folders alike).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            sources(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// A file's module path under `src/` (`reconcile/apply`, `reconcile` for
+/// `reconcile/mod.rs`), and whether the file is a folder's `mod.rs`.
+fn module_of(file: &Path) -> Vec<String> {
+    let rel = file.strip_prefix("src").unwrap().with_extension("");
+    let mut parts: Vec<String> = rel.iter().map(|p| p.to_string_lossy().into()).collect();
+    if matches!(
+        parts.last().map(String::as_str),
+        Some("mod" | "lib" | "main")
+    ) {
+        parts.pop();
+    }
+    parts
+}
+
+/// Test code is left out: it may reach anywhere.
+fn is_test(file: &Path) -> bool {
+    let s = file.to_string_lossy();
+    s.contains("/tests/")
+        || s.ends_with("tests.rs")
+        || s.contains("/tests_")
+        || s.contains("testkit")
+}
+
+/// The file's text up to its unit tests.
+fn code_of(file: &Path) -> String {
+    let text = std::fs::read_to_string(file).unwrap();
+    match text.find("#[cfg(test)]\nmod tests {") {
+        Some(i) => text[..i].to_string(),
+        None => text,
+    }
+}
+
+/// `use a::{b, c::d}` written out as `a::b a::c::d` (one level of braces).
+fn flatten_groups(code: &str) -> String {
+    let mut out = String::new();
+    let mut rest = code;
+    while let Some(open) = rest.find("::{") {
+        let Some(close) = rest[open..].find('}') else {
+            break;
+        };
+        let inner = &rest[open + 3..open + close];
+        if inner.contains('{') {
+            out.push_str(&rest[..open + 3]);
+            rest = &rest[open + 3..];
+            continue;
+        }
+        let head_start = rest[..open]
+            .rfind(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':'))
+            .map_or(0, |i| i + 1);
+        let head = &rest[head_start..open];
+        out.push_str(&rest[..head_start]);
+        for name in inner
+            .split(',')
+            .map(str::trim)
+            .filter(|n| !n.is_empty() && *n != "self")
+        {
+            out.push_str(&format!(" {head}::{name} "));
+        }
+        rest = &rest[open + close + 1..];
+    }
+    out.push_str(rest);
+    out
+}
+
+fn exists(module: &[String]) -> bool {
+    let base = Path::new("src").join(module.join("/"));
+    base.with_extension("rs").exists() || base.join("mod.rs").exists()
+}
+
+/// The modules each non-test file names through `crate::`, `super::` or
+/// `self::` paths.
+fn imports() -> BTreeMap<String, BTreeSet<String>> {
+    let mut files = Vec::new();
+    sources(Path::new("src"), &mut files);
+    let mut graph = BTreeMap::new();
+    for file in files.iter().filter(|f| !is_test(f)) {
+        let me = module_of(file);
+        let folder = file.ends_with("mod.rs");
+        let code = flatten_groups(&code_of(file));
+        let mut deps = BTreeSet::new();
+        let words: Vec<&str> = code
+            .split(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':'))
+            .filter(|w| {
+                w.starts_with("crate::") || w.starts_with("super::") || w.starts_with("self::")
+            })
+            .collect();
+        for word in words {
+            let mut parts = word.split("::").filter(|p| !p.is_empty());
+            let mut base: Vec<String> = match parts.next() {
+                Some("crate") => Vec::new(),
+                Some("super") => me[..me.len().saturating_sub(1)].to_vec(),
+                // `self::` in a folder's mod.rs is the folder; elsewhere it
+                // is the file's own (inline) modules.
+                _ if folder => me.clone(),
+                _ => continue,
+            };
+            let mut rest: Vec<&str> = parts.collect();
+            while rest.first() == Some(&"super") {
+                base.pop();
+                rest.remove(0);
+            }
+            let target: Vec<String> = base
+                .into_iter()
+                .chain(rest.iter().map(|s| s.to_string()))
+                .collect();
+            let found = (1..=target.len())
+                .rev()
+                .map(|k| &target[..k])
+                .find(|m| exists(m));
+            if let Some(m) = found {
+                // A module's own parents and children are not imports.
+                if !me.starts_with(m) && !m.starts_with(&me[..]) {
+                    deps.insert(m.join("/"));
+                }
+            }
+        }
+        graph.insert(me.join("/"), deps);
+    }
+    graph
+}
+
+fn ancestors(module: &str) -> Vec<String> {
+    let parts: Vec<&str> = module.split('/').collect();
+    (1..=parts.len()).map(|k| parts[..k].join("/")).collect()
+}
+
+#[test]
+fn no_module_imports_one_that_imports_it_back() {
+    let graph = imports();
+    assert!(graph.len() > 50, "the source was not read: {}", graph.len());
+    assert!(
+        graph["reconcile/apply"].contains("reconcile/decide"),
+        "the import reader misses grouped imports: {:?}",
+        graph["reconcile/apply"]
+    );
+    // Every folder and file stands for what is inside it.
+    let mut edges = BTreeSet::new();
+    for (a, deps) in &graph {
+        for b in deps {
+            for x in ancestors(a) {
+                for y in ancestors(b) {
+                    let related = x == y
+                        || x.starts_with(&format!("{y}/"))
+                        || y.starts_with(&format!("{x}/"));
+                    if !related {
+                        edges.insert((x.clone(), y));
+                    }
+                }
+            }
+        }
+    }
+    let cycles: Vec<_> = edges
+        .iter()
+        .filter(|(x, y)| x < y && edges.contains(&(y.clone(), x.clone())))
+        .collect();
+    assert!(
+        cycles.is_empty(),
+        "modules that import each other: {cycles:?}"
+    );
+}
+
+#[test]
+fn the_pass_has_no_async_runtime_and_the_server_no_writer() {
+    let mut files = Vec::new();
+    sources(Path::new("src/reconcile"), &mut files);
+    assert!(files.len() > 10);
+    for f in &files {
+        let code = std::fs::read_to_string(f).unwrap();
+        assert!(!code.contains("tokio"), "{} uses tokio", f.display());
+    }
+    let mut files = Vec::new();
+    sources(Path::new("src/server"), &mut files);
+    for f in files.iter().filter(|f| !is_test(f)) {
+        let code = code_of(f);
+        for writer in ["Worker", "Recorder", "open_writer", "Ledger::open("] {
+            assert!(
+                !code.contains(writer),
+                "{} reaches the writer ({writer})",
+                f.display()
+            );
+        }
+    }
+}
