@@ -1,11 +1,14 @@
 //! SIGHUP on a running `tend run`: it keeps running, fetches at once, and
 //! takes a changed config (source path, policy, hooks, log level) while
 //! naming what needs a restart; a broken config is refused and the running
-//! one kept.
+//! one kept. The file-system watch follows a target's new root, and ends
+//! and begins again with `policy.watch`.
 
 mod util;
 
-use std::process::Stdio;
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+use std::process::{Command, Stdio};
 
 use util::{wait_until, Daemon, Env};
 
@@ -25,10 +28,30 @@ fn site(env: &Env) {
 
 /// `tend run -c CONFIG` with no level or interval flag, so that the config
 /// decides them; output in the state dir's daemon.log.
-fn start(env: &Env, config: &std::path::Path) -> Daemon {
-    let log = std::fs::File::create(env.state.path().join("daemon.log")).unwrap();
+fn start(env: &Env, config: &Path) -> Daemon {
     let config = config.to_str().unwrap();
-    let mut c = env.cmd(&["run", "--listen", "127.0.0.1:0", "-c", config]);
+    spawn(
+        env,
+        env.cmd(&["run", "--listen", "127.0.0.1:0", "-c", config]),
+    )
+}
+
+/// [`start`] without `--root`, which would stand in for the config's own
+/// `files` target: the config's `targets` block names the root.
+fn start_rootless(env: &Env, config: &Path) -> Daemon {
+    let mut c = util::tend_cmd();
+    c.args(["run", "--listen", "127.0.0.1:0", "-c"])
+        .arg(config)
+        .arg("--repo")
+        .arg(env.repo.url())
+        .arg("--state-dir")
+        .arg(env.state.path());
+    spawn(env, c)
+}
+
+/// Runs `c` as the daemon, its output in the state dir's daemon.log.
+fn spawn(env: &Env, mut c: Command) -> Daemon {
+    let log = std::fs::File::create(env.state.path().join("daemon.log")).unwrap();
     c.stdin(Stdio::null())
         .stdout(log.try_clone().unwrap())
         .stderr(log);
@@ -39,6 +62,45 @@ fn start(env: &Env, config: &std::path::Path) -> Daemon {
 
 fn running(d: &mut Daemon) -> bool {
     d.child.try_wait().unwrap().is_none()
+}
+
+/// The inodes the daemon's inotify instances watch, as the kernel lists
+/// them in /proc/PID/fdinfo (`inotify wd:.. ino:HEX ..`, one line a watch).
+fn watched_inodes(d: &Daemon) -> Vec<u64> {
+    let mut inodes = Vec::new();
+    let fds = std::fs::read_dir(format!("/proc/{}/fdinfo", d.child.id())).unwrap();
+    for fd in fds.flatten() {
+        // An fd closed since the listing is simply not there.
+        let Ok(info) = std::fs::read_to_string(fd.path()) else {
+            continue;
+        };
+        for line in info.lines().filter(|l| l.starts_with("inotify wd:")) {
+            let ino = line.split_whitespace().find_map(|w| w.strip_prefix("ino:"));
+            inodes.push(u64::from_str_radix(ino.unwrap(), 16).unwrap());
+        }
+    }
+    inodes
+}
+
+fn inode(p: &Path) -> u64 {
+    std::fs::metadata(p).unwrap().ino()
+}
+
+/// Whether `file` holds what the declaration says (`a1`).
+fn in_sync(file: &Path) -> bool {
+    std::fs::read_to_string(file).ok().as_deref() == Some("a1\n")
+}
+
+/// Waits for the `n`th reload to be taken and the full pass that follows
+/// it to end: a hand edit made after that is not undone by that pass.
+fn reloaded(env: &Env, n: usize) {
+    assert!(
+        wait_until(30, || env.daemon_log().matches("config reloaded").count()
+            == n
+            && env.full_passes_after("config reloaded") >= 1),
+        "{}",
+        env.daemon_log()
+    );
 }
 
 #[test]
@@ -189,6 +251,106 @@ fn a_broken_config_is_refused_and_the_running_one_kept() {
         env.daemon_log()
     );
     assert!(!env.at("etc/b").exists());
+    assert!(running(&mut d), "{}", env.daemon_log());
+    assert_eq!(d.stop(10), Some(0));
+}
+
+#[test]
+fn a_reload_moves_the_watch_with_the_root_and_follows_policy_watch() {
+    let env = Env::new();
+    site(&env);
+    let b = tempfile::Builder::new()
+        .prefix("tend-root-b-")
+        .tempdir()
+        .unwrap();
+    let (a, b) = (env.root(), b.path());
+    let (in_a, in_b) = (a.join("etc/a"), b.join("etc/a"));
+    // An hour between polls and between resyncs: only the watcher can put
+    // a hand edit back soon. The one file is put back more often than the
+    // default contested limit (5 times in 10 minutes) allows.
+    let config = |root: &Path, watch: bool| {
+        format!(
+            "source: {{path: a, interval: 1h}}\n\
+             targets: {{files: {{type: files, root: {}}}}}\n\
+             policy: {{resync: 1h, watch: {watch}, contested: {{corrections: 100, window: 10m}}}}\n\
+             log: {{level: info}}\n",
+            root.display()
+        )
+    };
+    let hand_edit = |file: &Path| std::fs::write(file, "hand edit\n").unwrap();
+    let put_back = |file: &Path| wait_until(30, || in_sync(file));
+    let cfg = env.config(&config(a, true));
+    let mut d = start_rootless(&env, &cfg);
+    assert!(
+        wait_until(30, || in_sync(&in_a) && env.full_passes() >= 1),
+        "{}",
+        env.daemon_log()
+    );
+    // The watch begins once the first pass has ended.
+    assert!(
+        wait_until(30, || watched_inodes(&d).contains(&inode(&a.join("etc")))),
+        "{}",
+        env.daemon_log()
+    );
+    hand_edit(&in_a);
+    assert!(put_back(&in_a), "{}", env.daemon_log());
+
+    // Another root: the target is built anew and watched there; the old
+    // root is watched no more.
+    std::fs::write(&cfg, config(b, true)).unwrap();
+    d.signal(SIGHUP);
+    reloaded(&env, 1);
+    assert!(in_sync(&in_b), "{}", env.daemon_log());
+    let old_dirs = [inode(a), inode(&a.join("etc"))];
+    assert!(
+        wait_until(30, || {
+            let watched = watched_inodes(&d);
+            watched.contains(&inode(&b.join("etc")))
+                && !old_dirs.iter().any(|i| watched.contains(i))
+        }),
+        "{:?}\n{}",
+        watched_inodes(&d),
+        env.daemon_log()
+    );
+    hand_edit(&in_b);
+    assert!(put_back(&in_b), "{}", env.daemon_log());
+    // An edit under the old root, then one under the new: events are
+    // handled in the order they came, so once the second is put back the
+    // first would have been too, were it seen.
+    hand_edit(&in_a);
+    hand_edit(&in_b);
+    assert!(put_back(&in_b), "{}", env.daemon_log());
+    assert_eq!(std::fs::read_to_string(&in_a).unwrap(), "hand edit\n");
+
+    // Watching turned off: the watch ends, and a hand edit stays.
+    std::fs::write(&cfg, config(b, false)).unwrap();
+    d.signal(SIGHUP);
+    reloaded(&env, 2);
+    assert!(
+        wait_until(30, || watched_inodes(&d).is_empty()),
+        "{:?}\n{}",
+        watched_inodes(&d),
+        env.daemon_log()
+    );
+    hand_edit(&in_b);
+    // Nothing watches now (the kernel says so) and the timers are an hour
+    // off: in a second, no pass has put it back.
+    assert!(!wait_until(1, || in_sync(&in_b)), "{}", env.daemon_log());
+
+    // Watching again: the reload's pass puts the edit back, and the watch
+    // sees the next one.
+    std::fs::write(&cfg, config(b, true)).unwrap();
+    d.signal(SIGHUP);
+    reloaded(&env, 3);
+    assert!(in_sync(&in_b), "{}", env.daemon_log());
+    assert!(
+        wait_until(30, || watched_inodes(&d).contains(&inode(&b.join("etc")))),
+        "{}",
+        env.daemon_log()
+    );
+    hand_edit(&in_b);
+    assert!(put_back(&in_b), "{}", env.daemon_log());
+    assert_eq!(std::fs::read_to_string(&in_a).unwrap(), "hand edit\n");
     assert!(running(&mut d), "{}", env.daemon_log());
     assert_eq!(d.stop(10), Some(0));
 }
