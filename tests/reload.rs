@@ -336,6 +336,18 @@ fn a_reload_moves_the_watch_with_the_root_and_follows_policy_watch() {
     // Nothing watches now (the kernel says so) and the timers are an hour
     // off: in a second, no pass has put it back.
     assert!(!wait_until(1, || in_sync(&in_b)), "{}", env.daemon_log());
+    // And status says so, rather than keeping the line from before.
+    let watcher = || {
+        env.status()["watcher"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert!(
+        wait_until(30, || watcher().starts_with("off")),
+        "{}",
+        watcher()
+    );
 
     // Watching again: the reload's pass puts the edit back, and the watch
     // sees the next one.
@@ -350,6 +362,11 @@ fn a_reload_moves_the_watch_with_the_root_and_follows_policy_watch() {
     );
     hand_edit(&in_b);
     assert!(put_back(&in_b), "{}", env.daemon_log());
+    assert!(
+        wait_until(30, || watcher().starts_with("watching")),
+        "{}",
+        watcher()
+    );
     assert_eq!(std::fs::read_to_string(&in_a).unwrap(), "hand edit\n");
     assert!(running(&mut d), "{}", env.daemon_log());
     assert_eq!(d.stop(10), Some(0));

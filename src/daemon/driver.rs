@@ -653,7 +653,7 @@ impl Loop {
                 kept.failure().is_some(),
             )
         };
-        let line = self.watch.describe();
+        let line = Some(self.watch.describe());
         let write_line = line.clone().filter(|l| Some(l) != self.watch_line.as_ref());
         self.watch_line = line;
         self.ages_grow = self

@@ -97,16 +97,17 @@ impl Subscriptions {
     }
 
     /// The watcher line for status: each watch's, named by its target when
-    /// there are several; none when live state is not watched.
-    pub fn describe(&self) -> Option<String> {
+    /// there are several. With watching off it says so, rather than
+    /// leaving a line from when it was on in the ledger and `tend status`.
+    pub fn describe(&self) -> String {
         if !self.watch {
-            return None;
+            return "off (policy.watch is false): drift is found by the resync".to_string();
         }
         let lines: Vec<(&String, String)> = self
             .watches()
             .map(|(name, w)| (name, w.describe()))
             .collect();
-        Some(match lines.as_slice() {
+        match lines.as_slice() {
             [] => "no target watches its live state".to_string(),
             [(_, line)] => line.clone(),
             several => several
@@ -114,7 +115,7 @@ impl Subscriptions {
                 .map(|(name, line)| format!("{name}: {line}"))
                 .collect::<Vec<_>>()
                 .join("; "),
-        })
+        }
     }
 
     /// Tells each watch its target's managed set, from a revision's
