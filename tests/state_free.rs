@@ -82,3 +82,50 @@ fn as_another_user_the_default_state_dir_is_not_made_either() {
     assert!(snapshot_tree(env.root()).is_empty());
     sandbox.assert_untouched();
 }
+
+/// A root that is not there is not made by a command that only looks:
+/// `diff` and `explain` see it empty, so everything declared is to be
+/// created, and the path stays absent. `sync` makes it.
+#[test]
+fn diff_and_explain_do_not_make_a_missing_root() {
+    let env = Env::new();
+    env.repo.write(
+        "a.tend.yaml",
+        "kind: file\npath: etc/motd\ncontent: \"hello\\n\"\n",
+    );
+    env.repo.commit("init");
+    let missing = env.root().join("not/there");
+    let (url, state) = (
+        env.repo.url(),
+        env.state.path().to_str().unwrap().to_string(),
+    );
+    let tend = |cmd: &str, more: &[&str]| {
+        let mut args = vec![cmd, "--repo", &url, "--root", missing.to_str().unwrap()];
+        args.extend_from_slice(&["--state-dir", &state]);
+        args.extend_from_slice(more);
+        env.raw(&args)
+    };
+    let d = tend("diff", &[]);
+    assert_eq!(d.code, 1, "{d:?}");
+    assert!(d.stdout.contains("+hello"), "{d:?}");
+    assert!(!missing.exists(), "diff made the root");
+    assert!(
+        !env.root().join("not").exists(),
+        "diff made the root's parent"
+    );
+    let s = tend("sync", &[]);
+    assert_eq!(s.code, 0, "{s:?}");
+    assert_eq!(
+        std::fs::read_to_string(missing.join("etc/motd")).unwrap(),
+        "hello\n"
+    );
+    // The root goes (an unmounted volume): looking does not bring it back.
+    std::fs::remove_dir_all(&missing).unwrap();
+    let e = tend("explain", &["files/file/etc/motd"]);
+    assert_eq!(e.code, 0, "{e:?}");
+    assert!(e.stdout.contains("etc/motd"), "{e:?}");
+    assert!(!missing.exists(), "explain made the root");
+    let d = tend("diff", &[]);
+    assert_eq!(d.code, 1, "{d:?}");
+    assert!(!missing.exists(), "diff made the root");
+}

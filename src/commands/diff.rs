@@ -19,7 +19,7 @@ pub fn run(g: &Flags, mut settings: Settings) -> ExitCode {
         Ok(t) => t,
         Err(code) => return code,
     };
-    let ctx = match Context::build(settings) {
+    let ctx = match Context::observing(settings) {
         Ok(c) => c,
         Err(e) => return fail(e),
     };

@@ -61,7 +61,7 @@ fn open(settings: Settings) -> Result<(Context, Ledger), ExitCode> {
             "{e} (has `tend sync` or `tend run` used this state dir?)"
         ))
     })?;
-    let ctx = Context::build(settings).map_err(fail)?;
+    let ctx = Context::observing(settings).map_err(fail)?;
     Ok((ctx, ledger))
 }
 

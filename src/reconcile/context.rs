@@ -38,7 +38,13 @@ pub struct Context {
 
 impl Context {
     pub fn build(settings: Settings) -> Result<Context, BuildError> {
-        Context::build_reusing(settings, None)
+        Context::build_reusing(settings, None, true)
+    }
+
+    /// A context for a command that only looks (`diff`, `explain`): a
+    /// target root that is not there is not made, and is seen empty.
+    pub fn observing(settings: Settings) -> Result<Context, BuildError> {
+        Context::build_reusing(settings, None, false)
     }
 
     /// A context for new settings (a reload): a target whose settings did
@@ -46,10 +52,14 @@ impl Context {
     /// process); the others are built. Nothing of this context changes, so
     /// a failure leaves it as it was.
     pub fn rebuild(&self, settings: Settings) -> Result<Context, BuildError> {
-        Context::build_reusing(settings, Some(self))
+        Context::build_reusing(settings, Some(self), true)
     }
 
-    fn build_reusing(settings: Settings, old: Option<&Context>) -> Result<Context, BuildError> {
+    fn build_reusing(
+        settings: Settings,
+        old: Option<&Context>,
+        make_roots: bool,
+    ) -> Result<Context, BuildError> {
         // Trust files first: a bad one is named before any target starts.
         let trust =
             crate::source::verify::TrustAnchors::load(&settings.source.verify)?.map(Arc::new);
@@ -67,8 +77,10 @@ impl Context {
             }
             // One arm per adapter: each builds from its own config.
             let built: Result<Arc<dyn Target>, String> = match &t.kind {
-                TargetKind::Files(c) => FilesTarget::build(&t.name, c, &settings.state_dir)
-                    .map(|f| Arc::new(f) as Arc<dyn Target>),
+                TargetKind::Files(c) => {
+                    FilesTarget::build(&t.name, c, &settings.state_dir, make_roots)
+                        .map(|f| Arc::new(f) as Arc<dyn Target>)
+                }
                 TargetKind::Exec(c) => ExecTarget::start(&t.name, &c.command, c.timeout.0)
                     .map(|e| Arc::new(e) as Arc<dyn Target>)
                     .map_err(|e| e.to_string()),

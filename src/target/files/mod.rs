@@ -78,20 +78,31 @@ pub struct FilesTarget {
     whole_fs: bool,
     /// The watch told of this target's writes, while one runs.
     watch: watch::Hook,
+    /// The empty directory observed in place of a root that is not there,
+    /// for a command that only looks (removed with the target).
+    stand_in: Option<tempfile::TempDir>,
 }
 
 impl FilesTarget {
-    /// Opens `root` as a directory handle; the stat cache lives in
-    /// `<state_dir>/statcache/<name>`. A state dir that cannot be written
-    /// only costs performance: the cache is then neither trusted nor kept.
     /// The target a config block describes. A missing root is made, as a
-    /// sidecar's empty volume would be.
+    /// sidecar's empty volume would be; for a command that only looks
+    /// (`make_root` false) it is not, and is observed as an empty
+    /// directory: everything declared shows as to be created.
     pub fn build(
         name: &str,
         config: &FilesConfig,
         state_dir: &Path,
+        make_root: bool,
     ) -> Result<FilesTarget, String> {
         let root = &config.root;
+        if !root.exists() && !make_root {
+            let empty = tempfile::tempdir()
+                .map_err(|e| format!("cannot stand in for root {}: {e}", root.display()))?;
+            let mut target = FilesTarget::new(name, empty.path(), state_dir)
+                .map_err(|e| format!("cannot stand in for root {}: {e}", root.display()))?;
+            target.stand_in = Some(empty);
+            return Ok(target);
+        }
         if !root.exists() {
             std::fs::create_dir_all(root)
                 .map_err(|e| format!("cannot create root {}: {e}", root.display()))?;
@@ -104,6 +115,9 @@ impl FilesTarget {
         })
     }
 
+    /// Opens `root` as a directory handle; the stat cache lives in
+    /// `<state_dir>/statcache/<name>`. A state dir that cannot be written
+    /// only costs performance: the cache is then neither trusted nor kept.
     pub fn new(name: &str, root: &Path, state_dir: &Path) -> std::io::Result<FilesTarget> {
         let root = Arc::new(Root::open(root)?);
         let cache = StatCache::open(state_dir, name, root.path());
@@ -120,6 +134,7 @@ impl FilesTarget {
             fs_syncs: AtomicU64::new(0),
             whole_fs,
             watch: watch::Hook::default(),
+            stand_in: None,
         })
     }
 
