@@ -82,8 +82,9 @@ pub fn apply(
     }
 
     // Decide, then write: nothing is written before every check is made.
-    let todo = decide::corrections(&mut run, rec, p, opts)?;
-    let deletes = decide::deletes(&mut run, rec, p, opts)?;
+    let paused = rec.paused(run.now)?;
+    let todo = decide::corrections(&mut run, rec, p, &paused, opts)?;
+    let deletes = decide::deletes(&mut run, p, &paused, opts);
     let adopted = decide::adopted(&run, p, opts, &todo);
     write::adopt(rec, &adopted)?;
     write::corrections(&mut run, rec, p, &todo, ctl, &mut report)?;

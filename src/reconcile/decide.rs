@@ -9,6 +9,7 @@ use super::context::Context;
 use super::outcome::Outcome;
 use super::pass::PassOptions;
 use super::pass::Revision;
+use super::pause::Paused;
 use super::prepare::Prepared;
 use super::record::Recorder;
 use super::run::Run;
@@ -28,11 +29,11 @@ pub(super) fn corrections<'a>(
     run: &mut Run,
     rec: &Recorder,
     p: &'a Prepared,
+    paused: &Paused,
     opts: PassOptions,
 ) -> Result<Vec<Todo<'a>>, LedgerError> {
     let policy = &run.ctx.settings.policy;
     let unowned: std::collections::HashSet<&ResourceId> = p.plan.unowned.updates.iter().collect();
-    let paused = rec.paused(run.now)?;
     let applied = rec.applied_digests(p.plan.applies.len())?;
     let blocked = rec.blocked_digests(p.plan.applies.len())?;
     let mut todo = Vec::new();
@@ -165,22 +166,21 @@ pub(super) enum Deletes<'a> {
 /// within the guards (`Pruning`), pauses and dry runs.
 pub(super) fn deletes<'a>(
     run: &mut Run,
-    rec: &Recorder,
     p: &'a Prepared,
+    paused: &Paused,
     opts: PassOptions,
-) -> Result<Deletes<'a>, LedgerError> {
+) -> Deletes<'a> {
     let guard = match pruning(run.ctx, run.rev, p, opts) {
         Pruning::Delete => None,
         Pruning::Held(reason) => Some(reason),
         // Released, not deleted: out of the inventory (tend no longer
         // manages them) and left where they are; the pass can converge.
-        Pruning::Release if opts.dry_run => return Ok(Deletes::Release(Vec::new())),
+        Pruning::Release if opts.dry_run => return Deletes::Release(Vec::new()),
         Pruning::Release => {
             let released = p.plan.deletes.iter().map(|c| c.id.clone()).collect();
-            return Ok(Deletes::Release(released));
+            return Deletes::Release(released);
         }
     };
-    let paused = rec.paused(run.now)?;
     let mut todo = Vec::new();
     let keyed = !p.scope.prunes();
     for change in &p.plan.deletes {
@@ -211,7 +211,7 @@ pub(super) fn deletes<'a>(
             todo.push(change);
         }
     }
-    Ok(Deletes::Delete { todo, held: guard })
+    Deletes::Delete { todo, held: guard }
 }
 
 /// A short, stable digest of what a declaration asks for; tells a new
