@@ -23,6 +23,22 @@ fn sync_from(env: &Env, repo: &std::path::Path, args: &[&str]) -> std::process::
     c
 }
 
+/// Starts `c` (its stderr piped) and reads its log lines on a thread, to
+/// the end: the daemon's log pipe never closes on it.
+fn spawn_logged(mut c: std::process::Command) -> (util::Daemon, std::sync::mpsc::Receiver<String>) {
+    let mut d = util::Daemon {
+        child: c.spawn().unwrap(),
+    };
+    let stderr = BufReader::new(d.child.stderr.take().unwrap());
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in stderr.lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    (d, rx)
+}
+
 #[test]
 fn sync_retries_a_failing_fetch_as_often_as_allowed_then_exits_2() {
     let env = Env::new();
@@ -124,17 +140,7 @@ fn run_keeps_serving_the_last_good_state_once_a_revision_was_applied() {
         .arg("--state-dir")
         .arg(env.state.path())
         .stderr(Stdio::piped());
-    let mut d = util::Daemon {
-        child: c.spawn().unwrap(),
-    };
-    // Read to the end on a thread: the daemon's log pipe never closes on it.
-    let stderr = BufReader::new(d.child.stderr.take().unwrap());
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in stderr.lines().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
+    let (mut d, rx) = spawn_logged(c);
     let mut failures = 0;
     let mut log = Vec::new();
     while failures < 3 {
@@ -194,16 +200,7 @@ fn sync_with_a_link_fills_an_empty_volume_for_the_sidecar_to_carry_on() {
         .arg("--state-dir")
         .arg(env.state.path())
         .stderr(Stdio::piped());
-    let mut d = util::Daemon {
-        child: c.spawn().unwrap(),
-    };
-    let stderr = BufReader::new(d.child.stderr.take().unwrap());
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in stderr.lines().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
+    let (mut d, rx) = spawn_logged(c);
     let mut log = Vec::new();
     while let Ok(line) = rx.recv_timeout(std::time::Duration::from_secs(60)) {
         let ready = line.contains("first pass ended");
