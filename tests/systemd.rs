@@ -89,6 +89,7 @@ fn tend_under_systemd_from_its_package() {
         "/usr/lib/systemd/system/tend.service",
         "/usr/lib/systemd/system/tend@.service",
         "/etc/tend/tend.example.yaml",
+        "/usr/share/tend/alerts.yaml",
         "/usr/share/man/man1/tend.1.gz",
         "/usr/share/man/man1/tend-run.1.gz",
         "/usr/share/bash-completion/completions/tend",
