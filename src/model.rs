@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use git2::Oid;
 
+pub mod host;
 mod shared;
 pub use shared::SharedStr;
 

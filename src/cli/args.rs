@@ -271,6 +271,19 @@ pub struct StatusArgs {
     pub log: LogArgs,
 }
 
+/// Who to check as (SPEC §12): what another host of the fleet would get.
+#[derive(Debug, Clone, Args)]
+pub struct HostArgs {
+    /// Read as the host of this name (`{host}` in source.path, `hosts:`
+    /// selectors), instead of host.name or this machine's name
+    #[arg(long, value_name = "NAME")]
+    pub host: Option<String>,
+    /// Read as a host with this label (repeatable; together they replace
+    /// host.labels)
+    #[arg(long = "label", value_name = "KEY=VALUE")]
+    pub labels: Vec<String>,
+}
+
 #[derive(Debug, Clone, Args)]
 pub struct ValidateArgs {
     #[command(flatten)]
@@ -280,6 +293,8 @@ pub struct ValidateArgs {
     /// or on this host
     #[arg(long)]
     pub as_written: bool,
+    #[command(flatten)]
+    pub host: HostArgs,
     #[command(flatten)]
     pub root: RootArg,
     #[command(flatten)]

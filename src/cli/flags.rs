@@ -32,6 +32,9 @@ pub struct Flags {
     pub allowed_signers: Option<PathBuf>,
     pub keyring: Option<PathBuf>,
     pub allow_rewind: Option<bool>,
+    /// `validate --host`/`--label`: check as another host would read.
+    pub host: Option<String>,
+    pub labels: Vec<String>,
 }
 
 impl Flags {
@@ -118,6 +121,8 @@ impl Command {
             Command::Validate(a) => Flags {
                 root: a.root.root.clone(),
                 output: a.output.output.into(),
+                host: a.host.host.clone(),
+                labels: a.host.labels.clone(),
                 ..Flags::common(&a.config, &a.state, &a.log).source(&a.source)
             },
             Command::Status(a) => Flags {

@@ -105,6 +105,8 @@ pub fn declare_as_written(
             hooks: &hooks,
             max_file_size: declare::DEFAULT_MAX_FILE_SIZE,
             as_written: true,
+            // No host at hand: every declaration, unless one was named.
+            host: settings.host_named.then_some(&settings.host),
         },
     )
 }

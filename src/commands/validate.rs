@@ -71,7 +71,7 @@ pub fn run(g: &Flags, mut settings: Settings, as_written: bool) -> ExitCode {
 /// learn what they serve, hooks looked up in the config and owners on
 /// this host.
 fn read_for_this_host(settings: Settings) -> Result<(git2::Oid, Declared), ExitCode> {
-    let ctx = Context::build(settings).map_err(fail)?;
+    let ctx = Context::observing(settings).map_err(fail)?;
     let fetched = fetch_or_last(&ctx, "tend validate")?;
     let declared = ctx
         .mirror

@@ -22,6 +22,7 @@ pub struct FileConfig {
     pub state_dir: Option<PathBuf>,
     pub server: Option<ServerConfig>,
     pub log: Option<LogConfig>,
+    pub host: Option<super::host::HostConfig>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -8,11 +8,13 @@ use std::time::Duration;
 use crate::cli::Flags;
 use crate::duration::Dur;
 use crate::ledger::AuditRotation;
+use crate::model::host::Host;
 use crate::server::Limits as ServerLimits;
 use crate::target::files::FilesConfig;
 
 mod file;
 mod hooks;
+mod host;
 mod targets;
 
 pub use file::{
@@ -132,6 +134,13 @@ pub struct Settings {
     pub server: ServerSettings,
     pub log_format: String,
     pub log_level: String,
+    /// This host in a fleet: `{host}`/`{label.KEY}` in `source.path` are
+    /// filled in from it, and declarations' `hosts:` select by it.
+    pub host: Host,
+    /// Whether the host was named (`--host` or `host.name`) rather than
+    /// taken from the machine: reads with no host at hand (`diff
+    /// --against`, `validate --as-written`) select by it only then.
+    pub host_named: bool,
 }
 
 /// Under systemd, with stderr connected to the journal, lines go to the
@@ -245,8 +254,23 @@ fn resolve_with(args: &Flags, any_target: bool) -> Result<Settings, ConfigError>
             "no repository: give --repo, TEND_REPO or source.repo in the config".into(),
         )
     })?;
+    let (host, host_named) = match host::resolve(args.host.as_deref(), &args.labels, file.host) {
+        Ok(found) => found,
+        Err(found) => {
+            for p in found {
+                problems.push(bad(&p.key, p.message));
+            }
+            (Host::default(), false)
+        }
+    };
     let path = args.path.clone().or(src.path).unwrap_or_default();
-    let path = path.trim_matches('/').to_string();
+    let path = match crate::model::host::expand(&path, &host) {
+        Ok(p) => p.trim_matches('/').to_string(),
+        Err(m) => {
+            problems.push(bad("source.path", format!("source.path: {m}")));
+            String::new()
+        }
+    };
     if path.split('/').any(|c| c == "..") {
         return Err(bad(
             "source.path",
@@ -481,6 +505,8 @@ fn resolve_with(args: &Flags, any_target: bool) -> Result<Settings, ConfigError>
         targets,
         hooks,
         policy,
+        host,
+        host_named,
         state_dir: args
             .state_dir
             .clone()

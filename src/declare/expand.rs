@@ -230,6 +230,13 @@ impl<'a> Builder<'a> {
     /// errors after it block that identity (a `file` or `symlink` whose
     /// target and path are known; a `directory` names no one identity).
     fn decl(&mut self, d: Decl, origin: &Origin) -> Result<(), String> {
+        // For other hosts: left out, as if not declared here (so pruned
+        // where it was applied before).
+        if let (Some(sel), Some(host)) = (&d.hosts, self.opts.host) {
+            if !sel.picks(host) {
+                return Ok(());
+            }
+        }
         let kind = d.kind.clone();
         let serves = match kind.as_str() {
             "file" | "directory" => "file",

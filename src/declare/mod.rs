@@ -62,6 +62,9 @@ pub struct Options<'a> {
     /// [`Declared::owners`]), and a target named by `target:` need not be
     /// configured.
     pub as_written: bool,
+    /// The host declarations' `hosts:` selectors pick by; `None` reads
+    /// every declaration (no host at hand, none named).
+    pub host: Option<&'a crate::model::host::Host>,
 }
 
 /// The desired state of one revision.

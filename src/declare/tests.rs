@@ -45,6 +45,7 @@ fn run(repo: &TestRepo, path: &str, mirror: bool) -> Declared {
         hooks: &hooks,
         max_file_size: 1024,
         as_written: false,
+        host: None,
     };
     declare(&fx.snapshot, &opts).unwrap()
 }

@@ -39,6 +39,7 @@ fn run(repo: &TestRepo, targets: &[TargetInfo]) -> Declared {
         hooks: &hooks,
         max_file_size: 1024,
         as_written: false,
+        host: None,
     };
     declare(&fx.snapshot, &opts).unwrap()
 }

@@ -24,6 +24,8 @@ pub struct Decl {
     pub self_heal: Option<bool>,
     pub sensitive: Option<bool>,
     pub target_path: Option<String>,
+    /// The hosts of a fleet this declaration is for (SPEC §12).
+    pub hosts: Option<crate::model::host::HostSelector>,
 }
 
 #[derive(Debug, Clone, Deserialize)]

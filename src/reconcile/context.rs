@@ -156,6 +156,7 @@ impl Context {
             hooks,
             max_file_size: declare::DEFAULT_MAX_FILE_SIZE,
             as_written: false,
+            host: Some(&self.settings.host),
         }
     }
 
@@ -164,11 +165,12 @@ impl Context {
     pub fn declare_basis(&self) -> String {
         let hooks: Vec<&String> = self.settings.hooks.keys().collect();
         format!(
-            "{:?} {} {:?} {:?}",
+            "{:?} {} {:?} {:?} {:?}",
             self.settings.source.path,
             self.settings.source.mirror,
             self.target_infos(),
-            hooks
+            hooks,
+            self.settings.host
         )
     }
 
