@@ -25,6 +25,9 @@ pub mod source;
 pub mod status;
 pub mod target;
 
+#[cfg(test)]
+#[path = "../tests/util/gate.rs"]
+pub(crate) mod test_gate;
 /// The test Git repository shared with the binary-driven tests.
 #[cfg(test)]
 #[path = "../tests/util/repo.rs"]

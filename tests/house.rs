@@ -199,3 +199,50 @@ fn the_pass_has_no_async_runtime_and_the_server_no_writer() {
         }
     }
 }
+
+/// Every file of tests, in `src/` and `tests/`.
+fn test_files() -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    sources(Path::new("src"), &mut files);
+    files.retain(|f| is_test(f) || code_of(f).len() < std::fs::read_to_string(f).unwrap().len());
+    sources(Path::new("tests"), &mut files);
+    files
+}
+
+/// Where a test skips for want of a tool, a server or a privilege, it asks
+/// the one gate (tests/util/gate.rs), which fails it under CI or as root:
+/// no other place reads `CI` or prints that it skipped.
+fn skips_outside_the_gate(files: &[PathBuf]) -> Vec<String> {
+    // The gate itself, and this file, which names what it looks for.
+    let exempt = [Path::new("tests/util/gate.rs"), Path::new("tests/house.rs")];
+    let mut found = Vec::new();
+    for f in files.iter().filter(|f| !exempt.contains(&f.as_path())) {
+        let text = std::fs::read_to_string(f).unwrap();
+        for (n, line) in text.lines().enumerate() {
+            let skip_note =
+                line.contains("eprintln!") && ["skip", "Skip"].iter().any(|w| line.contains(w));
+            if line.contains("var_os(\"CI\")") || line.contains("var(\"CI\")") || skip_note {
+                found.push(format!("{}:{}: {}", f.display(), n + 1, line.trim()));
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn every_test_skip_goes_through_the_one_gate() {
+    let files = test_files();
+    assert!(files.len() > 40, "{files:?}");
+    let found = skips_outside_the_gate(&files);
+    assert!(found.is_empty(), "skips outside the gate: {found:#?}");
+    // The rule can fail: a planted skip is found.
+    let planted = std::env::temp_dir().join(format!("house-plant-{}.rs", std::process::id()));
+    std::fs::write(
+        &planted,
+        "fn t() {\n    if std::env::var_os(\"CI\").is_none() {\n        eprintln!(\"skipping\");\n        return;\n    }\n}\n",
+    )
+    .unwrap();
+    let found = skips_outside_the_gate(&[planted.clone()]);
+    std::fs::remove_file(&planted).unwrap();
+    assert_eq!(found.len(), 2, "{found:?}");
+}

@@ -69,9 +69,11 @@ pub fn expand(template: &str, host: &Host) -> Result<String, String> {
                     ))
                 }
             },
-            None => return Err(format!(
+            None => {
+                return Err(format!(
                 "unknown placeholder {{{name}}} in {template:?} (known: {{host}}, {{label.KEY}})"
-            )),
+            ))
+            }
         }
         rest = &after[close + 1..];
     }

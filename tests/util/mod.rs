@@ -5,6 +5,7 @@
 
 pub mod container;
 pub mod docker;
+pub mod gate;
 pub mod http;
 pub mod https;
 pub mod plugins;
@@ -19,27 +20,8 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+pub use gate::{can_run, strict};
 pub use repo::TestRepo;
-
-/// Whether a test must fail, not skip, when a server, tool or privilege it
-/// needs is missing: under CI (`CI` set) and as root (scripts/test installs
-/// what the tests need then). Elsewhere a test may skip, saying why.
-pub fn strict() -> bool {
-    std::env::var_os("CI").is_some_and(|v| !v.is_empty()) || servers::is_root()
-}
-
-/// Skips (returns false, printing why) only where skipping is allowed; fails
-/// the test under [`strict`].
-pub fn can_run(ok: bool, why: &str) -> bool {
-    assert!(
-        ok || !strict(),
-        "{why} (CI or root: this must not be skipped)"
-    );
-    if !ok {
-        eprintln!("skipped: {why}");
-    }
-    ok
-}
 
 /// The outcome of one `tend` invocation.
 pub struct Run {

@@ -14,9 +14,7 @@ use std::time::{Duration, Instant};
 
 use super::{tend_cmd, Daemon, Env, Run};
 
-pub fn is_root() -> bool {
-    rustix::process::geteuid().is_root()
-}
+pub use super::gate::is_root;
 
 /// Whether every program in `programs` exists. Missing ones fail the test
 /// under CI or as root (scripts/test installs them then), and skip it with
@@ -26,13 +24,13 @@ pub fn available(what: &str, programs: &[&Path]) -> bool {
     if missing.is_empty() {
         return true;
     }
-    assert!(
-        !super::strict(),
-        "{what}: {missing:?} missing; scripts/test installs them \
-         (apt-get install nginx fcgiwrap openssh-server openssl)"
-    );
-    eprintln!("skipping {what}: {missing:?} not installed, and not root to install them");
-    false
+    super::can_run(
+        false,
+        &format!(
+            "{what}: {missing:?} missing; scripts/test installs them \
+             (apt-get install nginx fcgiwrap openssh-server openssl)"
+        ),
+    )
 }
 
 /// git-http-backend of the git on PATH, else Debian's.

@@ -409,14 +409,13 @@ fn a_reader_in_another_process_is_not_blocked_by_an_open_write() {
         .stdout(std::process::Stdio::piped())
         .process_group(0)
         .spawn();
-    let Ok(writer) = writer else {
-        assert!(
-            !super::strict(),
-            "the sqlite3 CLI is missing (scripts/test installs Debian's sqlite3)"
-        );
-        eprintln!("sqlite3 CLI not found; skipping the cross-process check");
+    if !crate::test_gate::can_run(
+        writer.is_ok(),
+        "the sqlite3 CLI is missing (scripts/test installs Debian's sqlite3)",
+    ) {
         return;
-    };
+    }
+    let writer = writer.unwrap();
     /// Kills the writer's process group (sh, sleep and sqlite3) when dropped.
     struct Group(std::process::Child);
     impl Drop for Group {
@@ -431,8 +430,10 @@ fn a_reader_in_another_process_is_not_blocked_by_an_open_write() {
     let mut out = std::io::BufReader::new(writer.0.stdout.take().unwrap());
     let mut line = String::new();
     std::io::BufRead::read_line(&mut out, &mut line).unwrap();
-    if line.trim() != "ready" {
-        eprintln!("sqlite3 CLI unusable ({line:?}); skipping the cross-process check");
+    if !crate::test_gate::can_run(
+        line.trim() == "ready",
+        &format!("the sqlite3 CLI is unusable ({line:?})"),
+    ) {
         return;
     }
     let started = Instant::now();

@@ -18,12 +18,6 @@ fn at(secs: u64) -> SystemTime {
     UNIX_EPOCH + Duration::from_millis(1_700_000_000_000 + secs * 1000 + 123)
 }
 
-/// Whether a missing tool must fail the test (under CI, or as root, when
-/// scripts/test installs what the tests need) instead of skipping it.
-fn strict() -> bool {
-    std::env::var_os("CI").is_some_and(|v| !v.is_empty()) || rustix::process::geteuid().is_root()
-}
-
 fn mode_of(path: &std::path::Path) -> u32 {
     use std::os::unix::fs::PermissionsExt;
     std::fs::metadata(path).unwrap().permissions().mode() & 0o777

@@ -226,6 +226,4 @@ pub(super) fn identity(path: &Path) -> (u64, i64, i64) {
     )
 }
 
-pub(super) fn is_root() -> bool {
-    rustix::process::geteuid().is_root()
-}
+pub(super) use crate::test_gate::is_root;
