@@ -8,6 +8,7 @@ use similar::{ChangeTag, TextDiff};
 use crate::model::{Action, Change, Field, Live, Observed, Spec};
 
 pub mod markdown;
+pub mod quote;
 
 /// Content larger than this is not diffed line by line.
 const MAX_DIFF_BYTES: usize = 1 << 20;

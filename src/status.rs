@@ -49,7 +49,7 @@ pub struct SourceStatus {
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct RefusedStatus {
     pub revision: String,
-    /// unsigned, untrusted, bad_signature, expired or rewind.
+    /// unsigned, untrusted, bad_signature, expired, revoked or rewind.
     pub reason: String,
     pub detail: String,
     pub since: String,

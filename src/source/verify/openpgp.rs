@@ -1,11 +1,13 @@
 //! OpenPGP: an armored keyring of trusted public keys (what `gpg --export
 //! --armor` writes, several blocks allowed) and the check of a detached
-//! signature, as git makes them with gpg, against it.
+//! signature, as git makes them with gpg, against it: the key's window
+//! (creation, expiry) and its revocations.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use pgp::composed::{Deserializable, DetachedSignature, SignedPublicKey};
+use pgp::packet::{RevocationCode, Signature, SignatureType};
 use pgp::types::{KeyDetails, PublicKeyTrait};
 
 use super::{Reason, Refusal, Signer, VerifyError};
@@ -34,6 +36,70 @@ struct Candidate<'a> {
     fingerprint: String,
     created: SystemTime,
     expires: Option<SystemTime>,
+    revoked: Option<Revoked>,
+}
+
+/// A revocation on a key (its own, or its primary key's). A key superseded
+/// or retired stops signing at the revocation's date, and what it signed
+/// before still stands, as GnuPG has it; any other reason (compromised, or
+/// none given) may mean someone else holds the key, so nothing it ever
+/// signed is trusted.
+#[derive(Clone)]
+struct Revoked {
+    at: SystemTime,
+    soft: bool,
+    why: String,
+}
+
+impl Revoked {
+    /// The revocation of `sig` (of type `typ`), if it is one. The keyring's
+    /// load checked that each revocation is made by the key's primary key.
+    fn of(sig: &Signature, typ: SignatureType) -> Option<Revoked> {
+        if sig.typ() != Some(typ) {
+            return None;
+        }
+        let code = sig.revocation_reason_code().copied();
+        let soft = matches!(
+            code,
+            Some(RevocationCode::KeySuperseded | RevocationCode::KeyRetired)
+        );
+        let mut why = match code {
+            None | Some(RevocationCode::NoReason) => "no reason given".to_string(),
+            Some(RevocationCode::KeySuperseded) => "superseded".to_string(),
+            Some(RevocationCode::KeyRetired) => "retired".to_string(),
+            Some(RevocationCode::KeyCompromised) => "compromised".to_string(),
+            Some(other) => format!("reason code {}", u8::from(other)),
+        };
+        if let Some(text) = sig.revocation_reason_string().filter(|t| !t.is_empty()) {
+            why = format!("{why}: {}", crate::render::quote::name(text));
+        }
+        Some(Revoked {
+            at: sig
+                .created()
+                .map(|t| time_of(t.timestamp()))
+                .unwrap_or(UNIX_EPOCH),
+            soft,
+            why,
+        })
+    }
+
+    /// Of two revocations, the one that refuses more: a hard one over a
+    /// soft one, else the earlier.
+    fn stronger(a: Option<Revoked>, b: Option<Revoked>) -> Option<Revoked> {
+        match (a, b) {
+            (None, x) | (x, None) => x,
+            (Some(a), Some(b)) => Some(match (a.soft, b.soft) {
+                (false, true) => a,
+                (true, false) => b,
+                _ if a.at <= b.at => a,
+                _ => b,
+            }),
+        }
+    }
+
+    fn voids(&self, signed_at: SystemTime) -> bool {
+        !self.soft || signed_at >= self.at
+    }
 }
 
 /// What the check needs of a primary key or subkey.
@@ -97,11 +163,18 @@ impl Keyring {
                 .key_expiration_time()
                 .filter(|d| d.num_seconds() > 0)
                 .map(|d| created + Duration::from_secs(d.num_seconds() as u64));
+            let primary_revoked = key
+                .details
+                .revocation_signatures
+                .iter()
+                .map(|s| Revoked::of(s, SignatureType::KeyRevocation))
+                .fold(None, Revoked::stronger);
             out.push(Candidate {
                 key: &key.primary_key,
                 fingerprint: format!("{:X}", key.primary_key.fingerprint()),
                 created,
                 expires,
+                revoked: primary_revoked.clone(),
             });
             for sub in &key.public_subkeys {
                 let created = time_of(sub.key.created_at().timestamp());
@@ -112,11 +185,18 @@ impl Keyring {
                     .max()
                     .filter(|d| d.num_seconds() > 0)
                     .map(|d| created + Duration::from_secs(d.num_seconds() as u64));
+                // Revoking the primary key revokes its subkeys with it.
+                let revoked = sub
+                    .signatures
+                    .iter()
+                    .map(|s| Revoked::of(s, SignatureType::SubkeyRevocation))
+                    .fold(primary_revoked.clone(), Revoked::stronger);
                 out.push(Candidate {
                     key: &sub.key,
                     fingerprint: format!("{:X}", sub.key.fingerprint()),
                     created,
                     expires,
+                    revoked,
                 });
             }
         }
@@ -147,7 +227,16 @@ impl Keyring {
             )
             .collect();
         let named = |fp: &str| issuers.iter().any(|i| fp.ends_with(i.as_str()));
-        let mut outside = None;
+        // A revocation is judged at the later of the signature's own time
+        // and the committer's: a signer may set either.
+        let signed_at = sig
+            .signature
+            .created()
+            .map(|t| time_of(t.timestamp()))
+            .map_or(at, |t| t.max(at));
+        let (mut outside, mut valid) = (None, None);
+        // Every copy of the key in the keyring is looked at: a revocation
+        // in any of them holds.
         for c in self
             .candidates()
             .into_iter()
@@ -162,13 +251,27 @@ impl Keyring {
                     ),
                 ));
             }
+            if let Some(r) = c.revoked.as_ref().filter(|r| r.voids(signed_at)) {
+                return Err(Refusal::new(
+                    Reason::Revoked,
+                    format!(
+                        "OpenPGP key {} was revoked on {} ({})",
+                        c.fingerprint,
+                        humantime::format_rfc3339_seconds(r.at),
+                        r.why
+                    ),
+                ));
+            }
             if at < c.created || c.expires.is_some_and(|e| at >= e) {
                 outside = Some(c.fingerprint.clone());
-                continue;
+            } else {
+                valid.get_or_insert(c.fingerprint);
             }
+        }
+        if let Some(fingerprint) = valid {
             return Ok(Signer {
                 kind: "openpgp",
-                fingerprint: c.fingerprint,
+                fingerprint,
                 principal: None,
             });
         }
