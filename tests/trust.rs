@@ -1,26 +1,14 @@
 //! Trust in the source (SPEC §9) with real keys: commits signed by `git
 //! commit -S` with ssh-keygen keys and GnuPG keys, tags by `git tag -s`;
-//! each refusal with its reason, and the anti-rollback mark.
+//! each refusal with its reason, and the anti-rollback mark. OpenPGP's own
+//! cases are in `trust_openpgp.rs`.
 
 mod util;
 
-use util::signing::{file_in, signed_commit, with_tree, GpgKey, SshKey};
-use util::{Env, Run};
+use util::signing::{assert_refused, file_in, refused, signed_commit, with_tree, SshKey};
+use util::Env;
 
 const DECL: &str = "kind: file\npath: v\nsource: v\n";
-
-fn refused(env: &Env) -> serde_json::Value {
-    env.status()["source"]["refused"].clone()
-}
-
-/// A sync refused before any change: exit 2, the reason said, the root as
-/// it was.
-fn assert_refused(env: &Env, run: &Run, reason: &str, kept: &str) {
-    assert_eq!(run.code, 2, "{run:?}");
-    assert!(run.stderr.contains(reason), "{reason}: {run:?}");
-    assert_eq!(env.read("v"), kept, "nothing of a refused revision applies");
-    assert_eq!(refused(env)["reason"], reason, "{}", env.status());
-}
 
 #[test]
 fn ssh_signatures_accepted_from_allowed_keys_and_each_refusal_named() {
@@ -97,49 +85,6 @@ fn ssh_signatures_accepted_from_allowed_keys_and_each_refusal_named() {
     assert_eq!(s.code, 0, "{s:?}");
     assert_eq!(env.read("v"), "two");
     assert!(refused(&env).is_null());
-}
-
-#[test]
-fn openpgp_signatures_checked_against_the_keyring() {
-    let env = Env::new();
-    let (Some(trusted), Some(other)) = (
-        GpgKey::new("Trusted <trusted@example.com>"),
-        GpgKey::new("Other <other@example.com>"),
-    ) else {
-        return;
-    };
-    let keyring = file_in(trusted.home.path(), "trusted.asc", &trusted.export());
-    let config = env.config(&format!(
-        "source:\n  verify:\n    keyring: {}\n    require: commit\n",
-        keyring.display()
-    ));
-    let sync = || env.tend(&["sync", "-c", config.to_str().unwrap()]);
-
-    trusted.sign_with(&env.repo);
-    env.repo.write("f.tend.yaml", DECL).write("v", "one");
-    signed_commit(&env.repo, "one");
-    let s = sync();
-    assert_eq!(s.code, 0, "{s:?}");
-    assert_eq!(env.read("v"), "one");
-    let signer = env.status()["source"]["applied_signer"].clone();
-    assert!(
-        signer
-            .as_str()
-            .unwrap_or_default()
-            .contains(&trusted.fingerprint),
-        "{signer}"
-    );
-
-    other.sign_with(&env.repo);
-    env.repo.write("v", "other");
-    signed_commit(&env.repo, "other");
-    let s = sync();
-    assert_refused(&env, &s, "untrusted", "one");
-
-    env.repo.write("v", "plain");
-    env.repo.commit("plain");
-    let s = sync();
-    assert_refused(&env, &s, "unsigned", "one");
 }
 
 #[test]

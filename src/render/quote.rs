@@ -88,7 +88,10 @@ mod tests {
 
     #[test]
     fn plain_names_stay_as_they_are() {
-        assert_eq!(name("files/file/etc/nginx.conf"), "files/file/etc/nginx.conf");
+        assert_eq!(
+            name("files/file/etc/nginx.conf"),
+            "files/file/etc/nginx.conf"
+        );
         assert_eq!(name("files/file/été/ü.txt"), "files/file/été/ü.txt");
         assert!(matches!(name("a b"), Cow::Borrowed(_)));
     }
