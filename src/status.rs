@@ -412,7 +412,9 @@ pub fn text(doc: &StatusDoc, all: bool) -> String {
                     .map(|s| short(Duration::from_secs(s)))
                     .unwrap_or("-".into()),
                 r.attempts.to_string(),
-                r.reason.as_deref().map_or("-".into(), |r| said(r).into_owned()),
+                r.reason
+                    .as_deref()
+                    .map_or("-".into(), |r| said(r).into_owned()),
                 r.next_retry.clone().unwrap_or("-".into()),
             ]
         })

@@ -55,8 +55,10 @@ fn as_live(d: &Desired) -> Observed {
 /// A declared value as text shows it (a hook or owner name is the
 /// repository's to choose, so quoted as names are).
 fn shown(v: &Option<String>, unset: &str) -> String {
-    v.as_deref()
-        .map_or_else(|| unset.to_string(), |v| render::quote::name(v).into_owned())
+    v.as_deref().map_or_else(
+        || unset.to_string(),
+        |v| render::quote::name(v).into_owned(),
+    )
 }
 
 /// What a declaration says beyond its spec, as (name, value) pairs; a
