@@ -291,3 +291,48 @@ impl Keyring {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn revoked(secs: u64, soft: bool) -> Option<Revoked> {
+        Some(Revoked {
+            at: UNIX_EPOCH + Duration::from_secs(secs),
+            soft,
+            why: String::new(),
+        })
+    }
+
+    #[test]
+    fn a_soft_revocation_spares_what_was_signed_before_it_and_a_hard_one_nothing() {
+        let at = |secs| UNIX_EPOCH + Duration::from_secs(secs);
+        let soft = revoked(100, true).unwrap();
+        assert!(!soft.voids(at(99)));
+        assert!(soft.voids(at(100)) && soft.voids(at(101)));
+        let hard = revoked(100, false).unwrap();
+        assert!(hard.voids(at(1)) && hard.voids(at(200)));
+    }
+
+    #[test]
+    fn of_two_revocations_the_one_refusing_more_holds() {
+        let pick = |a, b| Revoked::stronger(a, b).map(|r| (r.at, r.soft));
+        let at = |secs| UNIX_EPOCH + Duration::from_secs(secs);
+        assert_eq!(pick(None, None), None);
+        assert_eq!(pick(revoked(5, true), None), Some((at(5), true)));
+        // A hard one, however late, over a soft one.
+        assert_eq!(
+            pick(revoked(5, true), revoked(9, false)),
+            Some((at(9), false))
+        );
+        assert_eq!(
+            pick(revoked(9, false), revoked(5, true)),
+            Some((at(9), false))
+        );
+        // Of two soft ones, the earlier.
+        assert_eq!(
+            pick(revoked(9, true), revoked(5, true)),
+            Some((at(5), true))
+        );
+    }
+}
