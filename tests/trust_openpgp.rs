@@ -257,3 +257,57 @@ fn a_superseded_key_keeps_what_it_signed_before_its_revocation() {
     assert_refused(&env, &s, "revoked", "before");
     assert!(s.stderr.contains("superseded"), "{s:?}");
 }
+
+#[test]
+fn a_running_daemon_refuses_a_revoked_key_and_counts_it_as_revoked() {
+    let env = Env::new();
+    let Some(key) = GpgKey::new("Ops <ops@example.com>") else {
+        return;
+    };
+    key.sign_with(&env.repo);
+    env.repo.write("f.tend.yaml", DECL).write("v", "one");
+    let good = signed_commit(&env.repo, "one");
+    next_second();
+    let revocation = key.revocation("retired");
+    next_second();
+    env.repo.write("v", "two");
+    let late = signed_commit(&env.repo, "two");
+    key.import(&revocation);
+    let keyring = file_in(key.home.path(), "trusted.asc", &key.export());
+    env.repo.git(&["update-ref", "refs/heads/main", &good]);
+
+    let served = util::http::serve_polling(&env, &["--keyring", keyring.to_str().unwrap()]);
+    assert!(served.ready(30), "{}", env.daemon_log());
+    assert_eq!(env.read("v"), "one", "signed before its retirement");
+
+    env.repo.git(&["update-ref", "refs/heads/main", &late]);
+    served.refresh();
+    assert!(
+        util::wait_until(20, || refused(&env)["reason"] == "revoked"),
+        "{}\n{}",
+        env.status(),
+        env.daemon_log()
+    );
+    assert_eq!(env.status()["source"]["applied_revision"], good);
+    assert_eq!(env.read("v"), "one");
+    let m = served.metrics();
+    assert!(
+        m.value("tend_source_refused_total", &[("reason", "revoked")])
+            .is_some_and(|v| v >= 1.0),
+        "{}",
+        m.0
+    );
+    let api = served.get("/api/v1/status").json();
+    assert_eq!(api["source"]["refused"]["reason"], "revoked", "{api}");
+    assert!(
+        api["source"]["refused"]["detail"]
+            .to_string()
+            .contains("retired"),
+        "{api}"
+    );
+    let text = env.tend(&["status"]);
+    assert!(
+        text.stdout.contains("refused") && text.stdout.contains("(revoked)"),
+        "{text:?}"
+    );
+}
