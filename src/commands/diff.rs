@@ -123,8 +123,9 @@ pub fn run(g: &Flags, mut settings: Settings) -> ExitCode {
     match &pruning {
         Pruning::Held(reason) => {
             eprintln!(
-                "tend: {} held: {reason}",
-                count(undeclared, "prune", "prunes")
+                "tend: {} held: {}",
+                count(undeclared, "prune", "prunes"),
+                quote::escape_controls(&reason.to_string())
             )
         }
         Pruning::Release => eprintln!(

@@ -65,7 +65,7 @@ pub fn run(g: &Flags, settings: Settings, allow_mass_prune: bool) -> ExitCode {
                 if !rec.touched() {
                     return fail(format!("{e}; nothing was changed"));
                 }
-                eprintln!("tend: {e}");
+                eprintln!("tend: {}", said(&e.to_string()));
                 return ExitCode::from(3);
             }
         };
