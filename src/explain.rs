@@ -161,10 +161,18 @@ pub fn build(
 
 /// The text `tend explain` prints.
 pub fn text(x: &Explanation) -> String {
-    let mut out = format!("{}\n", x.id);
-    let mut line = |label: &str, value: &str| out.push_str(&format!("  {label:<10} {value}\n"));
+    use crate::render::quote;
+    let mut out = format!("{}\n", quote::name(&x.id));
+    // Values come from the repository and the ledger (a committer's name,
+    // a reason naming a path): their control bytes are escaped.
+    let mut line = |label: &str, value: &str| {
+        out.push_str(&format!(
+            "  {label:<10} {}\n",
+            quote::escape_controls(value)
+        ))
+    };
     if let Some(p) = &x.path {
-        line("path", p);
+        line("path", &quote::name(p));
     }
     match (&x.declared_at, &x.revision) {
         (Some(at), Some(rev)) => line("declared", &format!("{at} at revision {}", &rev[..12])),

@@ -201,7 +201,7 @@ impl Metrics {
         );
         r.register(
             "tend_source_refused",
-            "Fetched revisions refused, by reason (unsigned, untrusted, bad_signature, expired, rewind)",
+            "Fetched revisions refused, by reason (unsigned, untrusted, bad_signature, expired, revoked, rewind)",
             self.refused.clone(),
         );
         r.register(

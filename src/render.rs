@@ -8,6 +8,7 @@ use similar::{ChangeTag, TextDiff};
 use crate::model::{Action, Change, Field, Live, Observed, Spec};
 
 pub mod markdown;
+pub mod quote;
 
 /// Content larger than this is not diffed line by line.
 const MAX_DIFF_BYTES: usize = 1 << 20;
@@ -56,7 +57,7 @@ pub fn content_diff(change: &Change, shown: &Shown) -> String {
         shown.live.unwrap_or_default(),
         shown.desired.unwrap_or_default(),
     );
-    let id = change.id.as_str();
+    let id = quote::name(change.id.as_str());
     if shown.sensitive {
         let h = |b: Option<&[u8]>| b.map(|b| (shown.hash)(b)).unwrap_or_else(|| "none".into());
         return format!(
@@ -81,7 +82,11 @@ pub fn content_diff(change: &Change, shown: &Shown) -> String {
     out.push_str(&paint(
         shown.color,
         "1",
-        &format!("--- live/{id}\n+++ desired/{id}\n"),
+        &format!(
+            "--- {}\n+++ {}\n",
+            quote::name(&format!("live/{}", change.id)),
+            quote::name(&format!("desired/{}", change.id))
+        ),
     ));
     for hunk in diff.unified_diff().context_radius(3).iter_hunks() {
         out.push_str(&paint(shown.color, "36", &format!("{}\n", hunk.header())));
@@ -126,7 +131,7 @@ fn value(v: &Option<serde_json::Value>) -> String {
 /// One line per non-content change; a structured resource's fields show as
 /// `/spec/replicas: 2 -> 3` (values hidden when sensitive).
 pub fn field_lines(change: &Change, sensitive: bool) -> Vec<String> {
-    let id = change.id.as_str();
+    let id = quote::name(change.id.as_str());
     field_texts(change, sensitive)
         .into_iter()
         .map(|t| format!("{id}: {t}"))
@@ -161,7 +166,11 @@ pub fn field_texts(change: &Change, sensitive: bool) -> Vec<String> {
             Field::Mode { from, to } => Some(format!("mode {} -> {}", mode(*from), mode(*to))),
             Field::Owner { from, to } => Some(format!("owner {from} -> {to}")),
             Field::Group { from, to } => Some(format!("group {from} -> {to}")),
-            Field::LinkTarget { from, to } => Some(format!("target {from} -> {to}")),
+            Field::LinkTarget { from, to } => Some(format!(
+                "target {} -> {}",
+                quote::name(from),
+                quote::name(to)
+            )),
         })
         .collect()
 }
@@ -176,7 +185,7 @@ pub fn text(change: &Change, shown: &Shown) -> String {
 /// content diff.
 pub fn text_with(change: &Change, shown: &Shown, more: &[String]) -> String {
     let mut out = String::new();
-    let id = change.id.as_str();
+    let id = quote::name(change.id.as_str());
     let more = more.iter().map(|m| format!("{id}: {m}"));
     for line in field_lines(change, shown.sensitive).into_iter().chain(more) {
         let code = match change.action {

@@ -49,7 +49,7 @@ pub struct SourceStatus {
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct RefusedStatus {
     pub revision: String,
-    /// unsigned, untrusted, bad_signature, expired or rewind.
+    /// unsigned, untrusted, bad_signature, expired, revoked or rewind.
     pub reason: String,
     pub detail: String,
     pub since: String,
@@ -308,8 +308,10 @@ pub fn resource(
     Ok(ledger.resource(id)?.map(|r| resource_status(r, now)))
 }
 
-/// The text table of `tend status`.
+/// The text table of `tend status`. Identities are quoted as names are, and
+/// what messages hold (a path in a reason) has its control bytes escaped.
 pub fn text(doc: &StatusDoc, all: bool) -> String {
+    use crate::render::quote::{escape_controls as said, name};
     let mut out = String::new();
     if let Some(s) = &doc.source {
         let rev = |r: &Option<String>| {
@@ -331,13 +333,13 @@ pub fn text(doc: &StatusDoc, all: bool) -> String {
             ));
         }
         if let Some(e) = &s.last_fetch_error {
-            out.push_str(&format!("last fetch error: {e}\n"));
+            out.push_str(&format!("last fetch error: {}\n", said(e)));
         }
         if let Some(r) = &s.repaired {
-            out.push_str(&format!("mirror repaired: {r}\n"));
+            out.push_str(&format!("mirror repaired: {}\n", said(r)));
         }
         for w in &s.warnings {
-            out.push_str(&format!("warning  {w}\n"));
+            out.push_str(&format!("warning  {}\n", said(w)));
         }
         if let Some(signer) = &s.applied_signer {
             out.push_str(&format!("signed by {signer}\n"));
@@ -357,7 +359,7 @@ pub fn text(doc: &StatusDoc, all: bool) -> String {
                 "refused  {} ({}): {}\n",
                 rev(&Some(r.revision.clone())),
                 r.reason,
-                r.detail
+                said(&r.detail)
             ));
         }
     }
@@ -387,7 +389,7 @@ pub fn text(doc: &StatusDoc, all: bool) -> String {
             doc.problems.len()
         ));
         for p in &doc.problems {
-            out.push_str(&format!("  {p}\n"));
+            out.push_str(&format!("  {}\n", said(p)));
         }
     }
     let rows: Vec<&ResourceStatus> = doc
@@ -404,13 +406,15 @@ pub fn text(doc: &StatusDoc, all: bool) -> String {
         .iter()
         .map(|r| {
             [
-                r.id.clone(),
+                name(&r.id).into_owned(),
                 state_name(r.state),
                 r.drift_age_seconds
                     .map(|s| short(Duration::from_secs(s)))
                     .unwrap_or("-".into()),
                 r.attempts.to_string(),
-                r.reason.clone().unwrap_or("-".into()),
+                r.reason
+                    .as_deref()
+                    .map_or("-".into(), |r| said(r).into_owned()),
                 r.next_retry.clone().unwrap_or("-".into()),
             ]
         })

@@ -1,26 +1,14 @@
 //! Trust in the source (SPEC §9) with real keys: commits signed by `git
 //! commit -S` with ssh-keygen keys and GnuPG keys, tags by `git tag -s`;
-//! each refusal with its reason, and the anti-rollback mark.
+//! each refusal with its reason, and the anti-rollback mark. OpenPGP's own
+//! cases are in `trust_openpgp.rs`.
 
 mod util;
 
-use util::signing::{file_in, signed_commit, with_tree, GpgKey, SshKey};
-use util::{Env, Run};
+use util::signing::{assert_refused, file_in, refused, signed_commit, with_tree, SshKey};
+use util::Env;
 
 const DECL: &str = "kind: file\npath: v\nsource: v\n";
-
-fn refused(env: &Env) -> serde_json::Value {
-    env.status()["source"]["refused"].clone()
-}
-
-/// A sync refused before any change: exit 2, the reason said, the root as
-/// it was.
-fn assert_refused(env: &Env, run: &Run, reason: &str, kept: &str) {
-    assert_eq!(run.code, 2, "{run:?}");
-    assert!(run.stderr.contains(reason), "{reason}: {run:?}");
-    assert_eq!(env.read("v"), kept, "nothing of a refused revision applies");
-    assert_eq!(refused(env)["reason"], reason, "{}", env.status());
-}
 
 #[test]
 fn ssh_signatures_accepted_from_allowed_keys_and_each_refusal_named() {
@@ -97,49 +85,6 @@ fn ssh_signatures_accepted_from_allowed_keys_and_each_refusal_named() {
     assert_eq!(s.code, 0, "{s:?}");
     assert_eq!(env.read("v"), "two");
     assert!(refused(&env).is_null());
-}
-
-#[test]
-fn openpgp_signatures_checked_against_the_keyring() {
-    let env = Env::new();
-    let (Some(trusted), Some(other)) = (
-        GpgKey::new("Trusted <trusted@example.com>"),
-        GpgKey::new("Other <other@example.com>"),
-    ) else {
-        return;
-    };
-    let keyring = file_in(trusted.home.path(), "trusted.asc", &trusted.export());
-    let config = env.config(&format!(
-        "source:\n  verify:\n    keyring: {}\n    require: commit\n",
-        keyring.display()
-    ));
-    let sync = || env.tend(&["sync", "-c", config.to_str().unwrap()]);
-
-    trusted.sign_with(&env.repo);
-    env.repo.write("f.tend.yaml", DECL).write("v", "one");
-    signed_commit(&env.repo, "one");
-    let s = sync();
-    assert_eq!(s.code, 0, "{s:?}");
-    assert_eq!(env.read("v"), "one");
-    let signer = env.status()["source"]["applied_signer"].clone();
-    assert!(
-        signer
-            .as_str()
-            .unwrap_or_default()
-            .contains(&trusted.fingerprint),
-        "{signer}"
-    );
-
-    other.sign_with(&env.repo);
-    env.repo.write("v", "other");
-    signed_commit(&env.repo, "other");
-    let s = sync();
-    assert_refused(&env, &s, "untrusted", "one");
-
-    env.repo.write("v", "plain");
-    env.repo.commit("plain");
-    let s = sync();
-    assert_refused(&env, &s, "unsigned", "one");
 }
 
 #[test]
@@ -238,30 +183,6 @@ fn a_rewind_is_refused_without_verify_too_and_a_new_ref_starts_a_new_mark() {
     assert_eq!(env.read("v"), "three");
 }
 
-/// `tend run` polling every second with a resync every two, so a hand
-/// edit close after tend's own write (taken as its echo by the watcher)
-/// is still corrected soon; and the address it serves on.
-fn serve(env: &Env, args: &[&str]) -> util::http::Served {
-    let cfg = env.config("policy:\n  resync: 2s\n");
-    let mut all = vec!["--interval", "1s", "-c", cfg.to_str().unwrap()];
-    all.extend_from_slice(args);
-    let before = env.daemon_log().matches("listening").count();
-    let daemon = env.daemon(&all);
-    let mut addr = None;
-    let up = util::wait_until(15, || {
-        let log = env.daemon_log();
-        if log.matches("listening").count() > before {
-            addr = util::http::listening_addr(&log);
-        }
-        addr.is_some()
-    });
-    assert!(up, "no listening line:\n{}", env.daemon_log());
-    util::http::Served {
-        daemon,
-        addr: addr.unwrap(),
-    }
-}
-
 fn read(env: &Env, rel: &str) -> Option<String> {
     std::fs::read_to_string(env.at(rel)).ok()
 }
@@ -276,7 +197,7 @@ fn a_running_daemon_refuses_an_unsigned_push_keeps_correcting_and_takes_the_next
     key.sign_with(&env.repo);
     env.repo.write("f.tend.yaml", DECL).write("v", "one");
     let good = signed_commit(&env.repo, "one");
-    let served = serve(&env, &["--allowed-signers", allowed.to_str().unwrap()]);
+    let served = util::http::serve_polling(&env, &["--allowed-signers", allowed.to_str().unwrap()]);
     assert!(served.ready(30), "{}", env.daemon_log());
     assert_eq!(read(&env, "v").as_deref(), Some("one"));
 
@@ -343,7 +264,7 @@ fn a_refused_revision_after_a_restart_leaves_the_last_good_one_in_force() {
     env.repo.git(&["reset", "-q", "--hard", &one]);
     std::fs::write(env.at("v"), "hand edit").unwrap();
     // A fresh daemon finds the rewound branch: it corrects to `two`.
-    let served = serve(&env, &[]);
+    let served = util::http::serve_polling(&env, &[]);
     assert!(
         util::wait_until(20, || read(&env, "v").as_deref() == Some("two")),
         "{}",
@@ -360,7 +281,7 @@ fn pin_holds_an_older_revision_beside_a_daemon_and_survives_a_restart() {
     let one = env.repo.commit("one");
     env.repo.write("v", "two");
     let two = env.repo.commit("two");
-    let mut served = serve(&env, &[]);
+    let mut served = util::http::serve_polling(&env, &[]);
     assert!(util::wait_until(20, || read(&env, "v").as_deref() == Some("two")));
 
     let p = env.tend(&["pin", &one[..10]]);
@@ -390,7 +311,7 @@ fn pin_holds_an_older_revision_beside_a_daemon_and_survives_a_restart() {
 
     // The pin survives a restart.
     assert_eq!(served.daemon.stop(10), Some(0));
-    let served = serve(&env, &[]);
+    let served = util::http::serve_polling(&env, &[]);
     assert!(served.ready(30), "{}", env.daemon_log());
     assert_eq!(read(&env, "v").as_deref(), Some("one"));
     assert_eq!(env.status()["source"]["pinned"]["revision"], one);

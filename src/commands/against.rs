@@ -123,11 +123,11 @@ fn compare_revisions(g: &Flags, settings: &Settings, against: &str) -> Result<Ex
         }
     }
     for p in &problems {
-        eprintln!("{p}");
+        eprintln!("{}", render::quote::escape_controls(p));
     }
     if g.output != Output::Markdown {
         for n in &notes {
-            eprintln!("tend: note: {n}");
+            eprintln!("tend: note: {}", render::quote::escape_controls(n));
         }
     }
     if !problems.is_empty() {

@@ -11,7 +11,7 @@ use crate::config::Settings;
 use crate::ledger::{HashKey, Ledger, DATABASE_FILE};
 use crate::model::Change;
 use crate::reconcile::{self, Context, PassOptions, Pruning, Scope};
-use crate::render::{self, count, markdown};
+use crate::render::{self, count, markdown, quote};
 
 pub fn run(g: &Flags, mut settings: Settings) -> ExitCode {
     // Dropped last: everything below may write into it.
@@ -110,17 +110,22 @@ pub fn run(g: &Flags, mut settings: Settings) -> ExitCode {
         }
     }
     for problem in &rev.declared.problems {
-        eprintln!("{problem}");
+        eprintln!("{}", quote::escape_controls(&problem.to_string()));
     }
     for (id, reason) in &p.plan.unknown {
-        eprintln!("tend: {id}: could not observe: {reason}");
+        eprintln!(
+            "tend: {}: could not observe: {}",
+            quote::name(id.as_str()),
+            quote::escape_controls(&reason.to_string())
+        );
     }
     let undeclared = p.plan.deletes.len();
     match &pruning {
         Pruning::Held(reason) => {
             eprintln!(
-                "tend: {} held: {reason}",
-                count(undeclared, "prune", "prunes")
+                "tend: {} held: {}",
+                count(undeclared, "prune", "prunes"),
+                quote::escape_controls(&reason.to_string())
             )
         }
         Pruning::Release => eprintln!(

@@ -21,8 +21,13 @@ use crate::config::{self, Settings};
 /// Exit code for errors of usage, config, source or lock.
 pub const ERROR: u8 = 2;
 
+/// Says why a command failed; a message may name a path, so its control
+/// bytes are escaped as in all text output.
 fn fail(message: impl std::fmt::Display) -> ExitCode {
-    eprintln!("tend: {message}");
+    eprintln!(
+        "tend: {}",
+        crate::render::quote::escape_controls(&message.to_string())
+    );
     ExitCode::from(ERROR)
 }
 

@@ -7,6 +7,7 @@ use std::time::{Duration, SystemTime};
 use super::fail;
 use crate::cli::Flags;
 use crate::ledger::Ledger;
+use crate::render::quote::name;
 
 fn open(g: &Flags) -> Result<Ledger, ExitCode> {
     let dir = crate::config::state_dir_only(g).map_err(fail)?;
@@ -31,7 +32,7 @@ pub fn pause(g: &Flags, ids: &[String], duration: Option<Duration>) -> ExitCode 
         if let Err(e) = ledger.pause(id, until) {
             return fail(e);
         }
-        let what = id.unwrap_or("all resources");
+        let what = id.map_or("all resources".into(), name);
         match duration {
             Some(d) => super::outln!("paused {what} for {}", humantime::format_duration(d)),
             None => super::outln!("paused {what} until `tend resume`"),
@@ -63,9 +64,12 @@ pub fn resume(g: &Flags, ids: &[String]) -> ExitCode {
         }
         match id {
             Some(id) if global => {
-                super::outln!("resumed {id}; all others stay paused until `tend resume`")
+                super::outln!(
+                    "resumed {}; all others stay paused until `tend resume`",
+                    name(id)
+                )
             }
-            _ => super::outln!("resumed {}", id.unwrap_or("all resources")),
+            _ => super::outln!("resumed {}", id.map_or("all resources".into(), name)),
         }
     }
     ExitCode::SUCCESS
@@ -76,6 +80,7 @@ pub fn resume(g: &Flags, ids: &[String]) -> ExitCode {
 fn warn_if_unknown(ledger: &Ledger, id: &str) {
     if let Ok(found) = ledger.resources_of(std::iter::once(id)) {
         if found.is_empty() {
+            let id = name(id);
             eprintln!("tend: note: no resource {id} has been seen yet; check the identity (`tend status -o json` lists them)");
         }
     }

@@ -10,6 +10,7 @@ use crate::config::Settings;
 use crate::ledger::State;
 use crate::model::ResourceId;
 use crate::reconcile::{self, backoff, Action, Context, PassOptions, Recorder};
+use crate::render::quote::{escape_controls as said, name};
 
 pub fn run(g: &Flags, settings: Settings, allow_mass_prune: bool) -> ExitCode {
     // `--dry-run` (or TEND_DRY_RUN, or policy.dry_run) is honoured here too:
@@ -64,12 +65,12 @@ pub fn run(g: &Flags, settings: Settings, allow_mass_prune: bool) -> ExitCode {
                 if !rec.touched() {
                     return fail(format!("{e}; nothing was changed"));
                 }
-                eprintln!("tend: {e}");
+                eprintln!("tend: {}", said(&e.to_string()));
                 return ExitCode::from(3);
             }
         };
     for p in &report.problems {
-        eprintln!("{p}");
+        eprintln!("{}", said(&p.to_string()));
     }
     // Paths refused one by one are no declaration problems; they are named
     // here all the same (those a problem names already are not repeated).
@@ -78,16 +79,16 @@ pub fn run(g: &Flags, settings: Settings, allow_mass_prune: bool) -> ExitCode {
             eprintln!("tend: ... and more blocked; see `tend status`");
             break;
         }
-        eprintln!("blocked: {id}: {reason}");
+        eprintln!("blocked: {}: {}", name(id.as_str()), said(reason));
     }
     for n in &rev.declared.notes {
-        eprintln!("warning: {n}");
+        eprintln!("warning: {}", said(&n.to_string()));
     }
     if let Some(reason) = &report.prune_blocked {
-        eprintln!("tend: prune held: {reason}");
+        eprintln!("tend: prune held: {}", said(&reason.to_string()));
     }
     if let Some(reason) = &report.unpublished {
-        eprintln!("tend: not published: {reason}");
+        eprintln!("tend: not published: {}", said(&reason.to_string()));
     }
     let summary = format!(
         "revision {}: {} applied, {} pruned, {} failed{}",
@@ -196,7 +197,7 @@ impl<'r> Next<'r> {
             let mut named = ids
                 .iter()
                 .take(5)
-                .map(|id| id.to_string())
+                .map(|id| name(id.as_str()).into_owned())
                 .collect::<Vec<_>>()
                 .join(", ");
             if ids.len() > 5 {

@@ -11,6 +11,7 @@ use crate::config::Settings;
 use crate::declare::Declared;
 use crate::reconcile::Context;
 use crate::render::count;
+use crate::render::quote::{escape_controls as said, name};
 
 pub fn run(g: &Flags, mut settings: Settings, as_written: bool) -> ExitCode {
     let declared = if as_written {
@@ -37,13 +38,13 @@ pub fn run(g: &Flags, mut settings: Settings, as_written: bool) -> ExitCode {
         super::outln!("{v}");
     } else {
         for p in &declared.problems {
-            super::outln!("{p}");
+            super::outln!("{}", said(&p.to_string()));
         }
         for (id, reason) in &refused {
-            super::outln!("refused {id}: {reason}");
+            super::outln!("refused {}: {}", name(id.as_str()), said(reason));
         }
         for n in &declared.notes {
-            super::outln!("warning {n}");
+            super::outln!("warning {}", said(&n.to_string()));
         }
         super::outln!(
             "{} declared, {}{}",

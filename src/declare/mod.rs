@@ -13,6 +13,7 @@ use std::fmt;
 use git2::Oid;
 
 use crate::model::{Desired, ResourceId};
+use crate::render::quote;
 use crate::source::{Entry, EntryMode, Snapshot, SourceError};
 
 pub use update::{update, Update};
@@ -34,8 +35,8 @@ impl fmt::Display for Problem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.line {
             // A path of the repository, not a line of a file.
-            0 => write!(f, "{}: {}", self.file, self.message),
-            line => write!(f, "{}:{line}: {}", self.file, self.message),
+            0 => write!(f, "{}: {}", quote::name(&self.file), self.message),
+            line => write!(f, "{}:{line}: {}", quote::name(&self.file), self.message),
         }
     }
 }

@@ -2,6 +2,7 @@
 //! the systemd journal with each field as a journal field. The level can be
 //! changed while the daemon runs (a reload).
 
+mod fields;
 mod journal;
 
 use std::sync::OnceLock;
@@ -38,7 +39,7 @@ pub fn init(format: &str, level: &str) {
     let output: Box<dyn Layer<Filtered> + Send + Sync> = match (journal, format) {
         (Some(j), _) => Box::new(j),
         (None, "json") => Box::new(fmt.json()),
-        (None, _) => Box::new(fmt.with_target(false)),
+        (None, _) => Box::new(fmt.with_target(false).fmt_fields(fields::Escaped)),
     };
     if tracing_subscriber::registry()
         .with(filter)

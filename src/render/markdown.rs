@@ -35,16 +35,7 @@ pub struct Report<'a> {
 /// Control characters (a newline in a path) shown escaped, so a value
 /// stays on its line.
 fn one_line(s: &str) -> String {
-    s.chars()
-        .flat_map(|c| {
-            let escaped: Vec<char> = if c.is_control() {
-                c.escape_default().collect()
-            } else {
-                vec![c]
-            };
-            escaped
-        })
-        .collect()
+    super::quote::escape_controls(s).into_owned()
 }
 
 fn longest_run(s: &str, of: char) -> usize {

@@ -154,6 +154,30 @@ pub fn listening_addr(log: &str) -> Option<SocketAddr> {
     format!("127.0.0.1:{port}").parse().ok()
 }
 
+/// `tend run` polling every second with a resync every two, so a hand
+/// edit close after tend's own write (taken as its echo by the watcher)
+/// is still corrected soon; and the address it serves on.
+pub fn serve_polling(env: &Env, args: &[&str]) -> Served {
+    let cfg = env.config("policy:\n  resync: 2s\n");
+    let mut all = vec!["--interval", "1s", "-c", cfg.to_str().unwrap()];
+    all.extend_from_slice(args);
+    let before = env.daemon_log().matches("listening").count();
+    let daemon = env.daemon(&all);
+    let mut addr = None;
+    let up = wait_until(15, || {
+        let log = env.daemon_log();
+        if log.matches("listening").count() > before {
+            addr = listening_addr(&log);
+        }
+        addr.is_some()
+    });
+    assert!(up, "no listening line:\n{}", env.daemon_log());
+    Served {
+        daemon,
+        addr: addr.unwrap(),
+    }
+}
+
 /// A daemon and the address it serves on.
 pub struct Served {
     pub daemon: Daemon,

@@ -10,6 +10,7 @@ use crate::declare::{Declared, WrittenOwner};
 use crate::diff::{self, Comparison};
 use crate::model::{Action, Change, Desired, Live, Observed, ResourceId, Spec};
 use crate::ownership;
+use crate::render;
 
 /// A declared field beyond what a target observes, changed or (for a
 /// create) set.
@@ -51,8 +52,13 @@ fn as_live(d: &Desired) -> Observed {
     })
 }
 
-fn shown<T: ToString>(v: &Option<T>, unset: &str) -> String {
-    v.as_ref().map_or_else(|| unset.to_string(), T::to_string)
+/// A declared value as text shows it (a hook or owner name is the
+/// repository's to choose, so quoted as names are).
+fn shown(v: &Option<String>, unset: &str) -> String {
+    v.as_deref().map_or_else(
+        || unset.to_string(),
+        |v| render::quote::name(v).into_owned(),
+    )
 }
 
 /// What a declaration says beyond its spec, as (name, value) pairs; a
@@ -77,7 +83,7 @@ fn created(d: &Desired, owner: Option<&WrittenOwner>) -> Vec<More> {
         }),
         Spec::Symlink { target } => more.push(More {
             name: "target",
-            text: format!("target {target}"),
+            text: format!("target {}", render::quote::name(target)),
         }),
         Spec::Structured(_) => {}
     }
@@ -85,7 +91,7 @@ fn created(d: &Desired, owner: Option<&WrittenOwner>) -> Vec<More> {
         if let Some(v) = value {
             more.push(More {
                 name,
-                text: format!("{name} {v}"),
+                text: format!("{name} {}", render::quote::name(&v)),
             });
         }
     }

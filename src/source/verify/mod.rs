@@ -49,15 +49,17 @@ pub enum Reason {
     Untrusted,
     BadSignature,
     Expired,
+    Revoked,
     Rewind,
 }
 
 impl Reason {
-    pub const ALL: [Reason; 5] = [
+    pub const ALL: [Reason; 6] = [
         Reason::Unsigned,
         Reason::Untrusted,
         Reason::BadSignature,
         Reason::Expired,
+        Reason::Revoked,
         Reason::Rewind,
     ];
 
@@ -67,6 +69,7 @@ impl Reason {
             Reason::Untrusted => "untrusted",
             Reason::BadSignature => "bad_signature",
             Reason::Expired => "expired",
+            Reason::Revoked => "revoked",
             Reason::Rewind => "rewind",
         }
     }
