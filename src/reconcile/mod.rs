@@ -107,7 +107,7 @@ pub fn recover(ctx: &Context, rec: &mut Recorder) -> Result<(), LedgerError> {
         &mut rec.ledger,
         &mut rec.hook_retries,
         &revision,
-        false,
+        &|| false,
     )
     .map(|_| ())
 }
