@@ -374,7 +374,12 @@ fn app_calling(env: &Env, name: &str, content: &str) {
 /// Ends the processes whose ids a hook appended to `pidfile`.
 fn end_listed(pidfile: &std::path::Path) {
     for pid in std::fs::read_to_string(pidfile).unwrap_or_default().lines() {
-        if let Some(pid) = pid.trim().parse().ok().and_then(rustix::process::Pid::from_raw) {
+        if let Some(pid) = pid
+            .trim()
+            .parse()
+            .ok()
+            .and_then(rustix::process::Pid::from_raw)
+        {
             let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
         }
     }

@@ -200,7 +200,13 @@ mod tests {
 
     fn run_ms(args: &[&str], timeout: u64) -> Result<(), String> {
         let argv: Vec<String> = args.iter().map(|s| s.to_string()).collect();
-        run("h", &argv, Duration::from_millis(timeout), &DELIVERY, &|| false)
+        run(
+            "h",
+            &argv,
+            Duration::from_millis(timeout),
+            &DELIVERY,
+            &|| false,
+        )
     }
 
     #[test]
@@ -239,7 +245,11 @@ mod tests {
         let started = Instant::now();
         let e = run_ms(&["sh", "-c", &script], 300).unwrap_err();
         assert!(e.contains("timed out"), "{e}");
-        assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            started.elapsed()
+        );
         assert!(
             (0..100).any(|_| {
                 std::thread::sleep(Duration::from_millis(20));
@@ -256,7 +266,11 @@ mod tests {
         let script = format!("echo started; sleep 20 & echo $! > {}", pid.display());
         let started = Instant::now();
         assert!(run_ms(&["sh", "-c", &script], 30_000).is_ok());
-        assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            started.elapsed()
+        );
         assert!(alive(&pid), "a hook's service was ended with it");
         let group = std::fs::read_to_string(&pid).unwrap();
         let group = Pid::from_raw(group.trim().parse().unwrap()).unwrap();
@@ -273,6 +287,10 @@ mod tests {
             .collect();
         let e = run("h", &argv, Duration::from_secs(60), &DELIVERY, &stop).unwrap_err();
         assert!(e.contains("stopping"), "{e}");
-        assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            started.elapsed()
+        );
     }
 }

@@ -227,7 +227,14 @@ impl FilesTarget {
         }
         // Before the stat below: a link changes the file's ctime.
         if let (Some(trees), Some(old)) = (&self.trees, &staged.old) {
-            self.mend_kept(trees, &change.path, old, staged.dir.as_fd(), &staged.file, ops);
+            self.mend_kept(
+                trees,
+                &change.path,
+                old,
+                staged.dir.as_fd(),
+                &staged.file,
+                ops,
+            );
         }
         if let Ok(st) = rfs::fstat(&staged.file) {
             let meta = Meta::from_stat(&st);

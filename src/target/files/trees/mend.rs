@@ -63,8 +63,8 @@ impl FilesTarget {
             let Ok(kdir) = kept.open_dir(parent, true) else {
                 continue;
             };
-            let shared = stat_at(kdir.as_fd(), name)
-                .is_ok_and(|m| (m.dev, m.ino) == (old.dev, old.ino));
+            let shared =
+                stat_at(kdir.as_fd(), name).is_ok_and(|m| (m.dev, m.ino) == (old.dev, old.ino));
             if !shared {
                 continue;
             }
