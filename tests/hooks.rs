@@ -366,7 +366,7 @@ fn in_link_mode_the_hook_comes_after_the_switch() {
 fn app_calling(env: &Env, name: &str, content: &str) {
     env.repo.write(
         "app.tend.yaml",
-        &format!("kind: file\npath: etc/app.conf\ncontent: \"{content}\\n\"\non_change: {name}\n"),
+        format!("kind: file\npath: etc/app.conf\ncontent: \"{content}\\n\"\non_change: {name}\n"),
     );
     env.repo.commit(content);
 }
