@@ -453,3 +453,46 @@ fn a_process_a_hook_leaves_running_never_holds_a_pass() {
     assert_eq!(code, Some(0), "{}", env.daemon_log());
     assert!(took < Duration::from_secs(5), "stopped after {took:?}");
 }
+
+/// Whether process `pid` runs (a zombie waiting for its reaper does not).
+fn running(pid: &str) -> bool {
+    std::fs::read_to_string(format!("/proc/{}/stat", pid.trim()))
+        .is_ok_and(|s| s.rsplit_once(") ").is_some_and(|(_, rest)| !rest.starts_with('Z')))
+}
+
+#[test]
+fn stopping_the_daemon_ends_a_running_hook_and_its_group_and_it_stays_pending() {
+    let env = Env::new();
+    let pids = env.state.path().join("hook.pids");
+    app_calling(&env, "slow", "v1");
+    let hooks = format!(
+        "hooks:\n  slow: {{run: [sh, -c, \"sleep 30 & echo $! >> {}; wait\"], timeout: 60s}}\n",
+        pids.display()
+    );
+    let lines = || std::fs::read_to_string(&pids).unwrap_or_default();
+    let mut served = env.serve(&hooks, &[]);
+    assert!(
+        wait_until(30, || lines().lines().count() == 1),
+        "{}",
+        env.daemon_log()
+    );
+    let started = Instant::now();
+    let code = served.daemon.stop(40);
+    let took = started.elapsed();
+    let still = running(&lines());
+    end_listed(&pids);
+    assert_eq!(code, Some(0), "{}", env.daemon_log());
+    // The hook would hold the pass for 30 s.
+    assert!(took < Duration::from_secs(8), "stopped after {took:?}");
+    assert!(!still, "the hook's child was left running");
+    assert!(env.daemon_log().contains("tend is stopping"));
+    // Not delivered: the next start runs it.
+    let ran = env.state.path().join("ran");
+    let cfg = env.config(&format!(
+        "hooks:\n  slow: {{run: [sh, -c, \"echo ran >> {}\"]}}\n",
+        ran.display()
+    ));
+    let r = env.tend(&["sync", "-c", cfg.to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(std::fs::read_to_string(&ran).unwrap(), "ran\n");
+}
