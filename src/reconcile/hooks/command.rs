@@ -37,11 +37,12 @@ pub(super) fn run(
     cmd.args(&argv[1..])
         .env("TEND_REVISION", delivery.revision)
         .env("TEND_CHANGED", delivery.changed.to_string());
-    // A hook dies with tend: if tend is killed mid-hook, the intent stays
-    // pending and the hook runs again after the restart, rather than a
-    // half-finished copy racing the next one. Killed between fork and the
-    // prctl, tend would never send the signal: the child sees its parent
-    // changed and does not start.
+    // The command dies with tend: if tend is killed mid-hook, the intent
+    // stays pending and the hook runs again after the restart, rather than
+    // a half-finished copy racing the next one. (What it started itself
+    // lives on: a killed tend can end nothing; a stop ends the group.)
+    // Killed between fork and the prctl, tend would never send the signal:
+    // the child sees its parent changed and does not start.
     let tend = rustix::process::getpid();
     // SAFETY: setsid, prctl(PR_SET_PDEATHSIG) and getppid are single
     // async-signal-safe system calls that touch no memory of the parent.
