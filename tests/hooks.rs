@@ -456,8 +456,10 @@ fn a_process_a_hook_leaves_running_never_holds_a_pass() {
 
 /// Whether process `pid` runs (a zombie waiting for its reaper does not).
 fn running(pid: &str) -> bool {
-    std::fs::read_to_string(format!("/proc/{}/stat", pid.trim()))
-        .is_ok_and(|s| s.rsplit_once(") ").is_some_and(|(_, rest)| !rest.starts_with('Z')))
+    std::fs::read_to_string(format!("/proc/{}/stat", pid.trim())).is_ok_and(|s| {
+        s.rsplit_once(") ")
+            .is_some_and(|(_, rest)| !rest.starts_with('Z'))
+    })
 }
 
 #[test]
