@@ -361,3 +361,140 @@ fn in_link_mode_the_hook_comes_after_the_switch() {
         assert_eq!(got[n].saw, format!(".tend/revs/{rev} {token}"));
     }
 }
+
+/// A declaration whose change calls hook `name`.
+fn app_calling(env: &Env, name: &str, content: &str) {
+    env.repo.write(
+        "app.tend.yaml",
+        format!("kind: file\npath: etc/app.conf\ncontent: \"{content}\\n\"\non_change: {name}\n"),
+    );
+    env.repo.commit(content);
+}
+
+/// Ends the processes whose ids a hook appended to `pidfile`.
+fn end_listed(pidfile: &std::path::Path) {
+    for pid in std::fs::read_to_string(pidfile).unwrap_or_default().lines() {
+        if let Some(pid) = pid
+            .trim()
+            .parse()
+            .ok()
+            .and_then(rustix::process::Pid::from_raw)
+        {
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+        }
+    }
+}
+
+#[test]
+fn a_timeout_bounds_the_sync_even_when_the_hook_has_a_grandchild() {
+    let env = Env::new();
+    app_calling(&env, "slow", "v1");
+    let cfg = env.config("hooks:\n  slow: {run: [sh, -c, \"sleep 20 & wait\"], timeout: 2s}\n");
+    let started = Instant::now();
+    let r = env.tend(&["sync", "-c", cfg.to_str().unwrap()]);
+    let took = started.elapsed();
+    assert_eq!(r.code, 3, "{r:?}");
+    assert!(r.stderr.contains("timed out after 2s"), "{r:?}");
+    // The timeout plus the grace for SIGTERM, with room to spare; waiting
+    // on the grandchild takes 20 s.
+    assert!(took < Duration::from_secs(8), "sync took {took:?}");
+}
+
+#[test]
+fn a_process_a_hook_leaves_running_never_holds_a_pass() {
+    let env = Env::new();
+    let pids = env.state.path().join("left.pids");
+    app_calling(&env, "start", "v1");
+    // As `nohup app &` without redirection: the leftover holds the hook's
+    // stdout and stderr for 40 s.
+    let hooks = format!(
+        "hooks:\n  start: {{run: [sh, -c, \"sleep 40 & echo $! >> {}\"], timeout: 60s}}\n",
+        pids.display()
+    );
+    let cfg = env.config(&hooks);
+    let started = Instant::now();
+    let r = env.tend(&["sync", "-c", cfg.to_str().unwrap()]);
+    let took = started.elapsed();
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(took < Duration::from_secs(8), "sync took {took:?}");
+    let left = std::fs::read_to_string(&pids).unwrap();
+    assert_eq!(left.lines().count(), 1, "{left}");
+    // What the hook started is its business: it is still running.
+    let pid = rustix::process::Pid::from_raw(left.trim().parse().unwrap()).unwrap();
+    assert!(rustix::process::test_kill_process(pid).is_ok());
+
+    // Under `tend run`: ready at once, a hand edit corrected at once (each
+    // correction runs the hook again), and SIGTERM prompt.
+    app_calling(&env, "start", "v2");
+    let started = Instant::now();
+    let mut served = env.serve(&hooks, &[]);
+    assert!(served.ready(30), "{}", env.daemon_log());
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(15), "ready after {took:?}");
+    assert!(wait_until(30, || env.status()["watcher"]
+        .as_str()
+        .is_some_and(|w| w.starts_with("watching"))));
+    let runs = || std::fs::read_to_string(&pids).unwrap().lines().count();
+    for edit in ["edited\n", "edited again\n"] {
+        let before = runs();
+        std::fs::write(env.at("etc/app.conf"), edit).unwrap();
+        let started = Instant::now();
+        let back = wait_until(20, || env.read("etc/app.conf") == "v2\n");
+        let took = started.elapsed();
+        assert!(back, "{}", env.daemon_log());
+        assert!(took < Duration::from_secs(2), "corrected after {took:?}");
+        // The correction ran the hook, which left another process behind.
+        assert!(wait_until(10, || runs() > before), "{}", env.daemon_log());
+    }
+    let started = Instant::now();
+    let code = served.daemon.stop(10);
+    let took = started.elapsed();
+    end_listed(&pids);
+    assert_eq!(code, Some(0), "{}", env.daemon_log());
+    assert!(took < Duration::from_secs(5), "stopped after {took:?}");
+}
+
+/// Whether process `pid` runs (a zombie waiting for its reaper does not).
+fn running(pid: &str) -> bool {
+    std::fs::read_to_string(format!("/proc/{}/stat", pid.trim())).is_ok_and(|s| {
+        s.rsplit_once(") ")
+            .is_some_and(|(_, rest)| !rest.starts_with('Z'))
+    })
+}
+
+#[test]
+fn stopping_the_daemon_ends_a_running_hook_and_its_group_and_it_stays_pending() {
+    let env = Env::new();
+    let pids = env.state.path().join("hook.pids");
+    app_calling(&env, "slow", "v1");
+    let hooks = format!(
+        "hooks:\n  slow: {{run: [sh, -c, \"sleep 30 & echo $! >> {}; wait\"], timeout: 60s}}\n",
+        pids.display()
+    );
+    let lines = || std::fs::read_to_string(&pids).unwrap_or_default();
+    let mut served = env.serve(&hooks, &[]);
+    assert!(
+        wait_until(30, || lines().lines().count() == 1),
+        "{}",
+        env.daemon_log()
+    );
+    let started = Instant::now();
+    let code = served.daemon.stop(40);
+    let took = started.elapsed();
+    let still = running(&lines());
+    end_listed(&pids);
+    assert_eq!(code, Some(0), "{}", env.daemon_log());
+    // The hook would hold the pass for 30 s.
+    assert!(took < Duration::from_secs(8), "stopped after {took:?}");
+    assert!(!still, "the hook's child was left running");
+    assert!(env.daemon_log().contains("tend is stopping"));
+    // Not delivered: the next start runs it.
+    let ran = env.state.path().join("ran");
+    let cfg = env.config(&format!(
+        "hooks:\n  slow: {{run: [sh, -c, \"echo ran >> {}\"]}}\n",
+        ran.display()
+    ));
+    let r = env.tend(&["sync", "-c", cfg.to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(std::fs::read_to_string(&ran).unwrap(), "ran\n");
+}

@@ -413,3 +413,52 @@ fn without_a_link_files_are_written_in_place_as_before() {
     assert!(!env.at(".tend").exists());
     assert!(!env.at(LINK).exists());
 }
+
+#[test]
+fn an_edit_in_place_is_corrected_in_a_kept_tree_sharing_the_file_too() {
+    let env = Env::new();
+    env.repo.write("site/a.txt", "a1\n");
+    env.repo.write("site/b.txt", "b1\n");
+    let v1 = env.repo.commit("v1");
+    let args = ["--mirror", "--path", "site", "--link", LINK];
+    let r = env.tend(&[&["sync"][..], &args].concat());
+    assert_eq!(r.code, 0, "{r:?}");
+    env.repo.write("site/b.txt", "b2\n");
+    let v2 = env.repo.commit("v2");
+    let mut d = env.daemon(&[&["--interval", "1h"][..], &args].concat());
+    assert!(
+        wait_until(30, || linked(&env).is_some_and(|t| t.ends_with(&v2))),
+        "{}",
+        env.daemon_log()
+    );
+    assert!(wait_until(30, || env.status()["watcher"]
+        .as_str()
+        .is_some_and(|w| w.starts_with("watching"))));
+    let (t1, t2) = (tree_of(&env, &v1), tree_of(&env, &v2));
+    assert_eq!(ino(&t1.join("a.txt")), ino(&t2.join("a.txt")), "shared");
+    let exact = |t: &Path, a: &str, b: &str| {
+        util::snapshot_tree(t)
+            == [
+                (t.join("a.txt"), a.as_bytes().to_vec()),
+                (t.join("b.txt"), b.as_bytes().to_vec()),
+            ]
+    };
+    let both_exact = || exact(&t1, "a1\n", "b1\n") && exact(&t2, "a1\n", "b2\n");
+    // Rewritten in place through the link (same inode): the watcher's
+    // correction mends both trees.
+    std::fs::write(env.at(&format!("{LINK}/a.txt")), "hand\n").unwrap();
+    assert_eq!(std::fs::read_to_string(t1.join("a.txt")).unwrap(), "hand\n");
+    assert!(wait_until(30, both_exact), "{}", env.daemon_log());
+    assert!(linked(&env).unwrap().ends_with(&v2));
+    assert_eq!(d.stop(20), Some(0), "{}", env.daemon_log());
+    // And so does a one-time sync finding such an edit.
+    std::fs::write(env.at(&format!("{LINK}/a.txt")), "hand again\n").unwrap();
+    let r = env.tend(&[&["sync"][..], &args].concat());
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(both_exact(), "{:?}", util::snapshot_tree(&t1));
+    assert_eq!(trees(&env), {
+        let mut t = vec![v1.clone(), v2.clone()];
+        t.sort();
+        t
+    });
+}

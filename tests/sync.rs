@@ -227,12 +227,18 @@ fn refs_branch_tag_commit_and_force_push() {
     assert_eq!(env.tend(&["sync", "--ref", &first]).code, 0);
     assert_eq!(env.read("v"), "one");
 
-    // Rewrite history: the branch moves to an unrelated commit.
+    // Rewrite history: the branch moves to an unrelated commit. main was
+    // applied before, at `two`, and keeps that mark across the syncs of
+    // other refs since: this is a rewind, applied only when allowed.
     env.repo.git(&["checkout", "-q", "--orphan", "rewrite"]);
     env.repo.write("v", "rewritten");
     env.repo.commit("rewritten");
     env.repo.git(&["branch", "-f", "main", "rewrite"]);
     let s = env.tend(&["sync", "--ref", "main"]);
+    assert_eq!(s.code, 2, "{s:?}");
+    assert!(s.stderr.contains("rewind"), "{s:?}");
+    assert_eq!(env.read("v"), "one");
+    let s = env.tend(&["sync", "--ref", "main", "--allow-rewind"]);
     assert_eq!(s.code, 0, "{s:?}");
     assert_eq!(env.read("v"), "rewritten");
 

@@ -183,6 +183,39 @@ fn a_rewind_is_refused_without_verify_too_and_a_new_ref_starts_a_new_mark() {
     assert_eq!(env.read("v"), "three");
 }
 
+#[test]
+fn a_refs_mark_survives_a_sync_of_another_ref_and_back() {
+    let env = Env::new();
+    env.repo.write("f.tend.yaml", DECL).write("v", "m1");
+    let m1 = env.repo.commit("m1");
+    env.repo.write("v", "m2");
+    let m2 = env.repo.commit("m2");
+    assert_eq!(env.tend(&["sync", "--ref", "main"]).code, 0);
+    assert_eq!(env.read("v"), "m2");
+    env.repo.git(&["reset", "-q", "--hard", &m1]);
+    let s = env.tend(&["sync", "--ref", "main"]);
+    assert_refused(&env, &s, "rewind", "m2");
+    // Another ref, never applied before: a mark of its own starts.
+    env.repo.git(&["checkout", "-q", "-b", "side"]);
+    env.repo.write("v", "s1");
+    env.repo.commit("s1");
+    let s = env.tend(&["sync", "--ref", "side"]);
+    assert_eq!(s.code, 0, "{s:?}");
+    assert_eq!(env.read("v"), "s1");
+    // Back to main, still rewound: main's mark is where it was.
+    let s = env.tend(&["sync", "--ref", "main"]);
+    assert_refused(&env, &s, "rewind", "s1");
+    // And side's mark holds too, once main has moved on past m2.
+    env.repo.git(&["checkout", "-q", "main"]);
+    env.repo.git(&["reset", "-q", "--hard", &m2]);
+    env.repo.write("v", "m3");
+    env.repo.commit("m3");
+    env.repo.git(&["branch", "-q", "-f", "side", &m1]);
+    assert_eq!(env.tend(&["sync", "--ref", "main"]).code, 0);
+    let s = env.tend(&["sync", "--ref", "side"]);
+    assert_refused(&env, &s, "rewind", "m3");
+}
+
 fn read(env: &Env, rel: &str) -> Option<String> {
     std::fs::read_to_string(env.at(rel)).ok()
 }

@@ -49,15 +49,6 @@ impl Tx<'_> {
         )
     }
 
-    /// Forgets the mark: the configured ref changed to this one, a
-    /// deliberate choice that starts a new mark.
-    pub fn clear_high_water(&self, repo: &str, reference: Option<&str>) -> Res<()> {
-        self.run(
-            "DELETE FROM source_marks WHERE repo = ?1 AND reference = ?2",
-            params![repo, reference.unwrap_or("")],
-        )
-    }
-
     pub fn refusal(&self) -> Res<Option<RefusalRecord>> {
         self.conn
             .query_row(
@@ -148,9 +139,6 @@ impl Ledger {
     }
     pub fn set_high_water(&self, repo: &str, reference: Option<&str>, revision: &str) -> Res<()> {
         self.q().set_high_water(repo, reference, revision)
-    }
-    pub fn clear_high_water(&self, repo: &str, reference: Option<&str>) -> Res<()> {
-        self.q().clear_high_water(repo, reference)
     }
     pub fn refusal(&self) -> Res<Option<RefusalRecord>> {
         self.q().refusal()

@@ -105,7 +105,7 @@ pub fn apply(
             &mut rec.ledger,
             &mut rec.hook_retries,
             &rev.id.to_string(),
-            ctl.cancelled(),
+            &|| ctl.cancelled(),
         )?,
     };
     for hook in hooks {

@@ -107,7 +107,7 @@ pub fn recover(ctx: &Context, rec: &mut Recorder) -> Result<(), LedgerError> {
         &mut rec.ledger,
         &mut rec.hook_retries,
         &revision,
-        false,
+        &|| false,
     )
     .map(|_| ())
 }
@@ -165,13 +165,10 @@ pub fn fetch(
         });
     let repo = crate::source::redact_url(&ctx.settings.source.repo);
     let reference = ctx.settings.source.reference.clone();
-    // Another ref (or repository) than last time is a deliberate choice:
-    // its anti-rollback mark starts anew.
-    if s.repo != repo || s.reference != reference {
-        if let Err(e) = rec.ledger.clear_high_water(&repo, reference.as_deref()) {
-            tracing::warn!(error = %e, "cannot reset the high-water mark");
-        }
-    }
+    // Marks are kept per repository and ref, so another ref than last
+    // time has a mark of its own: none if never applied (a deliberate
+    // choice starts anew), its own newest if it was (switching away and
+    // back never lowers it).
     s.repo = repo;
     s.reference = reference;
     s.last_fetch_at = Some(now);

@@ -20,6 +20,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+#[allow(unused_imports)]
 pub use gate::{can_run, strict};
 pub use repo::TestRepo;
 

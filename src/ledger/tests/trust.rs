@@ -20,8 +20,17 @@ fn marks_are_kept_per_repository_and_ref() {
         Some("a")
     );
     assert_eq!(ledger.high_water("r", None).unwrap().as_deref(), Some("b"));
-    ledger.clear_high_water("r", Some("main")).unwrap();
-    assert_eq!(ledger.high_water("r", Some("main")).unwrap(), None);
+    // Moving one ref's mark leaves every other ref's alone.
+    ledger.set_high_water("r", Some("side"), "d").unwrap();
+    ledger.set_high_water("r", Some("side"), "e").unwrap();
+    assert_eq!(
+        ledger.high_water("r", Some("main")).unwrap().as_deref(),
+        Some("a")
+    );
+    assert_eq!(
+        ledger.high_water("r", Some("side")).unwrap().as_deref(),
+        Some("e")
+    );
     assert_eq!(
         ledger.high_water("other", Some("main")).unwrap().as_deref(),
         Some("c")

@@ -19,10 +19,16 @@ pub struct Delivery<'a> {
     pub changed: usize,
 }
 
-/// Runs `hook` once, bounded by its timeout; an error says why it failed.
-pub fn run(name: &str, hook: &Hook, delivery: &Delivery) -> Result<(), String> {
+/// Runs `hook` once, bounded by its timeout (a command also by `stop`, which
+/// says tend is stopping); an error says why it failed.
+pub fn run(
+    name: &str,
+    hook: &Hook,
+    delivery: &Delivery,
+    stop: &dyn Fn() -> bool,
+) -> Result<(), String> {
     match &hook.action {
-        HookAction::Run(argv) => command::run(name, argv, hook.timeout, delivery),
+        HookAction::Run(argv) => command::run(name, argv, hook.timeout, delivery, stop),
         HookAction::Http(http) => http::call(name, http, hook.timeout, delivery),
         HookAction::Signal { pidfile, signal } => signal::send(name, pidfile, *signal),
     }?;

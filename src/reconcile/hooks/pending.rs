@@ -6,7 +6,7 @@
 //! called once per try, not once per changed file.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 use super::Delivery;
 use crate::ledger::{Intent, IntentKind, Ledger, LedgerError};
@@ -52,13 +52,15 @@ pub enum HookOutcome {
 }
 
 /// Runs each pending hook whose backoff allows, once, telling it
-/// `revision` and how many resources changed for it.
+/// `revision` and how many resources changed for it. Once `stop` says tend
+/// is stopping no hook starts, and a command running is ended: they stay
+/// pending, and run after the restart.
 pub fn run_pending(
     ctx: &Context,
     ledger: &mut Ledger,
     retries: &mut Retries,
     revision: &str,
-    stopping: bool,
+    stop: &dyn Fn() -> bool,
 ) -> Result<Vec<HookRun>, LedgerError> {
     let mut pending: BTreeMap<String, Vec<Intent>> = BTreeMap::new();
     for intent in ledger.intents(IntentKind::Hook)? {
@@ -69,6 +71,9 @@ pub fn run_pending(
     let now = ctx.clock.now();
     let mut out = Vec::new();
     for (name, intents) in pending {
+        if stop() {
+            break;
+        }
         // One resource may have asked twice (its declaration and
         // `source.on_change` naming the same hook).
         let ids: Vec<ResourceId> = intents
@@ -92,14 +97,7 @@ pub fn run_pending(
         };
         let result = match ctx.settings.hooks.get(&name) {
             None => Err(format!("hook {name:?} is not defined in the local config")),
-            Some(h) => {
-                // On shutdown a hook gets at most 10 s, then stays pending.
-                let mut h = h.clone();
-                if stopping {
-                    h.timeout = h.timeout.min(Duration::from_secs(10));
-                }
-                super::run(&name, &h, &delivery)
-            }
+            Some(h) => super::run(&name, h, &delivery, stop),
         };
         let outcome = match result {
             Ok(()) => {

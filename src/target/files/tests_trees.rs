@@ -164,3 +164,29 @@ fn tend_s_own_directory_is_never_reached_through_a_symlink() {
     assert!(err.contains("stands where the link"), "{err}");
     assert!(sb.at("current").is_dir());
 }
+
+#[test]
+fn an_edit_in_place_is_corrected_in_every_kept_tree_sharing_the_file() {
+    let sb = Sandbox::new();
+    let t = publishing(&sb);
+    publish(&t, 1, &[], &[("a", b"a\n", 0o644), ("d/b", b"b1\n", 0o644)]);
+    publish(&t, 2, &["a", "d/b"], &[("d/b", b"b2\n", 0o644)]);
+    let tree = |n: u8| sb.at(&format!(".tend/revs/{}", rev(n)));
+    let ino = |p: &std::path::Path| fs::metadata(p).unwrap().ino();
+    assert_eq!(ino(&tree(1).join("a")), ino(&tree(2).join("a")));
+    // Written in place through the link: the kept tree holds it as well.
+    fs::write(sb.at("current/a"), "hand\n").unwrap();
+    assert_eq!(fs::read(tree(1).join("a")).unwrap(), b"hand\n");
+    t.begin(rev(2), &|| vec![rel("a"), rel("d/b")]).unwrap();
+    put(&t, "a", b"a\n", 0o644).unwrap();
+    assert_eq!(fs::read(tree(2).join("a")).unwrap(), b"a\n");
+    assert_eq!(fs::read(tree(1).join("a")).unwrap(), b"a\n", "kept tree");
+    assert_eq!(fs::read(tree(1).join("d/b")).unwrap(), b"b1\n");
+    assert_eq!(fs::read(tree(2).join("d/b")).unwrap(), b"b2\n");
+    // A tree being built replaces what its revision changed: the file it
+    // shared is the published tree's own, and stays so.
+    t.begin(rev(3), &|| vec![rel("a"), rel("d/b")]).unwrap();
+    put(&t, "a", b"a3\n", 0o644).unwrap();
+    assert_eq!(fs::read(tree(2).join("a")).unwrap(), b"a\n");
+    assert_eq!(fs::read(tree(1).join("a")).unwrap(), b"a\n");
+}

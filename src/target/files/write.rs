@@ -32,6 +32,8 @@ pub(super) struct Staged {
     file: File,
     blob: Oid,
     recorded: Option<i64>,
+    /// The regular file it replaces, as observed.
+    old: Option<Meta>,
     /// The device the temp file is on: a whole-file-system sync only
     /// covers files on the root's own.
     dev: u64,
@@ -203,6 +205,7 @@ impl FilesTarget {
             file,
             blob: spec.blob,
             recorded,
+            old,
             dev,
         })
     }
@@ -221,6 +224,17 @@ impl FilesTarget {
         if let Err(e) = swap_in(staged.dir.as_fd(), &staged.temp, name, path, ops) {
             staged.abandon();
             return Err(e);
+        }
+        // Before the stat below: a link changes the file's ctime.
+        if let (Some(trees), Some(old)) = (&self.trees, &staged.old) {
+            self.mend_kept(
+                trees,
+                &change.path,
+                old,
+                staged.dir.as_fd(),
+                &staged.file,
+                ops,
+            );
         }
         if let Ok(st) = rfs::fstat(&staged.file) {
             let meta = Meta::from_stat(&st);

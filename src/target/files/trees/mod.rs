@@ -9,6 +9,7 @@
 
 mod carry;
 mod dirs;
+mod mend;
 
 use std::collections::HashSet;
 use std::os::fd::{AsFd, OwnedFd};

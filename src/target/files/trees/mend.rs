@@ -1,0 +1,108 @@
+//! A correction in the published tree reaches every kept tree that shares
+//! the drifted file. Trees share a file (a hard link) only where their
+//! revisions declare it alike: a pass replaces by rename what differs. An
+//! edit written in place changes that inode in every tree holding it, and
+//! the correction, a new file renamed over, mends the published tree
+//! alone; so each kept tree still holding the drifted inode at that path
+//! is given the corrected file too, by a hard link renamed over its own.
+//! Sharing is kept (not traded for copies) so that a one-file change
+//! still costs one file.
+
+use std::fs::File;
+use std::os::fd::{AsFd, BorrowedFd};
+
+use rustix::fs::{self as rfs, AtFlags, FileType};
+use rustix::io::Errno;
+
+use super::super::at::{stat_at, Meta};
+use super::super::write::temp_name;
+use super::super::{counted_fsync, FilesTarget, Ops};
+use super::dirs::{entries, is_commit_name};
+use super::Trees;
+use crate::model::RelPath;
+
+impl FilesTarget {
+    /// `path` in the tree being written, in `dir`, was `old` and is now
+    /// `new`. When that tree is the published one (a write there is a
+    /// correction), every kept tree holding `old` at `path` is relinked
+    /// to `new`. Best effort: the correction itself stands either way.
+    pub(in crate::target::files) fn mend_kept(
+        &self,
+        trees: &Trees,
+        path: &RelPath,
+        old: &Meta,
+        dir: BorrowedFd,
+        new: &File,
+        ops: &mut Ops,
+    ) {
+        let current = {
+            let st = trees.state();
+            match st.writing {
+                Some((rev, false)) if st.published => rev.to_string(),
+                // A tree being built replaces what its revision changed:
+                // the old file is the kept tree's own.
+                _ => return,
+            }
+        };
+        let (Ok(revs), Ok(new)) = (self.revs(false), rfs::fstat(new)) else {
+            return;
+        };
+        let new = Meta::from_stat(&new);
+        let (parent, name) = path.split_last();
+        for (tree, kind) in entries(revs.as_fd()) {
+            if kind != FileType::Directory || !is_commit_name(&tree) {
+                continue;
+            }
+            let tree = String::from_utf8_lossy(&tree).into_owned();
+            if tree == current {
+                continue;
+            }
+            let Ok(kept) = self.open_tree(&revs, &tree) else {
+                continue;
+            };
+            let Ok(kdir) = kept.open_dir(parent, true) else {
+                continue;
+            };
+            let shared =
+                stat_at(kdir.as_fd(), name).is_ok_and(|m| (m.dev, m.ino) == (old.dev, old.ino));
+            if !shared {
+                continue;
+            }
+            match relink(dir, name, kdir.as_fd(), &new, ops) {
+                Ok(()) => {
+                    let _ = counted_fsync(&self.dir_syncs, kdir.as_fd());
+                    tracing::info!(target = %self.name, tree = %tree, path = %path, "the edit reached a kept tree; it holds the correction too");
+                }
+                Err(e) => {
+                    tracing::warn!(target = %self.name, tree = %tree, path = %path, error = %e, "the edit reached a kept tree that cannot be corrected")
+                }
+            }
+        }
+    }
+}
+
+/// Links `name` in `from` (checked to still be `new`) into `to` under a
+/// temp name, renamed over `name` there: a reader of that tree finds the
+/// old file or the new one, never none.
+fn relink(
+    from: BorrowedFd,
+    name: &str,
+    to: BorrowedFd,
+    new: &Meta,
+    ops: &mut Ops,
+) -> Result<(), Errno> {
+    let temp = temp_name();
+    rfs::linkat(from, name, to, temp.as_str(), AtFlags::empty())?;
+    ops.writes += 1;
+    // Another writer may have renamed something over `name` since.
+    let linked = stat_at(to, &temp).is_ok_and(|m| (m.dev, m.ino) == (new.dev, new.ino));
+    let renamed = match linked {
+        true => rfs::renameat(to, temp.as_str(), to, name),
+        false => Err(Errno::STALE),
+    };
+    if renamed.is_err() {
+        let _ = rfs::unlinkat(to, temp.as_str(), AtFlags::empty());
+    }
+    ops.writes += 1;
+    renamed
+}
