@@ -8,6 +8,7 @@ mod history;
 mod html;
 mod listen;
 mod load;
+mod overview;
 mod page;
 mod webhooks;
 

@@ -21,6 +21,8 @@ use crate::status::{state_name, ResourceStatus, SourceStatus, StatusDoc};
 
 /// How many audit entries the page shows.
 pub const RECENT_AUDIT: usize = 20;
+/// How many audit entries the page reads for its picture of the day.
+pub const DAY_AUDIT: usize = 20_000;
 /// Bytes of the audit log's end the page reads at most to find them.
 pub const AUDIT_READ_CAP: u64 = 1 << 20;
 /// Rows of the not-in-sync table; the API has the rest.
@@ -270,7 +272,7 @@ fn audit_section(out: &mut String, audit: Result<&Tail, &str>, now: SystemTime) 
             tail.skipped
         );
     }
-    let entries = &tail.entries;
+    let entries = &tail.entries[..tail.entries.len().min(RECENT_AUDIT)];
     if entries.is_empty() {
         if tail.capped {
             out.push_str("<p class=\"muted\">No readable entry near the end of the audit log.</p>");
@@ -341,6 +343,9 @@ pub fn render_index(doc: Result<&StatusDoc, &str>, audit: Result<&Tail, &str>) -
     ledger_section(&mut out, doc);
     counts_section(&mut out, doc);
     problems_section(&mut out, doc);
+    if let Ok(tail) = audit {
+        super::overview::section(&mut out, doc, &tail.entries, tail.capped);
+    }
     drift_table(&mut out, doc);
     audit_section(&mut out, audit, now);
     document(&format!("tend: {summary}"), Some(REFRESH_SECS), &out)
@@ -417,7 +422,7 @@ pub fn render_resource(
 /// `GET /`.
 pub async fn index(State(state): State<AppState>) -> Response {
     let doc = load::summary(&state, MAX_ROWS).await;
-    let audit = load::audit(state.state_dir.clone(), RECENT_AUDIT, AUDIT_READ_CAP).await;
+    let audit = load::audit(state.state_dir.clone(), DAY_AUDIT, AUDIT_READ_CAP).await;
     // Always 200: a page that cannot read the ledger yet still loads and
     // reloads itself until it can.
     Html(render_index(

@@ -103,6 +103,16 @@ async fn the_page_shows_source_counts_drift_and_recent_changes() {
         "more than 20 audit entries"
     );
     at(&page, "<td data-label=\"Why\">content, mode</td>");
+    // The day in one picture: the 25 changes of the last hour, each of
+    // their resources out of sync then, beside the three still drifting
+    // (one of them for two hours).
+    let day = at(&page, "<h2>Last 24 hours</h2><svg class=\"day\"");
+    assert!(day < nginx, "the picture comes before the table");
+    at(
+        &page,
+        "Resources out of sync (peak 28 in an hour, 30 in all)",
+    );
+    at(&page, "Changes applied (peak 25 in an hour, 25 in all)");
 }
 
 #[tokio::test]
