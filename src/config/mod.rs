@@ -110,6 +110,8 @@ pub struct SourceSettings {
     /// Apply a fetched revision that does not descend from the newest one
     /// applied before.
     pub allow_rewind: bool,
+    /// When the mirror is pruned, and what it keeps (`source.gc`).
+    pub gc: crate::source::GcSpec,
 }
 
 #[derive(Debug, Clone)]
@@ -313,6 +315,21 @@ fn resolve_with(args: &Flags, any_target: bool) -> Result<Settings, ConfigError>
         max_failures: args.max_failures.or(src.max_failures),
         verify,
         allow_rewind: args.allow_rewind.or(src.allow_rewind).unwrap_or(false),
+        gc: {
+            let g = src.gc.unwrap_or_default();
+            let d = crate::source::GcSpec::default();
+            if g.budget.is_some_and(|b| b.0.is_zero()) {
+                problems.push(bad(
+                    "source.gc.budget",
+                    "source.gc.budget: must be more than 0".to_string(),
+                ));
+            }
+            crate::source::GcSpec {
+                interval: g.interval.map_or(d.interval, |x| x.0),
+                grace: g.grace.map_or(d.grace, |x| x.0),
+                budget: g.budget.map_or(d.budget, |x| x.0),
+            }
+        },
     };
 
     let (mut targets, found) = targets::resolve(file.targets.unwrap_or_default());

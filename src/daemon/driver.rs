@@ -198,6 +198,13 @@ impl Loop {
                     // soon, with backoff.
                     self.pass(Scope::All).await;
                 }
+                let bytes = self
+                    .blocking(|ctx, rec| {
+                        reconcile::collect_mirror_if_due(ctx, rec);
+                        crate::source::mirrors_bytes(&ctx.settings.state_dir)
+                    })
+                    .await;
+                publish::mirror(&self.shared.metrics, bytes);
                 match self.unpublished {
                     0 => jitter(interval),
                     n => backoff::jittered(n).min(interval),
