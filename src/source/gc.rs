@@ -67,13 +67,21 @@ pub struct Collected {
 }
 
 impl Mirror {
-    /// Whether a collection is due: none finished within `interval`.
+    /// Whether a collection is due: none finished within `interval`. A
+    /// mirror never collected starts its first interval now: fresh, it
+    /// holds nothing unreachable, and a first sync of a long history does
+    /// not also walk it all.
     pub fn gc_due(&self, interval: Duration) -> bool {
-        fs::metadata(self.dir().join(DONE))
-            .and_then(|m| m.modified())
-            .ok()
-            .and_then(|t| SystemTime::now().duration_since(t).ok())
-            .is_none_or(|age| age >= interval)
+        let marker = self.dir().join(DONE);
+        match fs::metadata(&marker).and_then(|m| m.modified()) {
+            Ok(t) => SystemTime::now()
+                .duration_since(t)
+                .is_ok_and(|age| age >= interval),
+            Err(_) => {
+                let _ = fs::write(&marker, b"");
+                false
+            }
+        }
     }
 
     /// Removes what neither the mirror's refs nor `keep` reach and is older
