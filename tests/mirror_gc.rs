@@ -108,3 +108,38 @@ fn a_force_pushed_history_leaves_the_mirror_after_the_grace_but_kept_revisions_s
     assert_eq!(env.read("tip.txt"), "the branch now\n");
     assert!(!env.at("pinned.txt").exists());
 }
+
+#[test]
+fn the_daemon_collects_after_a_poll_and_publishes_the_mirrors_size() {
+    let env = Env::new();
+    std::fs::write(env.repo.path().join(".git/objects/info/alternates"), "").unwrap();
+    env.repo.write("a.txt", "base\n");
+    let base = env.repo.commit("base");
+    env.repo.write("doomed.txt", "force-pushed away\n");
+    env.repo.commit("doomed");
+    let doomed_blob = env.repo.git(&["rev-parse", "HEAD:doomed.txt"]);
+    let served = env.serve(
+        "source:\n  allow_rewind: true\n  gc: {interval: 0s, grace: 0s}\n",
+        &["--mirror"],
+    );
+    assert!(served.ready(30), "{}", env.daemon_log());
+    let mirror = mirror_dir(&env);
+    assert!(holds(&mirror, &doomed_blob));
+
+    env.repo.git(&["reset", "-q", "--hard", &base]);
+    env.repo.write("tip.txt", "the branch now\n");
+    env.repo.commit("tip");
+    served.refresh();
+    let collected = util::wait_until(30, || {
+        env.daemon_log().contains("mirror collected") && !holds(&mirror, &doomed_blob)
+    });
+    assert!(collected, "{}", env.daemon_log());
+    assert!(util::wait_until(10, || env.at("tip.txt").exists()));
+    let bytes = served
+        .metrics()
+        .value("tend_source_mirror_bytes", &[])
+        .expect("tend_source_mirror_bytes");
+    assert!(bytes > 0.0, "{bytes}");
+    let status = served.get("/api/v1/status").json();
+    assert!(status["source"]["mirror_bytes"].as_u64().unwrap() > 0, "{status}");
+}

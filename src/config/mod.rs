@@ -629,6 +629,32 @@ mod tests {
     }
 
     #[test]
+    fn source_gc_has_defaults_takes_each_key_and_refuses_a_zero_budget_by_line() {
+        let files = "targets:\n  files: {type: files, root: /srv}\n";
+        let d = resolve_config(files).unwrap().source.gc;
+        assert_eq!(d, crate::source::GcSpec::default());
+        assert_eq!(d.grace, Duration::from_secs(14 * 86400));
+        let s = resolve_config(&format!(
+            "source:\n  gc: {{interval: 1h, grace: 2d, budget: 10s}}\n{files}"
+        ))
+        .unwrap()
+            .source
+            .gc;
+        assert_eq!(s.interval, Duration::from_secs(3600));
+        assert_eq!(s.grace, Duration::from_secs(2 * 86400));
+        assert_eq!(s.budget, Duration::from_secs(10));
+        let err = resolve_config(&format!("source:\n  gc:\n    budget: 0s\n{files}"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("tend.yaml:3: source.gc.budget"), "{err}");
+        let example = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config/tend.example.yaml"),
+        )
+        .unwrap();
+        assert!(example.contains("gc: {interval: 24h, grace: 14d, budget: 1m}"));
+    }
+
+    #[test]
     fn exec_targets_take_a_command_and_a_timeout_and_nothing_of_files() {
         let s = resolve_config(
             "targets:\n  app: {type: exec, command: [/bin/plugin, --x], timeout: 5s}\n",
