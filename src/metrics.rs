@@ -370,7 +370,8 @@ impl Metrics {
     }
 
     pub fn set_mirror_bytes(&self, bytes: u64) {
-        self.mirror_bytes.set(i64::try_from(bytes).unwrap_or(i64::MAX));
+        self.mirror_bytes
+            .set(i64::try_from(bytes).unwrap_or(i64::MAX));
     }
 
     pub fn hook(&self, ok: bool) {

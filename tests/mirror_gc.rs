@@ -85,7 +85,10 @@ fn a_force_pushed_history_leaves_the_mirror_after_the_grace_but_kept_revisions_s
     backdate(&mirror, "2 hours ago");
     let s = sync();
     assert_eq!(s.code, 0, "{s:?}");
-    assert!(!holds(&mirror, &doomed_blob), "the force-pushed blob stayed");
+    assert!(
+        !holds(&mirror, &doomed_blob),
+        "the force-pushed blob stayed"
+    );
     assert!(!holds(&mirror, &doomed), "the force-pushed commit stayed");
     // The pinned (and applied) revision and its ancestry, and the branch.
     for id in [&pinned, &pinned_blob, &base, &tip, &tip_blob] {
@@ -141,5 +144,8 @@ fn the_daemon_collects_after_a_poll_and_publishes_the_mirrors_size() {
         .expect("tend_source_mirror_bytes");
     assert!(bytes > 0.0, "{bytes}");
     let status = served.get("/api/v1/status").json();
-    assert!(status["source"]["mirror_bytes"].as_u64().unwrap() > 0, "{status}");
+    assert!(
+        status["source"]["mirror_bytes"].as_u64().unwrap() > 0,
+        "{status}"
+    );
 }

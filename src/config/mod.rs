@@ -638,8 +638,8 @@ mod tests {
             "source:\n  gc: {{interval: 1h, grace: 2d, budget: 10s}}\n{files}"
         ))
         .unwrap()
-            .source
-            .gc;
+        .source
+        .gc;
         assert_eq!(s.interval, Duration::from_secs(3600));
         assert_eq!(s.grace, Duration::from_secs(2 * 86400));
         assert_eq!(s.budget, Duration::from_secs(10));

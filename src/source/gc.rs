@@ -155,9 +155,7 @@ fn reachable(
     let git = |what: String| move |e| SourceError::git(what, e);
     let mut seen = HashSet::new();
     let mut walk = repo.revwalk().map_err(git("starting a walk".into()))?;
-    let refs = repo
-        .references()
-        .map_err(git("listing the refs".into()))?;
+    let refs = repo.references().map_err(git("listing the refs".into()))?;
     let mut roots: Vec<(Oid, bool)> = Vec::new();
     for r in refs {
         let r = r.map_err(git("listing the refs".into()))?;

@@ -19,7 +19,16 @@ fn holds(mirror: &Path, id: &str) -> bool {
 fn backdate(mirror: &Path) {
     let ok = Command::new("find")
         .arg(mirror.join("objects"))
-        .args(["-type", "f", "-exec", "touch", "-d", "3 days ago", "{}", "+"])
+        .args([
+            "-type",
+            "f",
+            "-exec",
+            "touch",
+            "-d",
+            "3 days ago",
+            "{}",
+            "+",
+        ])
         .status()
         .unwrap()
         .success();
