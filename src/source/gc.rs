@@ -300,7 +300,7 @@ fn prune_loose(
             match fs::remove_file(file.path()) {
                 Ok(()) => removed += 1,
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                Err(e) => return Err(SourceError::io(&file.path(), e)),
+                Err(e) => return Err(SourceError::io(file.path(), e)),
             }
         }
         // Only when empty; the next fetch makes it again as needed.
