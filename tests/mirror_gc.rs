@@ -149,3 +149,59 @@ fn the_daemon_collects_after_a_poll_and_publishes_the_mirrors_size() {
         "{status}"
     );
 }
+
+/// With `--link`, the revision of a tree kept for a rollback stays in the
+/// mirror (a pin can name it), though no ref reaches it any more; one
+/// whose tree went does not.
+#[test]
+fn a_kept_link_tree_keeps_its_revision() {
+    let env = Env::new();
+    std::fs::write(env.repo.path().join(".git/objects/info/alternates"), "").unwrap();
+    let config = env.config("source:\n  allow_rewind: true\n  gc: {interval: 0s, grace: 1h}\n");
+    let sync = || {
+        let s = env.tend(&[
+            "sync",
+            "--mirror",
+            "--link",
+            "current",
+            "--link-keep",
+            "1",
+            "-c",
+            config.to_str().unwrap(),
+        ]);
+        assert_eq!(s.code, 0, "{s:?}");
+    };
+    env.repo.write("a.txt", "base\n");
+    let base = env.repo.commit("base");
+    sync();
+    let mut rewrite = |name: &str| {
+        env.repo.git(&["reset", "-q", "--hard", &base]);
+        env.repo.write(name, format!("only in {name}\n"));
+        let commit = env.repo.commit(name);
+        sync();
+        let blob = env.repo.git(&["rev-parse", &format!("HEAD:{name}")]);
+        (commit, blob)
+    };
+    let (dropped, dropped_blob) = rewrite("dropped.txt");
+    let (kept, kept_blob) = rewrite("kept.txt");
+    let (tip, _) = rewrite("tip.txt");
+    // The link's tree and one previous one.
+    let revs = env.at(".tend/revs");
+    assert!(revs.join(&tip).is_dir() && revs.join(&kept).is_dir());
+    assert!(!revs.join(&dropped).exists());
+
+    let mirror = mirror_dir(&env);
+    assert!(holds(&mirror, &dropped_blob));
+    backdate(&mirror, "2 hours ago");
+    sync();
+    assert!(
+        !holds(&mirror, &dropped_blob),
+        "a revision no tree keeps stayed"
+    );
+    assert!(!holds(&mirror, &dropped));
+    for id in [&kept, &kept_blob, &tip] {
+        assert!(holds(&mirror, id), "{id} went");
+    }
+    let p = env.tend(&["pin", &kept, "-c", config.to_str().unwrap()]);
+    assert_eq!(p.code, 0, "{p:?}");
+}

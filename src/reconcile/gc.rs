@@ -1,7 +1,7 @@
 //! When the mirror is collected, and which revisions it must keep besides
 //! what its refs reach: those the ledger names (applied, fetched, pinned,
-//! every high-water mark), so a rollback or a pin never finds its revision
-//! gone. The daemon calls this after a poll, `sync` after its pass; both
+//! every high-water mark) and those whose trees a target keeps (files with
+//! `link`), so a rollback or a pin never finds its revision gone. The daemon calls this after a poll, `sync` after its pass; both
 //! only when a collection is due (`source.gc.interval`).
 
 use git2::Oid;
@@ -18,7 +18,10 @@ pub fn collect_mirror_if_due(ctx: &Context, rec: &Recorder) -> Option<Collected>
         return None;
     }
     let keep = match kept(rec) {
-        Ok(keep) => keep,
+        Ok(mut keep) => {
+            keep.extend(ctx.targets.values().flat_map(|t| t.kept_revisions()));
+            keep
+        }
         Err(e) => {
             // Without the ledger's revisions nothing is known safe to drop.
             tracing::warn!(error = %e, "cannot read the revisions to keep; the mirror is not collected");

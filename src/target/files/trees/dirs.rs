@@ -129,7 +129,7 @@ pub(super) fn make_dirs(tree: &Root, rel: &str) -> Result<OwnedFd, Errno> {
 
 /// A directory's entries (names and types as listed); none when it cannot
 /// be read.
-fn entries(dir: BorrowedFd) -> Vec<(Vec<u8>, FileType)> {
+pub(super) fn entries(dir: BorrowedFd) -> Vec<(Vec<u8>, FileType)> {
     let Ok(mut listing) = rfs::Dir::read_from(dir) else {
         return Vec::new();
     };
