@@ -174,7 +174,7 @@ fn a_kept_link_tree_keeps_its_revision() {
     env.repo.write("a.txt", "base\n");
     let base = env.repo.commit("base");
     sync();
-    let mut rewrite = |name: &str| {
+    let rewrite = |name: &str| {
         env.repo.git(&["reset", "-q", "--hard", &base]);
         env.repo.write(name, format!("only in {name}\n"));
         let commit = env.repo.commit(name);
