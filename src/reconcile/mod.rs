@@ -32,7 +32,7 @@ pub use clock::{Clock, SystemClock};
 pub use context::{mirror_spec, BuildError, Context, PassContent};
 pub use control::{unix_millis, Control};
 pub use decide::{pruning, spec_digest, Pruning};
-pub use gc::collect_mirror_if_due;
+pub use gc::{collect_mirror_if_due, mirror_gc_due, MirrorGc};
 pub use outcome::{next_record, Outcome};
 pub use pass::{load, PassError, PassOptions, PassReport, Provenance, Revision, Scope};
 pub use pass_next::{load_next, Next};
