@@ -7,10 +7,10 @@
 //! reader of a revision just force-pushed away finishes its read.
 //!
 //! Runs under the fetch lock, so no fetch adds objects while the reachable
-//! set is taken. Loose objects go one by one; packs holding garbage are
-//! rewritten into one pack of what they keep, written durably before they
-//! go (`packs::replace`). A pack that would keep an object over
-//! `packs::BIG` stays as it is, as for a roll-up. Bounded by a time budget:
+//! set is taken. Loose objects go one by one; a pack a tenth or more of
+//! which is garbage is rewritten into a pack of what it keeps, written
+//! durably before it goes (`packs::replace`). A pack that would keep an
+//! object over `packs::BIG` stays as it is, as for a roll-up. Bounded by a time budget:
 //! past it the work stops where it is (each step leaves the mirror whole)
 //! and the collection is not marked done, so the next schedule resumes it.
 
@@ -107,10 +107,9 @@ impl Mirror {
             return Ok(done);
         };
         done.loose = loose;
-        if Instant::now() >= deadline {
+        if !rewrite_packs(&repo, &odb, &reachable, cutoff, deadline, &mut done)? {
             return Ok(done);
         }
-        (done.packs, done.packed) = rewrite_packs(&repo, &odb, &reachable, cutoff)?;
         let marker = self.dir().join(DONE);
         fs::write(&marker, b"").map_err(|e| SourceError::io(&marker, e))?;
         done.finished = true;
@@ -309,21 +308,27 @@ fn prune_loose(
     Ok(Some(removed))
 }
 
-/// Rewrites the packs older than `cutoff` that hold unreachable objects
-/// into one pack of their reachable ones; returns the packs replaced and
-/// the objects dropped.
+/// Rewrites, one by one and smallest first, the packs older than `cutoff`
+/// of which at least a tenth is unreachable, each into a pack of its
+/// reachable objects (none, when nothing in it is): rewriting a history's
+/// whole pack for a few dropped objects would cost more than it frees.
+/// Adds the packs replaced and objects dropped to `done`; false when the
+/// deadline passed first.
 fn rewrite_packs(
     repo: &Repository,
     odb: &Odb<'_>,
     reachable: &HashSet<Oid>,
     cutoff: SystemTime,
-) -> Result<(usize, usize), SourceError> {
+    deadline: Instant,
+    done: &mut Collected,
+) -> Result<bool, SourceError> {
     let dir = repo.path().join("objects/pack");
-    let all = packs::list(&dir).map_err(|e| SourceError::io(&dir, e))?;
-    let mut old = Vec::new();
-    let mut kept = Vec::new();
-    let mut dropped = 0;
+    let mut all = packs::list(&dir).map_err(|e| SourceError::io(&dir, e))?;
+    all.sort_by_key(|p| p.size);
     for pack in all.into_iter().filter(|p| p.modified < cutoff) {
+        if Instant::now() >= deadline {
+            return Ok(false);
+        }
         // A pack whose index this code does not read stays as it is.
         let Some(ids) = fs::read(pack.with("idx"))
             .ok()
@@ -331,9 +336,10 @@ fn rewrite_packs(
         else {
             continue;
         };
-        let (keeps, garbage): (Vec<Oid>, Vec<Oid>) =
+        let total = ids.len();
+        let (mut keeps, garbage): (Vec<Oid>, Vec<Oid>) =
             ids.into_iter().partition(|id| reachable.contains(id));
-        if garbage.is_empty() {
+        if garbage.is_empty() || garbage.len() * 10 < total {
             continue;
         }
         let big = keeps.iter().any(|id| {
@@ -344,15 +350,9 @@ fn rewrite_packs(
             tracing::debug!(pack = %pack.stem.display(), "a big object kept in it; left alone");
             continue;
         }
-        dropped += garbage.len();
-        kept.extend(keeps);
-        old.push(pack);
+        keeps.sort_unstable();
+        done.packs += packs::replace(repo, &dir, std::slice::from_ref(&pack), &keeps)?;
+        done.packed += garbage.len();
     }
-    if old.is_empty() {
-        return Ok((0, 0));
-    }
-    kept.sort_unstable();
-    kept.dedup();
-    let replaced = packs::replace(repo, &dir, &old, &kept)?;
-    Ok((replaced, dropped))
+    Ok(true)
 }
