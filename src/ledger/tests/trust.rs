@@ -20,6 +20,10 @@ fn marks_are_kept_per_repository_and_ref() {
         Some("a")
     );
     assert_eq!(ledger.high_water("r", None).unwrap().as_deref(), Some("b"));
+    ledger.set_high_water("again", None, "c").unwrap();
+    let mut marks = ledger.high_water_marks().unwrap();
+    marks.sort();
+    assert_eq!(marks, ["a", "b", "c"], "every mark, each once");
     ledger.clear_high_water("r", Some("main")).unwrap();
     assert_eq!(ledger.high_water("r", Some("main")).unwrap(), None);
     assert_eq!(
