@@ -103,22 +103,21 @@ impl Mirror {
             .checked_sub(spec.grace)
             .unwrap_or(SystemTime::UNIX_EPOCH);
         let objects = repo.path().join("objects");
-        let Some(loose) = prune_loose(&objects, &reachable, cutoff, deadline)? else {
+        if !prune_loose(&objects, &reachable, cutoff, deadline, &mut done)? {
             return Ok(done);
-        };
-        done.loose = loose;
+        }
         if !rewrite_packs(&repo, &odb, &reachable, cutoff, deadline, &mut done)? {
             return Ok(done);
         }
+        // Bytes written, so the time moves even where truncating would not.
         let marker = self.dir().join(DONE);
-        fs::write(&marker, b"").map_err(|e| SourceError::io(&marker, e))?;
+        let now = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap_or_default();
+        fs::write(&marker, format!("{}\n", now.as_secs()))
+            .map_err(|e| SourceError::io(&marker, e))?;
         done.finished = true;
         Ok(done)
-    }
-
-    /// Bytes the mirror's files take.
-    pub fn disk_bytes(&self) -> u64 {
-        dir_bytes(self.dir())
     }
 }
 
@@ -253,15 +252,15 @@ fn bad_object() -> git2::Error {
 }
 
 /// Removes the loose objects not in `reachable` last changed before
-/// `cutoff`; `None` when the deadline passed first.
+/// `cutoff`, counting them in `done`; false when the deadline passed first.
 fn prune_loose(
     objects: &Path,
     reachable: &HashSet<Oid>,
     cutoff: SystemTime,
     deadline: Instant,
-) -> Result<Option<usize>, SourceError> {
+    done: &mut Collected,
+) -> Result<bool, SourceError> {
     let entries = fs::read_dir(objects).map_err(|e| SourceError::io(objects, e))?;
-    let mut removed = 0;
     for entry in entries.flatten() {
         let fan_out = entry.file_name();
         let Some(prefix) = fan_out
@@ -271,7 +270,7 @@ fn prune_loose(
             continue;
         };
         if Instant::now() >= deadline {
-            return Ok(None);
+            return Ok(false);
         }
         let dir = entry.path();
         let Ok(files) = fs::read_dir(&dir) else {
@@ -297,7 +296,7 @@ fn prune_loose(
                 continue;
             }
             match fs::remove_file(file.path()) {
-                Ok(()) => removed += 1,
+                Ok(()) => done.loose += 1,
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {}
                 Err(e) => return Err(SourceError::io(file.path(), e)),
             }
@@ -305,7 +304,7 @@ fn prune_loose(
         // Only when empty; the next fetch makes it again as needed.
         let _ = fs::remove_dir(&dir);
     }
-    Ok(Some(removed))
+    Ok(true)
 }
 
 /// Rewrites, one by one and smallest first, the packs older than `cutoff`
