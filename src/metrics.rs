@@ -103,6 +103,7 @@ pub struct Metrics {
     queue_depth: Gauge,
     declaration_problems: Gauge,
     last_successful_fetch: FloatGauge,
+    mirror_bytes: Gauge,
     hooks: Family<ResultLabel, Counter>,
     webhooks: Family<WebhookLabel, Counter>,
     not_in_sync: Family<ResourceLabel, FloatGauge>,
@@ -141,6 +142,7 @@ impl Metrics {
             queue_depth: Gauge::default(),
             declaration_problems: Gauge::default(),
             last_successful_fetch: FloatGauge::default(),
+            mirror_bytes: Gauge::default(),
             hooks: Family::default(),
             webhooks: Family::default(),
             not_in_sync: Family::default(),
@@ -228,6 +230,11 @@ impl Metrics {
             "tend_source_last_successful_fetch_timestamp_seconds",
             "Unix time of the last successful fetch of the source",
             self.last_successful_fetch.clone(),
+        );
+        r.register(
+            "tend_source_mirror_bytes",
+            "Bytes the Git mirrors under the state dir take",
+            self.mirror_bytes.clone(),
         );
         r.register("tend_hook_runs", "Hook runs by result", self.hooks.clone());
         r.register(
@@ -360,6 +367,11 @@ impl Metrics {
 
     pub fn set_last_successful_fetch(&self, unix_secs: f64) {
         self.last_successful_fetch.set(unix_secs);
+    }
+
+    pub fn set_mirror_bytes(&self, bytes: u64) {
+        self.mirror_bytes
+            .set(i64::try_from(bytes).unwrap_or(i64::MAX));
     }
 
     pub fn hook(&self, ok: bool) {

@@ -13,6 +13,21 @@ fn rfc3339(t: SystemTime) -> String {
     humantime::format_rfc3339_seconds(t).to_string()
 }
 
+/// A size as `df -h` would show it, in binary units.
+fn size(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut value = bytes as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    match unit {
+        0 => format!("{bytes} B"),
+        _ => format!("{value:.1} {}", UNITS[unit]),
+    }
+}
+
 fn age(now: SystemTime, t: SystemTime) -> u64 {
     now.duration_since(t).unwrap_or(Duration::ZERO).as_secs()
 }
@@ -44,6 +59,8 @@ pub struct SourceStatus {
     pub refused: Option<RefusedStatus>,
     /// The operator's pin (`tend pin`), while it holds.
     pub pinned: Option<PinnedStatus>,
+    /// Bytes the Git mirrors under the state dir take.
+    pub mirror_bytes: Option<u64>,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -223,6 +240,7 @@ fn source_status(
         pinned,
         warnings: ledger.source_warnings()?,
         repaired: ledger.mirror_repaired()?.filter(|r| !r.is_empty()),
+        mirror_bytes: crate::source::mirrors_bytes(ledger.state_dir()),
     })
 }
 
@@ -337,6 +355,9 @@ pub fn text(doc: &StatusDoc, all: bool) -> String {
         }
         if let Some(r) = &s.repaired {
             out.push_str(&format!("mirror repaired: {}\n", said(r)));
+        }
+        if let Some(bytes) = s.mirror_bytes {
+            out.push_str(&format!("mirror   {}\n", size(bytes)));
         }
         for w in &s.warnings {
             out.push_str(&format!("warning  {}\n", said(w)));

@@ -137,6 +137,59 @@ fn open_fds(pid: u32) -> usize {
     std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count())
 }
 
+/// The sockets among the descriptors of `pid`: its listener and the
+/// connections it accepted.
+fn sockets(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| {
+        d.flatten()
+            .filter(|e| {
+                std::fs::read_link(e.path())
+                    .is_ok_and(|l| l.to_string_lossy().starts_with("socket:"))
+            })
+            .count()
+    })
+}
+
+/// Connections waiting in the accept queue of the listener at `addr`
+/// (the `rx_queue` of a listening socket in /proc/net/tcp), `None` when
+/// no such listener is found.
+fn accept_queue(addr: std::net::SocketAddr) -> Option<usize> {
+    let table = std::fs::read_to_string("/proc/net/tcp").unwrap();
+    let local = format!(":{:04X}", addr.port());
+    table.lines().skip(1).find_map(|line| {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let listening = fields.get(3) == Some(&"0A");
+        let ours = fields.get(1).is_some_and(|l| l.ends_with(&local));
+        (listening && ours)
+            .then(|| fields.get(4)?.split_once(':'))
+            .flatten()
+            .and_then(|(_, rx)| usize::from_str_radix(rx, 16).ok())
+    })
+}
+
+/// The connections tend keeps open at once with `pid`'s open-files limit
+/// (an eighth of it, at most 256: `server.max_connections` by default).
+fn connection_limit(pid: u32) -> usize {
+    let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).unwrap();
+    let soft: usize = limits
+        .lines()
+        .find_map(|l| l.strip_prefix("Max open files"))
+        .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
+        .expect("Max open files");
+    (soft / 8).clamp(1, 256)
+}
+
+/// Waits until tend accepted every connection made to `addr`: none is
+/// left in the listener's queue.
+fn all_accepted(addr: std::net::SocketAddr) {
+    let drained = wait_until(20, || accept_queue(addr) == Some(0));
+    assert!(
+        drained,
+        "tend left {:?} connections unaccepted",
+        accept_queue(addr)
+    );
+}
+
 /// Whether the server closed `stream` (end of file or a reset).
 fn closed(stream: &mut std::net::TcpStream) -> bool {
     use std::io::Read;
@@ -179,6 +232,33 @@ fn slow_connections_starve_neither_health_nor_corrections() {
         let _ = c.write_all(b"GET /healthz HTTP/1.1\r\nHost: tend\r\nX-Slow: ");
         slow.push(c);
     }
+    // The load arrived: every connection was made, and tend accepted each
+    // (holding the newest, closing the oldest to make room) before its
+    // descriptors are counted.
+    assert_eq!(
+        slow.len(),
+        1500,
+        "only {} of 1500 connections were made",
+        slow.len()
+    );
+    all_accepted(s.addr);
+    let limit = connection_limit(pid);
+    assert_eq!(limit, 128, "an eighth of 1024 open files");
+    let held = sockets(pid);
+    assert!(
+        held >= limit * 3 / 4,
+        "tend holds {held} sockets beside {} stalled connections, not near its {limit}",
+        slow.len()
+    );
+    let mut unclosed = 0;
+    let settled = wait_until(5, || {
+        unclosed = slow.iter_mut().map(|c| usize::from(!closed(c))).sum();
+        unclosed <= limit
+    });
+    assert!(
+        settled && unclosed >= limit * 3 / 4,
+        "{unclosed} stalled connections open, with tend keeping at most {limit}"
+    );
     let fds = open_fds(pid);
     let started = Instant::now();
     let health = util::http::request(s.addr, "GET", "/healthz", &[], b"");
@@ -250,7 +330,25 @@ fn large_webhook_bodies_sent_at_once_stay_in_bounded_memory() {
             })
         })
         .collect();
-    let held: Vec<_> = senders.into_iter().filter_map(|t| t.join().ok()).collect();
+    let held: Vec<_> = senders
+        .into_iter()
+        .filter_map(|t| t.join().ok().flatten())
+        .collect();
+    // Every sender connected, and tend accepted all it may hold: their
+    // bodies were on its sockets when its memory is read.
+    assert_eq!(
+        held.len(),
+        200,
+        "only {} of 200 senders connected",
+        held.len()
+    );
+    let limit = connection_limit(pid).min(200);
+    let accepted = wait_until(20, || sockets(pid) > limit);
+    assert!(
+        accepted,
+        "tend holds {} sockets, not its listener and {limit} senders",
+        sockets(pid)
+    );
     // A bounded daemon never gets there: give it every chance to.
     let bound = 48 << 10;
     let grew = || proc_kib(pid, "VmHWM").saturating_sub(before);

@@ -2,9 +2,11 @@
 //! container (PID 1 systemd, from the local base image) for every scenario,
 //! in order: install; both units verified and rated; `systemctl start`
 //! returns after the first pass; the journal has tend's fields; reload
-//! takes a new commit and config and refuses a bad one; a frozen tend is
-//! killed by the watchdog, restarted, and converges; stop is clean; a
-//! confined instance works in its root; purge removes the package.
+//! takes a new commit and config and refuses a bad one; a healthy tend
+//! outlives several watchdog periods, pinging, and a frozen one is killed
+//! by the watchdog, restarted, and converges; stop is clean; a confined
+//! instance works in its root and cannot write outside it; purge removes
+//! the package.
 
 mod util;
 
@@ -261,6 +263,24 @@ fn tend_under_systemd_from_its_package() {
     c.ok("systemctl daemon-reload && systemctl restart tend");
     let pid = c.prop("tend", "MainPID");
     let restarts: u32 = c.prop("tend", "NRestarts").parse().unwrap();
+    // A healthy tend pings: it outlives several WatchdogSec periods, and
+    // the time systemd last heard WATCHDOG=1 moves on meanwhile.
+    assert_eq!(c.prop("tend", "WatchdogUSec"), "3s");
+    let pinged = || {
+        c.prop("tend", "WatchdogTimestampMonotonic")
+            .parse::<u64>()
+            .unwrap()
+    };
+    let first = pinged();
+    std::thread::sleep(std::time::Duration::from_secs(10));
+    assert_eq!(c.prop("tend", "MainPID"), pid, "{}", log(&c, "tend"));
+    assert_eq!(c.prop("tend", "NRestarts"), restarts.to_string());
+    assert_eq!(c.prop("tend", "ActiveState"), "active");
+    let last = pinged();
+    assert!(last > first, "no ping in 10 s: {first} then {last}");
+    assert!(!c
+        .ok("journalctl -u tend --no-pager")
+        .contains("Watchdog timeout"));
     c.ok(&format!("kill -STOP {pid}"));
     c.ok("echo frozen edit > /etc/tend-test/motd");
     assert!(
@@ -290,15 +310,20 @@ fn tend_under_systemd_from_its_package() {
     assert!(stopped.contains("stopped by signal"), "{stopped}");
     assert!(!stopped.contains("timed out"), "{stopped}");
 
-    // A confined instance: its own user, config and root.
+    // A confined instance: its own user, config and root. Its hook tries
+    // to write outside the root, into a folder the tend user owns: only
+    // the sandbox stops it.
     c.ok(&format!(
         "cp -a {REPO} /srv/repo-web && chown -R tend:tend /srv/repo-web && \
-         cd /srv/repo-web && printf 'kind: file\\npath: site/index.html\\ncontent: \"<p>web</p>\\\\n\"\\n' > host.tend.yaml && \
-         git -c safe.directory='*' add -A && git -c safe.directory='*' -c user.email=t@e -c user.name=t commit -qm web"
+         cd /srv/repo-web && printf 'kind: file\\npath: site/index.html\\ncontent: \"<p>web</p>\\\\n\"\\non_change: escape\\n' > host.tend.yaml && \
+         git -c safe.directory='*' add -A && git -c safe.directory='*' -c user.email=t@e -c user.name=t commit -qm web && \
+         install -d -o tend -g tend -m 0755 /srv/outside"
     ));
     c.write(
         "/etc/tend/web.yaml",
-        "source: {repo: /srv/repo-web, interval: 1h}\nserver: {listen: 127.0.0.1:9421}\n",
+        "source: {repo: /srv/repo-web, interval: 1h}\nserver: {listen: 127.0.0.1:9421}\n\
+         hooks: {escape: {run: [/bin/sh, -c, '/usr/bin/touch /srv/outside/escaped 2> /var/lib/tend-web/escape.err; \
+         echo $? > /var/lib/tend-web/escape.ran']}}\n",
     );
     c.ok("systemctl start tend@web");
     assert_eq!(
@@ -311,6 +336,16 @@ fn tend_under_systemd_from_its_package() {
     // The instance runs as tend, without capabilities.
     let st = c.ok(&format!("grep -E '^(Uid|CapEff)' /proc/{pid}/status"));
     assert!(st.contains("0000000000000000"), "{st}");
+    assert!(
+        wait_until(20, || c.sh("test -f /var/lib/tend-web/escape.ran").code
+            == 0),
+        "the hook never ran: {}",
+        log(&c, "tend@web")
+    );
+    assert_ne!(c.ok("cat /var/lib/tend-web/escape.ran").trim(), "0");
+    c.ok("test ! -e /srv/outside/escaped");
+    let refused = c.ok("cat /var/lib/tend-web/escape.err");
+    assert!(refused.contains("Read-only file system"), "{refused}");
     c.ok("systemctl stop tend@web");
     assert_eq!(c.prop("tend@web", "Result"), "success");
 

@@ -69,6 +69,7 @@ pub fn run(g: &Flags, settings: Settings, allow_mass_prune: bool) -> ExitCode {
                 return ExitCode::from(3);
             }
         };
+    reconcile::collect_mirror_if_due(&ctx, &rec);
     for p in &report.problems {
         eprintln!("{}", said(&p.to_string()));
     }

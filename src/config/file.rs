@@ -46,6 +46,17 @@ pub struct SourceConfig {
     pub max_failures: Option<u32>,
     pub verify: Option<VerifyConfig>,
     pub allow_rewind: Option<bool>,
+    /// `source.gc`: pruning the mirror of what nothing reaches.
+    pub gc: Option<GcConfig>,
+}
+
+/// `source.gc`; each key has a default.
+#[derive(Debug, Default, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GcConfig {
+    pub interval: Option<Dur>,
+    pub grace: Option<Dur>,
+    pub budget: Option<Dur>,
 }
 
 /// `source.verify` (SPEC §9).

@@ -112,6 +112,8 @@ pub struct SourceSettings {
     /// Apply a fetched revision that does not descend from the newest one
     /// applied before.
     pub allow_rewind: bool,
+    /// When the mirror is pruned, and what it keeps (`source.gc`).
+    pub gc: crate::source::GcSpec,
 }
 
 #[derive(Debug, Clone)]
@@ -337,6 +339,21 @@ fn resolve_with(args: &Flags, any_target: bool) -> Result<Settings, ConfigError>
         max_failures: args.max_failures.or(src.max_failures),
         verify,
         allow_rewind: args.allow_rewind.or(src.allow_rewind).unwrap_or(false),
+        gc: {
+            let g = src.gc.unwrap_or_default();
+            let d = crate::source::GcSpec::default();
+            if g.budget.is_some_and(|b| b.0.is_zero()) {
+                problems.push(bad(
+                    "source.gc.budget",
+                    "source.gc.budget: must be more than 0".to_string(),
+                ));
+            }
+            crate::source::GcSpec {
+                interval: g.interval.map_or(d.interval, |x| x.0),
+                grace: g.grace.map_or(d.grace, |x| x.0),
+                budget: g.budget.map_or(d.budget, |x| x.0),
+            }
+        },
     };
 
     let (mut targets, found) = targets::resolve(file.targets.unwrap_or_default());
@@ -635,6 +652,32 @@ mod tests {
             "/x",
         ]);
         resolve(&cli.command.flags())
+    }
+
+    #[test]
+    fn source_gc_has_defaults_takes_each_key_and_refuses_a_zero_budget_by_line() {
+        let files = "targets:\n  files: {type: files, root: /srv}\n";
+        let d = resolve_config(files).unwrap().source.gc;
+        assert_eq!(d, crate::source::GcSpec::default());
+        assert_eq!(d.grace, Duration::from_secs(14 * 86400));
+        let s = resolve_config(&format!(
+            "source:\n  gc: {{interval: 1h, grace: 2d, budget: 10s}}\n{files}"
+        ))
+        .unwrap()
+        .source
+        .gc;
+        assert_eq!(s.interval, Duration::from_secs(3600));
+        assert_eq!(s.grace, Duration::from_secs(2 * 86400));
+        assert_eq!(s.budget, Duration::from_secs(10));
+        let err = resolve_config(&format!("source:\n  gc:\n    budget: 0s\n{files}"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("tend.yaml:3: source.gc.budget"), "{err}");
+        let example = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config/tend.example.yaml"),
+        )
+        .unwrap();
+        assert!(example.contains("gc: {interval: 24h, grace: 14d, budget: 1m}"));
     }
 
     #[test]

@@ -66,6 +66,8 @@ pub(super) struct Loop {
     full_due: Option<Instant>,
     /// The context's clock: the wall time retries are reckoned from.
     clock: Arc<dyn Clock>,
+    /// The mirror's collection running beside the loop, if one is.
+    collecting: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl Loop {
@@ -100,6 +102,7 @@ impl Loop {
             publish_pending: false,
             ages_grow: false,
             watch_line: None,
+            collecting: None,
             full_due: None,
             clock,
         }
@@ -198,6 +201,7 @@ impl Loop {
                     // soon, with backoff.
                     self.pass(Scope::All).await;
                 }
+                self.collect_mirror().await;
                 match self.unpublished {
                     0 => jitter(interval),
                     n => backoff::jittered(n).min(interval),
@@ -215,6 +219,30 @@ impl Loop {
                 self.publish(true).await;
                 backoff::jittered(self.fetch_failures).min(interval)
             }
+        }
+    }
+
+    /// Starts the mirror's collection beside the loop when one is due and
+    /// none runs, and publishes the mirrors' size (again when it ends).
+    async fn collect_mirror(&mut self) {
+        let idle = self
+            .collecting
+            .as_ref()
+            .is_none_or(tokio::task::JoinHandle::is_finished);
+        let (job, bytes) = self
+            .blocking(move |ctx, rec| {
+                let job = idle.then(|| reconcile::mirror_gc_due(ctx, rec)).flatten();
+                (job, crate::source::mirrors_bytes(&ctx.settings.state_dir))
+            })
+            .await;
+        publish::mirror(&self.shared.metrics, bytes);
+        if let Some(job) = job {
+            let (metrics, state_dir) =
+                (self.shared.metrics.clone(), self.settings.state_dir.clone());
+            self.collecting = Some(tokio::task::spawn_blocking(move || {
+                job.run();
+                publish::mirror(&metrics, crate::source::mirrors_bytes(&state_dir));
+            }));
         }
     }
 

@@ -107,3 +107,10 @@ pub fn fetch(metrics: &Metrics, ok: bool) {
         metrics.set_last_successful_fetch(unix_secs(SystemTime::now()));
     }
 }
+
+/// What the mirrors take on disk, read after a fetch (and a collection).
+pub fn mirror(metrics: &Metrics, bytes: Option<u64>) {
+    if let Some(bytes) = bytes {
+        metrics.set_mirror_bytes(bytes);
+    }
+}

@@ -36,6 +36,18 @@ impl Tx<'_> {
             .map_err(|e| LedgerError::db(self.path, e))
     }
 
+    /// Every high-water mark, of any repository and ref: revisions the
+    /// mirror's collection keeps.
+    pub fn high_water_marks(&self) -> Res<Vec<String>> {
+        self.conn
+            .prepare_cached("SELECT DISTINCT revision FROM source_marks")
+            .and_then(|mut s| {
+                s.query_map([], |r| r.get(0))
+                    .and_then(|rows| rows.collect())
+            })
+            .map_err(|e| LedgerError::db(self.path, e))
+    }
+
     pub fn set_high_water(&self, repo: &str, reference: Option<&str>, revision: &str) -> Res<()> {
         self.run(
             "INSERT OR REPLACE INTO source_marks (repo, reference, revision, updated_at)
@@ -136,6 +148,9 @@ impl Ledger {
     /// See [`Tx::high_water`].
     pub fn high_water(&self, repo: &str, reference: Option<&str>) -> Res<Option<String>> {
         self.q().high_water(repo, reference)
+    }
+    pub fn high_water_marks(&self) -> Res<Vec<String>> {
+        self.q().high_water_marks()
     }
     pub fn set_high_water(&self, repo: &str, reference: Option<&str>, revision: &str) -> Res<()> {
         self.q().set_high_water(repo, reference, revision)

@@ -4,6 +4,7 @@
 
 mod damage;
 mod error;
+mod gc;
 mod known_hosts;
 mod links;
 mod local;
@@ -31,6 +32,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 pub use error::SourceError;
+pub use gc::{mirrors_bytes, Collected, GcSpec};
 pub use local::{local_repository, snapshot_at};
 pub use mirror::{CommitInfo, Mirror};
 pub(crate) use names::refused as refused_name;

@@ -16,6 +16,7 @@
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::time::SystemTime;
 
 use git2::{Oid, Repository};
 
@@ -25,7 +26,7 @@ use super::SourceError;
 /// `gc.autoPackLimit`).
 pub(super) const MOST: usize = 50;
 /// Largest object a roll-up packs again.
-const BIG: u64 = 16 << 20;
+pub(super) const BIG: u64 = 16 << 20;
 
 /// What a roll-up did.
 #[derive(Debug, PartialEq, Eq)]
@@ -37,13 +38,15 @@ pub(super) struct RolledUp {
 }
 
 /// One pack in `objects/pack`: `<stem>.pack` and `<stem>.idx`.
-struct Pack {
-    stem: PathBuf,
-    size: u64,
+pub(super) struct Pack {
+    pub stem: PathBuf,
+    pub size: u64,
+    /// When it was written (or linked from a source that wrote it then).
+    pub modified: SystemTime,
 }
 
 impl Pack {
-    fn with(&self, extension: &str) -> PathBuf {
+    pub(super) fn with(&self, extension: &str) -> PathBuf {
         self.stem.with_extension(extension)
     }
 }
@@ -95,23 +98,63 @@ pub(super) fn roll_up(repo: &Repository, most: usize) -> Result<Option<RolledUp>
     }
     ids.sort_unstable();
     ids.dedup();
+    let replaced = replace(repo, &dir, &rolled, &ids)?;
+    Ok(Some(RolledUp {
+        packs: replaced,
+        objects: ids.len(),
+    }))
+}
+
+/// Writes `ids` into one new pack in `dir`, durably, then removes the
+/// `old` packs (index first); returns how many went. With no `ids`, the
+/// old packs only go.
+pub(super) fn replace(
+    repo: &Repository,
+    dir: &Path,
+    old: &[Pack],
+    ids: &[Oid],
+) -> Result<usize, SourceError> {
+    let new = if ids.is_empty() {
+        None
+    } else {
+        Some(write_pack(repo, dir, ids)?)
+    };
+    let mut replaced = 0;
+    for old in old.iter().filter(|p| Some(&p.stem) != new.as_ref()) {
+        // Index first: without it the pack is invisible to new readers.
+        for extension in ["idx", "pack", "rev", "bitmap", "mtimes"] {
+            match fs::remove_file(old.with(extension)) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(SourceError::io(old.with(extension), e)),
+            }
+        }
+        replaced += 1;
+    }
+    sync_dir(dir)?;
+    Ok(replaced)
+}
+
+/// One new pack holding `ids`, checked to hold them all and synced; its
+/// stem.
+fn write_pack(repo: &Repository, dir: &Path, ids: &[Oid]) -> Result<PathBuf, SourceError> {
     let git = |what: &str, e| SourceError::git(format!("{what} in {}", dir.display()), e);
     let mut builder = repo.packbuilder().map_err(|e| git("starting a pack", e))?;
-    for id in &ids {
+    for id in ids {
         builder
             .insert_object(*id, None)
             .map_err(|e| git("packing", e))?;
     }
     builder
-        .write(&dir, 0o444)
+        .write(dir, 0o444)
         .map_err(|e| git("writing a pack", e))?;
     let name = builder
         .name()
         .map(str::to_string)
-        .ok_or_else(|| SourceError::io(&dir, io::Error::other("the new pack has no name")))?;
+        .ok_or_else(|| SourceError::io(dir, io::Error::other("the new pack has no name")))?;
     let new = dir.join(format!("pack-{name}"));
     let (new_pack, new_idx) = (new.with_extension("pack"), new.with_extension("idx"));
-    // Everything rolled must be in the new pack, durably, before any old
+    // Everything kept must be in the new pack, durably, before any old
     // pack goes.
     let holds = fs::read(&new_idx)
         .ok()
@@ -131,28 +174,12 @@ pub(super) fn roll_up(repo: &Repository, most: usize) -> Result<Option<RolledUp>
             .and_then(|f| f.sync_all())
             .map_err(|e| SourceError::io(&file, e))?;
     }
-    sync_dir(&dir)?;
-    let mut replaced = 0;
-    for old in rolled.iter().filter(|p| p.stem != new) {
-        // Index first: without it the pack is invisible to new readers.
-        for extension in ["idx", "pack", "rev", "bitmap", "mtimes"] {
-            match fs::remove_file(old.with(extension)) {
-                Ok(()) => {}
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                Err(e) => return Err(SourceError::io(old.with(extension), e)),
-            }
-        }
-        replaced += 1;
-    }
-    sync_dir(&dir)?;
-    Ok(Some(RolledUp {
-        packs: replaced,
-        objects: ids.len(),
-    }))
+    sync_dir(dir)?;
+    Ok(new)
 }
 
 /// The packs in `dir` that have an index and may be rolled (no `.keep`).
-fn list(dir: &Path) -> io::Result<Vec<Pack>> {
+pub(super) fn list(dir: &Path) -> io::Result<Vec<Pack>> {
     let mut packs = Vec::new();
     for entry in fs::read_dir(dir)? {
         let path = entry?.path();
@@ -164,8 +191,12 @@ fn list(dir: &Path) -> io::Result<Vec<Pack>> {
         if kept || !stem.with_extension("idx").exists() {
             continue;
         }
-        let size = fs::metadata(&path)?.len();
-        packs.push(Pack { stem, size });
+        let meta = fs::metadata(&path)?;
+        packs.push(Pack {
+            stem,
+            size: meta.len(),
+            modified: meta.modified()?,
+        });
     }
     Ok(packs)
 }

@@ -195,6 +195,12 @@ pub trait Target: Send + Sync {
         let _ = (rev, carried);
         Ok(())
     }
+    /// Revisions the target keeps whole beside what it shows (files with
+    /// `link`: the trees kept for a rollback); the mirror keeps them too,
+    /// so a pin can name them.
+    fn kept_revisions(&self) -> Vec<Oid> {
+        Vec::new()
+    }
     /// What was written since [`Target::begin`] may not be what readers
     /// see yet: [`Target::publish`] shows it them. Also true before any
     /// pass, while that is not known.

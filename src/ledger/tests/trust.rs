@@ -31,6 +31,10 @@ fn marks_are_kept_per_repository_and_ref() {
         ledger.high_water("r", Some("side")).unwrap().as_deref(),
         Some("e")
     );
+    ledger.set_high_water("again", None, "c").unwrap();
+    let mut marks = ledger.high_water_marks().unwrap();
+    marks.sort();
+    assert_eq!(marks, ["a", "b", "c", "e"], "every mark, each once");
     assert_eq!(
         ledger.high_water("other", Some("main")).unwrap().as_deref(),
         Some("c")

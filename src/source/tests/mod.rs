@@ -2,6 +2,7 @@
 //! command line in temp dirs, fetched through file:// URLs and plain paths.
 
 mod fetch;
+mod gc;
 mod links;
 mod refs;
 mod tree;

@@ -335,6 +335,13 @@ impl Target for FilesTarget {
         self.trees.as_ref().is_some_and(Trees::unpublished)
     }
 
+    fn kept_revisions(&self) -> Vec<Oid> {
+        match &self.trees {
+            Some(_) => self.kept_trees(),
+            None => Vec::new(),
+        }
+    }
+
     fn publish(&self) -> Result<bool, TargetError> {
         match &self.trees {
             Some(trees) => self.publish_tree(trees),

@@ -29,7 +29,7 @@ use super::Link;
 use super::{counted_fsync, transient, FilesTarget, View};
 use crate::model::{RelPath, ResourceId};
 use crate::target::TargetError;
-use dirs::{is_commit_name, make_dir, own_dir, staging_name, OWN};
+use dirs::{entries, is_commit_name, make_dir, own_dir, staging_name, OWN};
 
 /// The trees' directory, relative to the root, as the link names it.
 const REVS: &str = ".tend/revs";
@@ -131,6 +131,19 @@ pub(super) fn live_root(base: &Root, link: Option<&str>) -> Option<PathBuf> {
 impl FilesTarget {
     fn revs(&self, make: bool) -> Result<OwnedFd, Errno> {
         revs_in(&self.base, make)
+    }
+
+    /// The commits whose complete trees are kept under the root (the
+    /// published one and those kept for a rollback).
+    pub(super) fn kept_trees(&self) -> Vec<Oid> {
+        let Ok(revs) = self.revs(false) else {
+            return Vec::new();
+        };
+        entries(revs.as_fd())
+            .into_iter()
+            .filter(|(name, kind)| *kind == FileType::Directory && is_commit_name(name))
+            .filter_map(|(name, _)| Oid::from_str(std::str::from_utf8(&name).ok()?).ok())
+            .collect()
     }
 
     fn open_tree(&self, revs: &OwnedFd, name: &str) -> Result<Root, Errno> {
