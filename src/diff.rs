@@ -290,6 +290,7 @@ pub(crate) mod tests {
             on_change: None,
             self_heal: None,
             sensitive: false,
+            decrypted: false,
             origin: Origin::default(),
         }
     }

@@ -234,6 +234,10 @@ pub struct Desired {
     /// Per-resource override of `policy.self_heal`.
     pub self_heal: Option<bool>,
     pub sensitive: bool,
+    /// The content is a decrypted `decrypt: age` source (and so
+    /// sensitive): what it overwrites is not backed up, since a backup
+    /// would keep a secret in clear.
+    pub decrypted: bool,
     pub origin: Origin,
 }
 

@@ -134,6 +134,16 @@ pub struct TrustArgs {
     /// OpenPGP signatures: an armored keyring of trusted public keys
     #[arg(long, env = "TEND_KEYRING", value_name = "FILE")]
     pub keyring: Option<PathBuf>,
+    /// An age identity file (or SSH private key, mode 0600) opening the
+    /// `decrypt: age` sources; repeatable (TEND_AGE_IDENTITY: colon-separated)
+    #[arg(long = "age-identity", env = "TEND_AGE_IDENTITY", value_name = "FILE",
+          value_delimiter = ':', help_heading = "Secrets")]
+    pub age_identities: Vec<PathBuf>,
+    /// A public key (age1... or ssh-ed25519 ...) the encrypted sources must
+    /// be sealed to, checked without a private key; repeatable
+    #[arg(long = "age-recipient", env = "TEND_AGE_RECIPIENT", value_name = "KEY",
+          help_heading = "Secrets")]
+    pub age_recipients: Vec<String>,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -31,6 +31,8 @@ pub struct Flags {
     pub max_failures: Option<u32>,
     pub allowed_signers: Option<PathBuf>,
     pub keyring: Option<PathBuf>,
+    pub age_identities: Vec<PathBuf>,
+    pub age_recipients: Vec<String>,
     pub allow_rewind: Option<bool>,
 }
 
@@ -53,6 +55,8 @@ impl Flags {
     fn trust(mut self, t: &TrustArgs) -> Flags {
         self.allowed_signers.clone_from(&t.allowed_signers);
         self.keyring.clone_from(&t.keyring);
+        self.age_identities.clone_from(&t.age_identities);
+        self.age_recipients.clone_from(&t.age_recipients);
         self
     }
 

@@ -22,6 +22,7 @@ pub struct FileConfig {
     pub state_dir: Option<PathBuf>,
     pub server: Option<ServerConfig>,
     pub log: Option<LogConfig>,
+    pub secrets: Option<super::secrets::SecretsConfig>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -45,6 +46,8 @@ pub struct SourceConfig {
     pub max_failures: Option<u32>,
     pub verify: Option<VerifyConfig>,
     pub allow_rewind: Option<bool>,
+    /// Mirror mode: age files published decrypted (SPEC §13).
+    pub decrypt: Option<super::secrets::DecryptConfig>,
 }
 
 /// `source.verify` (SPEC §9).

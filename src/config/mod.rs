@@ -13,6 +13,7 @@ use crate::target::files::FilesConfig;
 
 mod file;
 mod hooks;
+mod secrets;
 mod targets;
 
 pub use file::{
@@ -110,6 +111,9 @@ pub struct SourceSettings {
     /// Apply a fetched revision that does not descend from the newest one
     /// applied before.
     pub allow_rewind: bool,
+    /// Mirror mode: files ending so are age files, published decrypted
+    /// under their name less the suffix.
+    pub decrypt_suffix: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -132,6 +136,8 @@ pub struct Settings {
     pub server: ServerSettings,
     pub log_format: String,
     pub log_level: String,
+    /// Identities and recipients of age-encrypted sources (SPEC §13).
+    pub secrets: crate::secrets::AgeSettings,
 }
 
 /// Under systemd, with stderr connected to the journal, lines go to the
@@ -287,6 +293,14 @@ fn resolve_with(args: &Flags, any_target: bool) -> Result<Settings, ConfigError>
                 .into(),
         ));
     }
+    let decrypt_suffix = secrets::suffix(src.decrypt).unwrap_or_else(|m| {
+        problems.push(bad("source.decrypt", m));
+        None
+    });
+    let (age, found) = secrets::resolve(args, file.secrets);
+    for (key, message) in found {
+        problems.push(bad(&key, message));
+    }
     let source = SourceSettings {
         repo,
         reference: args.reference.clone().or(src.reference),
@@ -313,6 +327,7 @@ fn resolve_with(args: &Flags, any_target: bool) -> Result<Settings, ConfigError>
         max_failures: args.max_failures.or(src.max_failures),
         verify,
         allow_rewind: args.allow_rewind.or(src.allow_rewind).unwrap_or(false),
+        decrypt_suffix,
     };
 
     let (mut targets, found) = targets::resolve(file.targets.unwrap_or_default());
@@ -477,6 +492,7 @@ fn resolve_with(args: &Flags, any_target: bool) -> Result<Settings, ConfigError>
         return Err(ConfigError::Setting(all.join("\n")));
     }
     Ok(Settings {
+        secrets: age,
         source,
         targets,
         hooks,

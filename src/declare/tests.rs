@@ -45,6 +45,9 @@ fn run(repo: &TestRepo, path: &str, mirror: bool) -> Declared {
         hooks: &hooks,
         max_file_size: 1024,
         as_written: false,
+        keyring: None,
+        recipients: &[],
+        decrypt_suffix: None,
     };
     declare(&fx.snapshot, &opts).unwrap()
 }

@@ -43,6 +43,9 @@ fn steps(
         hooks: &hooks,
         max_file_size: 1024,
         as_written: false,
+        keyring: None,
+        recipients: &[],
+        decrypt_suffix: None,
     };
     let mut old = mirror.fetch().unwrap();
     let mut declared = declare(&mirror.snapshot(old).unwrap(), &opts).unwrap();
@@ -150,6 +153,9 @@ fn changes_it_cannot_patch_are_read_whole() {
         hooks: &hooks,
         max_file_size: 1024,
         as_written: false,
+        keyring: None,
+        recipients: &[],
+        decrypt_suffix: None,
     };
     let old = mirror.fetch().unwrap();
     let before = declare(&mirror.snapshot(old).unwrap(), &opts("conf", true)).unwrap();

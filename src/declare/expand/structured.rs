@@ -47,6 +47,7 @@ impl Builder<'_> {
             ("owner", d.owner.is_some()),
             ("group", d.group.is_some()),
             ("target_path", d.target_path.is_some()),
+            ("decrypt", d.decrypt.is_some()),
         ];
         if let Some((field, _)) = misplaced.iter().find(|(_, present)| *present) {
             return Err(format!(
@@ -93,6 +94,7 @@ impl Builder<'_> {
             on_change: d.on_change,
             self_heal: d.self_heal,
             sensitive: d.sensitive.unwrap_or(false),
+            decrypted: false,
             origin: origin.clone(),
         });
         Ok(())

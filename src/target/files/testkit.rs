@@ -183,6 +183,7 @@ pub(super) fn change(path: &str, action: Action, spec: Option<Spec>, fields: Vec
         on_change: None,
         self_heal: None,
         sensitive: false,
+        decrypted: false,
         origin: Origin::default(),
     });
     Change {

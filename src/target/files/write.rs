@@ -178,9 +178,12 @@ impl FilesTarget {
         clock: &mut Clock,
     ) -> Result<Staged, TargetError> {
         let path = change.path.as_str();
-        let bytes = content
-            .read(spec.blob)
-            .map_err(|e| transient(path, "read desired content", e))?;
+        // Wiped once written: the content may be a decrypted secret.
+        let bytes = zeroize::Zeroizing::new(
+            content
+                .read(spec.blob)
+                .map_err(|e| transient(path, "read desired content", e))?,
+        );
         // An owner or group the declaration leaves out stays as it was.
         let uid = spec.uid.or(old.map(|m| m.uid));
         let gid = spec.gid.or(old.map(|m| m.gid));

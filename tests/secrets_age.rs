@@ -1,0 +1,292 @@
+//! Issue 26: secrets kept in Git as age files, made by the Debian `age`
+//! CLI, applied decrypted; the plaintext found nowhere tend stores or
+//! shows; each failure Blocked with its reason; and the checks CI makes
+//! without a private key.
+
+mod util;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use util::http::tool;
+use util::secrets::Canary;
+use util::{mode, wait_until, Env};
+
+/// Keys and sealed files, made by `age`, `age-keygen` and `ssh-keygen` in a
+/// directory of their own, away from the state dir and the repository.
+struct Keys {
+    dir: tempfile::TempDir,
+}
+
+impl Keys {
+    /// `None` (skipped, outside CI and root) when the tools are missing.
+    fn new() -> Option<Keys> {
+        tool("age", "age")?;
+        tool("age-keygen", "age")?;
+        tool("ssh-keygen", "openssh-client")?;
+        Some(Keys {
+            dir: tempfile::Builder::new().prefix("tend-age-").tempdir().unwrap(),
+        })
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// A fresh X25519 identity file, mode 0600; its public key.
+    fn x25519(&self, name: &str) -> String {
+        let path = self.path(name);
+        run(Command::new("age-keygen").arg("-o").arg(&path));
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let public = run(Command::new("age-keygen").arg("-y").arg(&path));
+        String::from_utf8(public).unwrap().trim().to_string()
+    }
+
+    /// A fresh SSH ed25519 key (`name`, `name.pub`); its public line.
+    fn ssh(&self, name: &str) -> String {
+        run(Command::new("ssh-keygen")
+            .args(["-q", "-t", "ed25519", "-N", "", "-C", name, "-f"])
+            .arg(self.path(name)));
+        std::fs::read_to_string(self.path(&format!("{name}.pub")))
+            .unwrap()
+            .trim()
+            .to_string()
+    }
+
+    /// `plain` sealed by `age ARGS`.
+    fn seal(&self, plain: &str, args: &[&str]) -> Vec<u8> {
+        let input = self.path("plain.in");
+        std::fs::write(&input, plain).unwrap();
+        let sealed = run(Command::new("age").args(args).arg(&input));
+        std::fs::remove_file(&input).unwrap();
+        sealed
+    }
+}
+
+fn run(cmd: &mut Command) -> Vec<u8> {
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{cmd:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
+fn decl(path: &str, source: &str) -> String {
+    format!("kind: file\npath: {path}\nsource: {source}\ndecrypt: age\nmode: \"0600\"\n")
+}
+
+#[test]
+fn issue_26_age_files_are_applied_decrypted_and_the_plaintext_is_kept_nowhere() {
+    let Some(keys) = Keys::new() else { return };
+    let env = Env::new();
+    let canary = Canary::new();
+    let secret = canary.value();
+    let host = keys.x25519("host.key");
+    let bob = keys.x25519("bob.key");
+    keys.ssh("id_ed25519");
+    let ssh_pub = keys.path("id_ed25519.pub");
+    let ssh_pub = ssh_pub.to_str().unwrap();
+    let hook_env = canary.file("hook.env", "");
+    env.repo
+        .write("s/db.conf.age", keys.seal(&format!("db {secret}\n"), &["-r", &host]))
+        .write(
+            "s/api.age",
+            keys.seal(&format!("api {secret}\n"), &["-a", "-R", ssh_pub]),
+        )
+        .write(
+            "s/multi.age",
+            keys.seal(&format!("multi {secret}\n"), &["-r", &bob, "-r", &host]),
+        )
+        .write(
+            "app.tend.yaml",
+            format!(
+                "{}on_change: dump\n---\n{}---\n{}---\nkind: file\npath: etc/motd\ncontent: \"hi\\n\"\n",
+                decl("etc/db.conf", "s/db.conf.age"),
+                decl("etc/api", "s/api.age"),
+                decl("etc/multi", "s/multi.age"),
+            ),
+        );
+    env.repo.commit("secrets");
+    let extra = format!(
+        "hooks:\n  dump: {{run: [sh, -c, \"env > {}\"]}}\nsecrets:\n  age:\n    identities: [{}, {}]\n",
+        hook_env.display(),
+        keys.path("host.key").display(),
+        keys.path("id_ed25519").display(),
+    );
+    let served = env.serve(&extra, &[]);
+    let config = env.state.path().join("tend.yaml");
+    let cfg = config.to_str().unwrap();
+    let db = env.at("etc/db.conf");
+    assert!(
+        wait_until(20, || std::fs::read_to_string(&db).is_ok_and(|t| t == format!("db {secret}\n"))),
+        "{}",
+        env.daemon_log()
+    );
+    assert!(wait_until(20, || std::fs::read_to_string(&hook_env).is_ok_and(|t| !t.is_empty())));
+    assert_eq!(env.read("etc/api"), format!("api {secret}\n"));
+    assert_eq!(env.read("etc/multi"), format!("multi {secret}\n"));
+    assert_eq!(env.read("etc/motd"), "hi\n");
+    assert_eq!(mode(&db) & 0o777, 0o600);
+
+    // A hand edit is found by comparing with the plaintext in memory, and
+    // undone.
+    std::fs::write(&db, "edited by hand\n").unwrap();
+    assert!(
+        wait_until(20, || std::fs::read_to_string(&db).is_ok_and(|t| t == format!("db {secret}\n"))),
+        "{}",
+        env.daemon_log()
+    );
+    for path in [
+        "/api/v1/status",
+        "/",
+        "/api/v1/resources/files/file/etc/db.conf",
+        "/resources/files/file/etc/db.conf",
+    ] {
+        let page = served.get(path);
+        canary.assert_not_in(path, &page.text());
+    }
+
+    // A new encrypted revision: its plaintext replaces the old one, and the
+    // old one is not kept as a backup.
+    env.repo
+        .write("s/db.conf.age", keys.seal(&format!("db2 {secret}\n"), &["-r", &host]));
+    env.repo.commit("rotate the password");
+    served.refresh();
+    assert!(
+        wait_until(20, || std::fs::read_to_string(&db).is_ok_and(|t| t == format!("db2 {secret}\n"))),
+        "{}",
+        env.daemon_log()
+    );
+    for path in ["/api/v1/status", "/"] {
+        canary.assert_not_in(path, &served.get(path).text());
+    }
+    drop(served);
+
+    std::fs::write(&db, "edited again\n").unwrap();
+    let diff = env.tend(&["diff", "-c", cfg, "-o", "json"]);
+    assert_eq!(diff.code, 1, "{diff:?}");
+    assert!(diff.stdout.contains("secret changed"), "{diff:?}");
+    canary.assert_not_in_run("tend diff -o json", &diff);
+    let text = env.tend(&["diff", "-c", cfg]);
+    assert!(text.stdout.contains("files/file/etc/db.conf: secret changed"), "{text:?}");
+    canary.assert_not_in_run("tend diff", &text);
+    let explain = env.tend(&["explain", "-c", cfg, "files/file/etc/db.conf"]);
+    assert_eq!(explain.code, 0, "{explain:?}");
+    canary.assert_not_in_run("tend explain", &explain);
+    let sync = env.tend(&["sync", "-c", cfg]);
+    assert_eq!(sync.code, 0, "{sync:?}");
+    canary.assert_not_in_run("tend sync", &sync);
+    assert_eq!(env.read("etc/db.conf"), format!("db2 {secret}\n"));
+    canary.assert_not_in("the hook's environment", &std::fs::read_to_string(&hook_env).unwrap());
+    canary.assert_not_stored(&env);
+}
+
+#[test]
+fn issue_26_each_failure_is_blocked_with_its_reason_and_the_rest_applies() {
+    let Some(keys) = Keys::new() else { return };
+    let env = Env::new();
+    let host = keys.x25519("host.key");
+    let other = keys.x25519("other.key");
+    let good = keys.seal("good\n", &["-r", &host]);
+    let mut cut = keys.seal(&"x".repeat(100_000), &["-r", &host]);
+    cut.truncate(cut.len() - 50);
+    env.repo
+        .write("s/good.age", good)
+        .write("s/wrong.age", keys.seal("wrong\n", &["-r", &other]))
+        .write("s/cut.age", cut)
+        .write(
+            "app.tend.yaml",
+            format!(
+                "{}---\n{}---\n{}---\nkind: file\npath: etc/motd\ncontent: \"hi\\n\"\n",
+                decl("etc/good", "s/good.age"),
+                decl("etc/wrong", "s/wrong.age"),
+                decl("etc/cut", "s/cut.age"),
+            ),
+        );
+    env.repo.commit("secrets");
+    let key = keys.path("host.key");
+    let key = key.to_str().unwrap();
+
+    let s = env.tend(&["sync", "--age-identity", key]);
+    assert_eq!(s.code, 3, "{s:?}");
+    let all = s.all();
+    assert!(
+        all.contains(&format!("s/wrong.age: no identity decrypts it (tried {key}: no matching key)")),
+        "{s:?}"
+    );
+    assert!(all.contains("s/cut.age is not a usable age file"), "{s:?}");
+    assert_eq!(env.read("etc/good"), "good\n");
+    assert_eq!(env.read("etc/motd"), "hi\n");
+    for blocked in ["etc/wrong", "etc/cut"] {
+        assert!(!env.at(blocked).exists(), "{blocked} was written");
+    }
+
+    // An identity file that is missing, then one anyone may read: every
+    // secret is Blocked naming it, the plain file is still applied.
+    let missing = keys.path("gone.key");
+    let missing = missing.to_str().unwrap();
+    std::fs::remove_file(env.at("etc/good")).unwrap();
+    std::fs::remove_file(env.at("etc/motd")).unwrap();
+    let s = env.tend_with(("TEND_AGE_IDENTITY", missing), &["sync"]);
+    assert_eq!(s.code, 3, "{s:?}");
+    assert!(s.all().contains(&format!("{missing}: cannot be read")), "{s:?}");
+    assert!(!env.at("etc/good").exists());
+    assert_eq!(env.read("etc/motd"), "hi\n");
+
+    std::fs::set_permissions(keys.path("host.key"), std::fs::Permissions::from_mode(0o644))
+        .unwrap();
+    let s = env.tend(&["sync", "--age-identity", key]);
+    assert_eq!(s.code, 3, "{s:?}");
+    assert!(
+        s.all().contains(&format!("{key}: is readable by others than its owner (mode 0644)")),
+        "{s:?}"
+    );
+    assert!(!env.at("etc/good").exists());
+
+    std::fs::set_permissions(keys.path("host.key"), std::fs::Permissions::from_mode(0o400))
+        .unwrap();
+    let s = env.tend(&["sync", "--age-identity", key]);
+    assert_eq!(s.code, 3, "{s:?}");
+    assert_eq!(env.read("etc/good"), "good\n");
+}
+
+#[test]
+fn issue_26_ci_checks_ssh_recipients_and_diffs_revisions_without_a_key() {
+    let Some(keys) = Keys::new() else { return };
+    let env = Env::new();
+    let alice = keys.ssh("alice");
+    keys.ssh("mallory");
+    let to = |name: &str| keys.path(&format!("{name}.pub")).to_str().unwrap().to_string();
+    env.repo
+        .write("s/ok.age", keys.seal("one\n", &["-R", &to("alice")]))
+        .write("s/stray.age", keys.seal("two\n", &["-a", "-R", &to("mallory")]))
+        .write(
+            "app.tend.yaml",
+            format!("{}---\n{}", decl("etc/ok", "s/ok.age"), decl("etc/stray", "s/stray.age")),
+        );
+    let old = env.repo.commit("secrets");
+
+    let v = env.tend(&["validate", "--as-written", "--age-recipient", &alice]);
+    assert_ne!(v.code, 0, "{v:?}");
+    let all = v.all();
+    assert!(
+        all.contains("s/stray.age is not encrypted to recipient ssh-ed25519 ... alice"),
+        "{v:?}"
+    );
+    assert!(!all.contains("s/ok.age is not"), "{v:?}");
+
+    // Sealed again to alice: the next revision checks clean, and a diff
+    // against the first needs no identity and shows only that it changed.
+    env.repo
+        .write("s/stray.age", keys.seal("three\n", &["-R", &to("alice")]));
+    env.repo.commit("seal to alice");
+    let v = env.tend(&["validate", "--as-written", "--age-recipient", &alice]);
+    assert_eq!(v.code, 0, "{v:?}");
+    let d = env.tend(&["diff", "--against", &old, "--age-recipient", &alice]);
+    assert!(d.stdout.contains("files/file/etc/stray"), "{d:?}");
+    assert!(!d.all().contains("three") && !d.all().contains("two\n"), "{d:?}");
+    assert!(!Path::new(&env.at("etc/stray")).exists());
+}
