@@ -134,15 +134,20 @@ pub struct TrustArgs {
     /// OpenPGP signatures: an armored keyring of trusted public keys
     #[arg(long, env = "TEND_KEYRING", value_name = "FILE")]
     pub keyring: Option<PathBuf>,
+}
+
+/// Secrets kept in the repository as age files (SPEC §13).
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Secrets")]
+pub struct SecretArgs {
     /// An age identity file (or SSH private key, mode 0600) opening the
     /// `decrypt: age` sources; repeatable (TEND_AGE_IDENTITY: colon-separated)
     #[arg(long = "age-identity", env = "TEND_AGE_IDENTITY", value_name = "FILE",
-          value_delimiter = ':', help_heading = "Secrets")]
+          value_delimiter = ':')]
     pub age_identities: Vec<PathBuf>,
     /// A public key (age1... or ssh-ed25519 ...) the encrypted sources must
     /// be sealed to, checked without a private key; repeatable
-    #[arg(long = "age-recipient", env = "TEND_AGE_RECIPIENT", value_name = "KEY",
-          help_heading = "Secrets")]
+    #[arg(long = "age-recipient", env = "TEND_AGE_RECIPIENT", value_name = "KEY")]
     pub age_recipients: Vec<String>,
 }
 
@@ -206,6 +211,8 @@ pub struct RunArgs {
     #[command(flatten)]
     pub trust: TrustArgs,
     #[command(flatten)]
+    pub secrets: SecretArgs,
+    #[command(flatten)]
     pub rewind: RewindArg,
     #[command(flatten)]
     pub log: LogArgs,
@@ -234,6 +241,8 @@ pub struct SyncArgs {
     pub link: LinkArgs,
     #[command(flatten)]
     pub trust: TrustArgs,
+    #[command(flatten)]
+    pub secrets: SecretArgs,
     #[command(flatten)]
     pub rewind: RewindArg,
     #[command(flatten)]
@@ -266,6 +275,8 @@ pub struct DiffArgs {
     #[command(flatten)]
     pub trust: TrustArgs,
     #[command(flatten)]
+    pub secrets: SecretArgs,
+    #[command(flatten)]
     pub log: LogArgs,
 }
 
@@ -290,6 +301,8 @@ pub struct ValidateArgs {
     /// or on this host
     #[arg(long)]
     pub as_written: bool,
+    #[command(flatten)]
+    pub secrets: SecretArgs,
     #[command(flatten)]
     pub root: RootArg,
     #[command(flatten)]
@@ -346,6 +359,8 @@ pub struct PinArgs {
     pub source: SourceArgs,
     #[command(flatten)]
     pub trust: TrustArgs,
+    #[command(flatten)]
+    pub secrets: SecretArgs,
     #[command(flatten)]
     pub log: LogArgs,
 }

@@ -55,8 +55,12 @@ impl Flags {
     fn trust(mut self, t: &TrustArgs) -> Flags {
         self.allowed_signers.clone_from(&t.allowed_signers);
         self.keyring.clone_from(&t.keyring);
-        self.age_identities.clone_from(&t.age_identities);
-        self.age_recipients.clone_from(&t.age_recipients);
+        self
+    }
+
+    fn secrets(mut self, a: &SecretArgs) -> Flags {
+        self.age_identities.clone_from(&a.age_identities);
+        self.age_recipients.clone_from(&a.age_recipients);
         self
     }
 
@@ -98,6 +102,7 @@ impl Command {
                     .source(&a.source)
                     .link(&a.link)
                     .trust(&a.trust)
+                    .secrets(&a.secrets)
             },
             Command::Sync(a) => Flags {
                 root: a.root.root.clone(),
@@ -109,6 +114,7 @@ impl Command {
                     .source(&a.source)
                     .link(&a.link)
                     .trust(&a.trust)
+                    .secrets(&a.secrets)
             },
             Command::Diff(a) => Flags {
                 root: a.root.root.clone(),
@@ -118,11 +124,14 @@ impl Command {
                     .source(&a.source)
                     .link(&a.link)
                     .trust(&a.trust)
+                    .secrets(&a.secrets)
             },
             Command::Validate(a) => Flags {
                 root: a.root.root.clone(),
                 output: a.output.output.into(),
-                ..Flags::common(&a.config, &a.state, &a.log).source(&a.source)
+                ..Flags::common(&a.config, &a.state, &a.log)
+                    .source(&a.source)
+                    .secrets(&a.secrets)
             },
             Command::Status(a) => Flags {
                 output: a.output.output.into(),
@@ -135,6 +144,7 @@ impl Command {
                 ..Flags::common(&a.config, &a.state, &a.log)
                     .source(&a.source)
                     .trust(&a.trust)
+                    .secrets(&a.secrets)
             },
             Command::Unpin(a) => Flags::common(&a.config, &a.state, &a.log),
             Command::Health(a) => Flags {
