@@ -26,7 +26,10 @@ impl Keys {
         tool("age-keygen", "age")?;
         tool("ssh-keygen", "openssh-client")?;
         Some(Keys {
-            dir: tempfile::Builder::new().prefix("tend-age-").tempdir().unwrap(),
+            dir: tempfile::Builder::new()
+                .prefix("tend-age-")
+                .tempdir()
+                .unwrap(),
         })
     }
 
@@ -121,11 +124,13 @@ fn issue_26_age_files_are_applied_decrypted_and_the_plaintext_is_kept_nowhere() 
     let cfg = config.to_str().unwrap();
     let db = env.at("etc/db.conf");
     assert!(
-        wait_until(20, || std::fs::read_to_string(&db).is_ok_and(|t| t == format!("db {secret}\n"))),
+        wait_until(20, || std::fs::read_to_string(&db)
+            .is_ok_and(|t| t == format!("db {secret}\n"))),
         "{}",
         env.daemon_log()
     );
-    assert!(wait_until(20, || std::fs::read_to_string(&hook_env).is_ok_and(|t| !t.is_empty())));
+    assert!(wait_until(20, || std::fs::read_to_string(&hook_env)
+        .is_ok_and(|t| !t.is_empty())));
     assert_eq!(env.read("etc/api"), format!("api {secret}\n"));
     assert_eq!(env.read("etc/multi"), format!("multi {secret}\n"));
     assert_eq!(env.read("etc/motd"), "hi\n");
@@ -135,7 +140,8 @@ fn issue_26_age_files_are_applied_decrypted_and_the_plaintext_is_kept_nowhere() 
     // undone.
     std::fs::write(&db, "edited by hand\n").unwrap();
     assert!(
-        wait_until(20, || std::fs::read_to_string(&db).is_ok_and(|t| t == format!("db {secret}\n"))),
+        wait_until(20, || std::fs::read_to_string(&db)
+            .is_ok_and(|t| t == format!("db {secret}\n"))),
         "{}",
         env.daemon_log()
     );
@@ -151,12 +157,15 @@ fn issue_26_age_files_are_applied_decrypted_and_the_plaintext_is_kept_nowhere() 
 
     // A new encrypted revision: its plaintext replaces the old one, and the
     // old one is not kept as a backup.
-    env.repo
-        .write("s/db.conf.age", keys.seal(&format!("db2 {secret}\n"), &["-r", &host]));
+    env.repo.write(
+        "s/db.conf.age",
+        keys.seal(&format!("db2 {secret}\n"), &["-r", &host]),
+    );
     env.repo.commit("rotate the password");
     served.refresh();
     assert!(
-        wait_until(20, || std::fs::read_to_string(&db).is_ok_and(|t| t == format!("db2 {secret}\n"))),
+        wait_until(20, || std::fs::read_to_string(&db)
+            .is_ok_and(|t| t == format!("db2 {secret}\n"))),
         "{}",
         env.daemon_log()
     );
@@ -171,7 +180,11 @@ fn issue_26_age_files_are_applied_decrypted_and_the_plaintext_is_kept_nowhere() 
     assert!(diff.stdout.contains("secret changed"), "{diff:?}");
     canary.assert_not_in_run("tend diff -o json", &diff);
     let text = env.tend(&["diff", "-c", cfg]);
-    assert!(text.stdout.contains("files/file/etc/db.conf: secret changed"), "{text:?}");
+    assert!(
+        text.stdout
+            .contains("files/file/etc/db.conf: secret changed"),
+        "{text:?}"
+    );
     canary.assert_not_in_run("tend diff", &text);
     let explain = env.tend(&["explain", "-c", cfg, "files/file/etc/db.conf"]);
     assert_eq!(explain.code, 0, "{explain:?}");
@@ -180,7 +193,10 @@ fn issue_26_age_files_are_applied_decrypted_and_the_plaintext_is_kept_nowhere() 
     assert_eq!(sync.code, 0, "{sync:?}");
     canary.assert_not_in_run("tend sync", &sync);
     assert_eq!(env.read("etc/db.conf"), format!("db2 {secret}\n"));
-    canary.assert_not_in("the hook's environment", &std::fs::read_to_string(&hook_env).unwrap());
+    canary.assert_not_in(
+        "the hook's environment",
+        &std::fs::read_to_string(&hook_env).unwrap(),
+    );
     canary.assert_not_stored(&env);
 }
 
@@ -214,7 +230,9 @@ fn issue_26_each_failure_is_blocked_with_its_reason_and_the_rest_applies() {
     assert_eq!(s.code, 3, "{s:?}");
     let all = s.all();
     assert!(
-        all.contains(&format!("s/wrong.age: no identity decrypts it (tried {key}: no matching key)")),
+        all.contains(&format!(
+            "s/wrong.age: no identity decrypts it (tried {key}: no matching key)"
+        )),
         "{s:?}"
     );
     assert!(all.contains("s/cut.age is not a usable age file"), "{s:?}");
@@ -232,22 +250,33 @@ fn issue_26_each_failure_is_blocked_with_its_reason_and_the_rest_applies() {
     std::fs::remove_file(env.at("etc/motd")).unwrap();
     let s = env.tend_with(("TEND_AGE_IDENTITY", missing), &["sync"]);
     assert_eq!(s.code, 3, "{s:?}");
-    assert!(s.all().contains(&format!("{missing}: cannot be read")), "{s:?}");
+    assert!(
+        s.all().contains(&format!("{missing}: cannot be read")),
+        "{s:?}"
+    );
     assert!(!env.at("etc/good").exists());
     assert_eq!(env.read("etc/motd"), "hi\n");
 
-    std::fs::set_permissions(keys.path("host.key"), std::fs::Permissions::from_mode(0o644))
-        .unwrap();
+    std::fs::set_permissions(
+        keys.path("host.key"),
+        std::fs::Permissions::from_mode(0o644),
+    )
+    .unwrap();
     let s = env.tend(&["sync", "--age-identity", key]);
     assert_eq!(s.code, 3, "{s:?}");
     assert!(
-        s.all().contains(&format!("{key}: is readable by others than its owner (mode 0644)")),
+        s.all().contains(&format!(
+            "{key}: is readable by others than its owner (mode 0644)"
+        )),
         "{s:?}"
     );
     assert!(!env.at("etc/good").exists());
 
-    std::fs::set_permissions(keys.path("host.key"), std::fs::Permissions::from_mode(0o400))
-        .unwrap();
+    std::fs::set_permissions(
+        keys.path("host.key"),
+        std::fs::Permissions::from_mode(0o400),
+    )
+    .unwrap();
     let s = env.tend(&["sync", "--age-identity", key]);
     assert_eq!(s.code, 3, "{s:?}");
     assert_eq!(env.read("etc/good"), "good\n");
@@ -259,13 +288,25 @@ fn issue_26_ci_checks_ssh_recipients_and_diffs_revisions_without_a_key() {
     let env = Env::new();
     let alice = keys.ssh("alice");
     keys.ssh("mallory");
-    let to = |name: &str| keys.path(&format!("{name}.pub")).to_str().unwrap().to_string();
+    let to = |name: &str| {
+        keys.path(&format!("{name}.pub"))
+            .to_str()
+            .unwrap()
+            .to_string()
+    };
     env.repo
         .write("s/ok.age", keys.seal("one\n", &["-R", &to("alice")]))
-        .write("s/stray.age", keys.seal("two\n", &["-a", "-R", &to("mallory")]))
+        .write(
+            "s/stray.age",
+            keys.seal("two\n", &["-a", "-R", &to("mallory")]),
+        )
         .write(
             "app.tend.yaml",
-            format!("{}---\n{}", decl("etc/ok", "s/ok.age"), decl("etc/stray", "s/stray.age")),
+            format!(
+                "{}---\n{}",
+                decl("etc/ok", "s/ok.age"),
+                decl("etc/stray", "s/stray.age")
+            ),
         );
     let old = env.repo.commit("secrets");
 
@@ -287,6 +328,9 @@ fn issue_26_ci_checks_ssh_recipients_and_diffs_revisions_without_a_key() {
     assert_eq!(v.code, 0, "{v:?}");
     let d = env.tend(&["diff", "--against", &old, "--age-recipient", &alice]);
     assert!(d.stdout.contains("files/file/etc/stray"), "{d:?}");
-    assert!(!d.all().contains("three") && !d.all().contains("two\n"), "{d:?}");
+    assert!(
+        !d.all().contains("three") && !d.all().contains("two\n"),
+        "{d:?}"
+    );
     assert!(!Path::new(&env.at("etc/stray")).exists());
 }

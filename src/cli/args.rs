@@ -142,8 +142,12 @@ pub struct TrustArgs {
 pub struct SecretArgs {
     /// An age identity file (or SSH private key, mode 0600) opening the
     /// `decrypt: age` sources; repeatable (TEND_AGE_IDENTITY: colon-separated)
-    #[arg(long = "age-identity", env = "TEND_AGE_IDENTITY", value_name = "FILE",
-          value_delimiter = ':')]
+    #[arg(
+        long = "age-identity",
+        env = "TEND_AGE_IDENTITY",
+        value_name = "FILE",
+        value_delimiter = ':'
+    )]
     pub age_identities: Vec<PathBuf>,
     /// A public key (age1... or ssh-ed25519 ...) the encrypted sources must
     /// be sealed to, checked without a private key; repeatable

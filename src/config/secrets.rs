@@ -46,10 +46,24 @@ pub fn resolve(args: &Flags, file: Option<SecretsConfig>) -> (AgeSettings, Vec<(
     let problems = recipients
         .iter()
         .filter_map(|r| parse_recipient(r).err())
-        .map(|m| ("secrets.age.recipients".to_string(), format!("secrets.age.recipients: {m}")))
+        .map(|m| {
+            (
+                "secrets.age.recipients".to_string(),
+                format!("secrets.age.recipients: {m}"),
+            )
+        })
         .collect();
-    let identities = identities.into_iter().filter(|p| !p.as_os_str().is_empty()).collect();
-    (AgeSettings { identities, recipients }, problems)
+    let identities = identities
+        .into_iter()
+        .filter(|p| !p.as_os_str().is_empty())
+        .collect();
+    (
+        AgeSettings {
+            identities,
+            recipients,
+        },
+        problems,
+    )
 }
 
 /// The suffix of `source.decrypt`, refused when empty or a whole name.

@@ -77,7 +77,10 @@ pub fn update(
     changed: &[String],
 ) -> Result<Option<Update>, SourceError> {
     // A decrypted file's identity is not its path's: read such a tree whole.
-    if !opts.mirror || opts.decrypt_suffix.is_some() || !prev.problems.is_sorted_by(|a, b| a.file <= b.file) {
+    if !opts.mirror
+        || opts.decrypt_suffix.is_some()
+        || !prev.problems.is_sorted_by(|a, b| a.file <= b.file)
+    {
         return Ok(None);
     }
     let Some(source) = canonical(opts.source_path) else {

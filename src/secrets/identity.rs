@@ -69,9 +69,8 @@ fn read(path: &Path) -> Result<Vec<Identity>, String> {
             "is readable by others than its owner (mode {mode:04o}); refused, as ssh does: chmod 600 it"
         ));
     }
-    let bytes = zeroize::Zeroizing::new(
-        std::fs::read(path).map_err(|e| format!("cannot be read: {e}"))?,
-    );
+    let bytes =
+        zeroize::Zeroizing::new(std::fs::read(path).map_err(|e| format!("cannot be read: {e}"))?);
     let text = std::str::from_utf8(&bytes).map_err(|_| "is not text".to_string())?;
     if text.trim_start().starts_with("-----BEGIN") {
         return ssh(text, path);
@@ -96,6 +95,8 @@ fn ssh(text: &str, path: &Path) -> Result<Vec<Identity>, String> {
         age::ssh::Identity::Encrypted(_) => {
             Err("is a passphrase-protected SSH key; tend needs one it can read unattended".into())
         }
-        age::ssh::Identity::Unsupported(_) => Err("is an SSH key of a type age does not support".into()),
+        age::ssh::Identity::Unsupported(_) => {
+            Err("is an SSH key of a type age does not support".into())
+        }
     }
 }
