@@ -286,6 +286,7 @@ pub(crate) mod tests {
                 mode,
                 uid: None,
                 gid: None,
+                secret: false,
             }),
             on_change: None,
             self_heal: None,

@@ -188,6 +188,9 @@ pub struct FileSpec {
     /// `None` leaves them as they are.
     pub uid: Option<u32>,
     pub gid: Option<u32>,
+    /// The content is a decrypted secret: a target keeps no hash of it
+    /// (the files target's stat cache passes it by).
+    pub secret: bool,
 }
 
 /// A structured resource served by a plugin: an object of some kind, named,

@@ -198,6 +198,25 @@ fn issue_26_age_files_are_applied_decrypted_and_the_plaintext_is_kept_nowhere() 
         &std::fs::read_to_string(&hook_env).unwrap(),
     );
     canary.assert_not_stored(&env);
+    // Not even the plaintext's Git blob id, which the stat cache would
+    // keep for a plain file.
+    let state = util::snapshot_tree(env.state.path());
+    for plain in [
+        format!("db2 {secret}\n"),
+        format!("api {secret}\n"),
+        format!("multi {secret}\n"),
+    ] {
+        let id = git2::Oid::hash_object(git2::ObjectType::Blob, plain.as_bytes()).unwrap();
+        for (file, bytes) in &state {
+            for needle in [id.as_bytes(), id.to_string().as_bytes()] {
+                assert!(
+                    !bytes.windows(needle.len()).any(|w| w == needle),
+                    "{} holds the blob id of a secret",
+                    file.display()
+                );
+            }
+        }
+    }
 }
 
 #[test]

@@ -149,6 +149,7 @@ impl<'a> Builder<'a> {
             mode,
             uid: None,
             gid: None,
+            secret: false,
         })
     }
 
@@ -364,6 +365,7 @@ impl<'a> Builder<'a> {
                             mode: 0o644,
                             uid: None,
                             gid: None,
+                            secret: false,
                         })
                     }
                     (Some(src), None) if decrypt => {

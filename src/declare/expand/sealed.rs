@@ -37,6 +37,7 @@ impl Builder<'_> {
         Ok(FileSpec {
             blob,
             size,
+            secret: true,
             ..sealed
         })
     }

@@ -38,7 +38,7 @@ use std::sync::{Arc, RwLock};
 
 use git2::Oid;
 
-use crate::model::{Backup, Change, ContentSource, Observed, RelPath, ResourceId};
+use crate::model::{Backup, Change, ContentSource, Observed, RelPath, ResourceId, Spec};
 use crate::target::{Applied, ChangeSink, Probe, Subscription, Swept, Target, TargetError};
 
 pub use config::{check_link_name, FilesConfig, Link, LINK_KEEP};
@@ -269,7 +269,11 @@ impl Target for FilesTarget {
 
     fn observe(&self, probes: &[Probe]) -> Vec<Observed> {
         let paths: Vec<&RelPath> = probes.iter().map(|p| p.path).collect();
-        self.observe_paths(&paths)
+        let secret: Vec<bool> = probes
+            .iter()
+            .map(|p| matches!(p.spec, Some(Spec::File(f)) if f.secret))
+            .collect();
+        self.observe_marked(&paths, &secret)
     }
 
     fn read_live(&self, path: &RelPath) -> std::io::Result<Option<Vec<u8>>> {

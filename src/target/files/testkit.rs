@@ -170,6 +170,7 @@ pub(super) fn file_spec(bytes: &[u8], mode: u32) -> FileSpec {
         mode,
         uid: None,
         gid: None,
+        secret: false,
     }
 }
 

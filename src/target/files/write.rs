@@ -31,6 +31,8 @@ pub(super) struct Staged {
     temp: String,
     file: File,
     blob: Oid,
+    /// A decrypted secret: kept out of the stat cache.
+    secret: bool,
     recorded: Option<i64>,
     /// The device the temp file is on: a whole-file-system sync only
     /// covers files on the root's own.
@@ -120,7 +122,12 @@ impl FilesTarget {
         };
         let live = match &dir {
             Some(dir) => self
-                .live_at(dir.as_fd(), &change.path, name, &mut Batch::default())
+                .live_at(
+                    dir.as_fd(),
+                    &change.path,
+                    name,
+                    &mut Batch::one(matches!(spec, Spec::File(f) if f.secret)),
+                )
                 .map_err(|e| transient(path, "observe", e))?,
             None => None,
         };
@@ -205,6 +212,7 @@ impl FilesTarget {
             temp,
             file,
             blob: spec.blob,
+            secret: spec.secret,
             recorded,
             dev,
         })
@@ -227,7 +235,10 @@ impl FilesTarget {
         }
         if let Ok(st) = rfs::fstat(&staged.file) {
             let meta = Meta::from_stat(&st);
-            self.cache.record(path, &meta, staged.blob, staged.recorded);
+            match staged.secret {
+                true => self.cache.forget(path),
+                false => self.cache.record(path, &meta, staged.blob, staged.recorded),
+            }
             ops.left = Some(meta.left());
         }
         Ok(staged.dir)
