@@ -353,3 +353,37 @@ fn issue_26_ci_checks_ssh_recipients_and_diffs_revisions_without_a_key() {
     );
     assert!(!Path::new(&env.at("etc/stray")).exists());
 }
+
+#[test]
+fn issue_26_mirror_mode_publishes_name_age_as_name_decrypted() {
+    let Some(keys) = Keys::new() else { return };
+    let env = Env::new();
+    let host = keys.x25519("host.key");
+    env.repo
+        .write(
+            "conf/app.conf.age",
+            keys.seal("key=1\n", &["-a", "-r", &host]),
+        )
+        .write("conf/plain.txt", "plain\n");
+    env.repo.commit("mirror");
+    let key = keys.path("host.key");
+    let cfg = env.config(&format!(
+        "source:\n  path: conf\n  mirror: true\n  decrypt: {{suffix: .age}}\nsecrets:\n  age:\n    identities: [{}]\n",
+        key.display()
+    ));
+    let cfg = cfg.to_str().unwrap();
+    let s = env.tend(&["sync", "-c", cfg]);
+    assert_eq!(s.code, 0, "{s:?}");
+    assert_eq!(env.read("app.conf"), "key=1\n");
+    assert_eq!(env.read("plain.txt"), "plain\n");
+    assert!(!env.at("app.conf.age").exists());
+
+    // Without `source.decrypt`, validate says the age file would be
+    // published as it is.
+    let v = env.tend(&["validate", "--path", "conf", "--mirror"]);
+    assert!(
+        v.all()
+            .contains("conf/app.conf.age: looks like an age file, and no source.decrypt covers it"),
+        "{v:?}"
+    );
+}
