@@ -296,9 +296,18 @@ fn issue_26_each_failure_is_blocked_with_its_reason_and_the_rest_applies() {
         std::fs::Permissions::from_mode(0o400),
     )
     .unwrap();
-    let s = env.tend(&["sync", "--age-identity", key]);
+    // The environment variable takes several identity files,
+    // colon-separated, tried in turn; mode 0400 is the owner's alone.
+    let both = format!("{missing}:{key}");
+    let s = env.tend_with(("TEND_AGE_IDENTITY", &both), &["sync"]);
     assert_eq!(s.code, 3, "{s:?}");
     assert_eq!(env.read("etc/good"), "good\n");
+    assert!(
+        s.all().contains(&format!(
+            "s/wrong.age: no identity decrypts it (tried {missing}: cannot be read"
+        )),
+        "{s:?}"
+    );
 }
 
 #[test]
