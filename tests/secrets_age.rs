@@ -396,3 +396,54 @@ fn issue_26_mirror_mode_publishes_name_age_as_name_decrypted() {
         "{v:?}"
     );
 }
+
+#[test]
+fn issue_26_a_plugin_value_is_sent_decrypted_and_shown_nowhere() {
+    let Some(keys) = Keys::new() else { return };
+    let env = Env::new();
+    let canary = Canary::new();
+    let secret = canary.value();
+    let host = keys.x25519("host.key");
+    env.repo
+        .write("pw.age", keys.seal(&format!("pw-{secret}\n"), &["-r", &host]))
+        .write(
+            "app.tend.yaml",
+            "kind: section\nname: web\nspec:\n  workers: 4\n  password: {decrypt: age, source: pw.age}\n",
+        );
+    env.repo.commit("a plugin secret");
+    let doc = canary.file("settings.json", "{}");
+    let cfg = env.config(&format!(
+        "targets:\n  app: {{type: exec, command: [{}, --file, {}], timeout: 15s}}\nsecrets:\n  age:\n    identities: [{}]\n",
+        util::plugins::plugin("settings"),
+        doc.display(),
+        keys.path("host.key").display(),
+    ));
+    let c = cfg.to_str().unwrap();
+    let s = env.tend(&["sync", "-c", c]);
+    assert_eq!(s.code, 0, "{s:?}");
+    let live: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&doc).unwrap()).unwrap();
+    assert_eq!(live["web"]["password"], format!("pw-{secret}"));
+    assert_eq!(live["web"]["workers"], 4);
+
+    std::fs::write(&doc, r#"{"web": {"workers": 4, "password": "changed"}}"#).unwrap();
+    let d = env.tend(&["diff", "-c", c, "-o", "json"]);
+    assert_eq!(d.code, 1, "{d:?}");
+    canary.assert_not_in_run("tend diff -o json", &d);
+    let d = env.tend(&["diff", "-c", c]);
+    assert!(
+        d.stdout.contains("/spec/password: changed (sensitive)"),
+        "{d:?}"
+    );
+    assert!(!d.stdout.contains("\"changed\""), "{d:?}");
+    let s = env.tend(&["sync", "-c", c]);
+    assert_eq!(s.code, 0, "{s:?}");
+    canary.assert_not_in_run("tend sync", &s);
+    let e = env.tend(&["explain", "-c", c, "app/section/web"]);
+    canary.assert_not_in_run("tend explain", &e);
+    canary.assert_not_stored(&env);
+
+    // Read as written, the value stands for the age file: no key needed.
+    let v = env.tend(&["validate", "--as-written", "-c", c]);
+    assert_eq!(v.code, 0, "{v:?}");
+}

@@ -215,8 +215,8 @@ pub(super) fn deletes<'a>(
 }
 
 /// A short, stable digest of what a declaration asks for; tells a new
-/// declaration from drift of an applied one. The ledger keeps it, so a
-/// decrypted secret's blob id is taken keyed (`key`, the state dir's).
+/// declaration from drift of an applied one. The ledger keeps it, so what
+/// holds a decrypted secret is hashed keyed (`key`, the state dir's).
 pub fn spec_digest(d: &Desired, key: &HashKey) -> String {
     match &d.spec {
         Spec::File(f) if f.secret => format!(
@@ -231,6 +231,9 @@ pub fn spec_digest(d: &Desired, key: &HashKey) -> String {
         Spec::Structured(s) => {
             use sha2::Digest;
             let text = serde_json::json!([s.kind, s.name, s.spec, s.ignore]).to_string();
+            if d.decrypted {
+                return format!("object:{}", key.hash(text.as_bytes()));
+            }
             format!(
                 "object:{}",
                 hex::encode(sha2::Sha256::digest(text.as_bytes()))

@@ -3,6 +3,7 @@
 //! blob id; read as written (no host, no key) the ciphertext is checked
 //! for its form and its SSH recipients instead, and stands for the secret.
 
+use super::fields::{parent_dir, repo_join};
 use super::Builder;
 use crate::declare::Problem;
 use crate::model::{blob_id, FileSpec};
@@ -40,5 +41,68 @@ impl Builder<'_> {
             secret: true,
             ..sealed
         })
+    }
+}
+
+impl Builder<'_> {
+    /// A plugin object's `spec` with each value written
+    /// `{decrypt: age, source: FILE}` replaced by FILE's plaintext as text
+    /// (one final newline dropped, as `echo` adds); read as written, by
+    /// `age:` and the age file's blob id. Also says whether any was found.
+    pub(super) fn unsealed_values(
+        &mut self,
+        decl_file: &str,
+        mut spec: serde_json::Value,
+    ) -> Result<(serde_json::Value, bool), String> {
+        let mut found = false;
+        self.unseal_in(decl_file, &mut spec, &mut found)?;
+        Ok((spec, found))
+    }
+
+    fn unseal_in(
+        &mut self,
+        decl_file: &str,
+        value: &mut serde_json::Value,
+        found: &mut bool,
+    ) -> Result<(), String> {
+        use serde_json::Value;
+        let sealed_source = match &*value {
+            Value::Object(map) if map.len() == 2 && map.get("decrypt") == Some(&"age".into()) => {
+                map.get("source")
+                    .and_then(Value::as_str)
+                    .map(str::to_string)
+            }
+            _ => None,
+        };
+        if let Some(src) = sealed_source {
+            let file = repo_join(parent_dir(decl_file), &src)?;
+            let sealed = self.source_file(decl_file, &src)?;
+            *found = true;
+            if self.opts.as_written {
+                let blob = sealed.blob;
+                self.unsealed(&file, sealed)?;
+                *value = Value::String(format!("age:{blob}"));
+                return Ok(());
+            }
+            let plain = self.unsealed(&file, sealed)?;
+            let bytes = self
+                .secrets
+                .get(&plain.blob)
+                .map(|p| p.as_bytes())
+                .unwrap_or_default();
+            let text = std::str::from_utf8(bytes)
+                .map_err(|_| format!("{file}: a decrypted value must be UTF-8 text"))?;
+            *value = Value::String(text.strip_suffix('\n').unwrap_or(text).to_string());
+            return Ok(());
+        }
+        match value {
+            Value::Object(map) => map
+                .values_mut()
+                .try_for_each(|v| self.unseal_in(decl_file, v, found)),
+            Value::Array(items) => items
+                .iter_mut()
+                .try_for_each(|v| self.unseal_in(decl_file, v, found)),
+            _ => Ok(()),
+        }
     }
 }
