@@ -6,80 +6,11 @@
 mod util;
 
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 
-use util::http::tool;
+use util::age::{decl, Keys};
 use util::secrets::Canary;
 use util::{mode, wait_until, Env};
-
-/// Keys and sealed files, made by `age`, `age-keygen` and `ssh-keygen` in a
-/// directory of their own, away from the state dir and the repository.
-struct Keys {
-    dir: tempfile::TempDir,
-}
-
-impl Keys {
-    /// `None` (skipped, outside CI and root) when the tools are missing.
-    fn new() -> Option<Keys> {
-        tool("age", "age")?;
-        tool("age-keygen", "age")?;
-        tool("ssh-keygen", "openssh-client")?;
-        Some(Keys {
-            dir: tempfile::Builder::new()
-                .prefix("tend-age-")
-                .tempdir()
-                .unwrap(),
-        })
-    }
-
-    fn path(&self, name: &str) -> PathBuf {
-        self.dir.path().join(name)
-    }
-
-    /// A fresh X25519 identity file, mode 0600; its public key.
-    fn x25519(&self, name: &str) -> String {
-        let path = self.path(name);
-        run(Command::new("age-keygen").arg("-o").arg(&path));
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
-        let public = run(Command::new("age-keygen").arg("-y").arg(&path));
-        String::from_utf8(public).unwrap().trim().to_string()
-    }
-
-    /// A fresh SSH ed25519 key (`name`, `name.pub`); its public line.
-    fn ssh(&self, name: &str) -> String {
-        run(Command::new("ssh-keygen")
-            .args(["-q", "-t", "ed25519", "-N", "", "-C", name, "-f"])
-            .arg(self.path(name)));
-        std::fs::read_to_string(self.path(&format!("{name}.pub")))
-            .unwrap()
-            .trim()
-            .to_string()
-    }
-
-    /// `plain` sealed by `age ARGS`.
-    fn seal(&self, plain: &str, args: &[&str]) -> Vec<u8> {
-        let input = self.path("plain.in");
-        std::fs::write(&input, plain).unwrap();
-        let sealed = run(Command::new("age").args(args).arg(&input));
-        std::fs::remove_file(&input).unwrap();
-        sealed
-    }
-}
-
-fn run(cmd: &mut Command) -> Vec<u8> {
-    let out = cmd.output().unwrap();
-    assert!(
-        out.status.success(),
-        "{cmd:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out.stdout
-}
-
-fn decl(path: &str, source: &str) -> String {
-    format!("kind: file\npath: {path}\nsource: {source}\ndecrypt: age\nmode: \"0600\"\n")
-}
 
 #[test]
 fn issue_26_age_files_are_applied_decrypted_and_the_plaintext_is_kept_nowhere() {
