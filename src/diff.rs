@@ -286,10 +286,12 @@ pub(crate) mod tests {
                 mode,
                 uid: None,
                 gid: None,
+                secret: false,
             }),
             on_change: None,
             self_heal: None,
             sensitive: false,
+            decrypted: false,
             origin: Origin::default(),
         }
     }

@@ -20,6 +20,7 @@ pub mod open_files;
 pub mod ownership;
 pub mod reconcile;
 pub mod render;
+pub mod secrets;
 pub mod server;
 pub mod source;
 pub mod status;

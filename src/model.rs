@@ -189,6 +189,9 @@ pub struct FileSpec {
     /// `None` leaves them as they are.
     pub uid: Option<u32>,
     pub gid: Option<u32>,
+    /// The content is a decrypted secret: a target keeps no hash of it
+    /// (the files target's stat cache passes it by).
+    pub secret: bool,
 }
 
 /// A structured resource served by a plugin: an object of some kind, named,
@@ -235,6 +238,10 @@ pub struct Desired {
     /// Per-resource override of `policy.self_heal`.
     pub self_heal: Option<bool>,
     pub sensitive: bool,
+    /// The content is a decrypted `decrypt: age` source (and so
+    /// sensitive): what it overwrites is not backed up, since a backup
+    /// would keep a secret in clear.
+    pub decrypted: bool,
     pub origin: Origin,
 }
 

@@ -58,6 +58,11 @@ pub fn content_diff(change: &Change, shown: &Shown) -> String {
         shown.desired.unwrap_or_default(),
     );
     let id = quote::name(change.id.as_str());
+    // A decrypted secret shows no hash at all: even a keyed one would tell
+    // which of two secrets is on the host to whoever holds the key.
+    if change.desired.as_ref().is_some_and(|d| d.decrypted) {
+        return format!("{id}: secret changed\n");
+    }
     if shown.sensitive {
         let h = |b: Option<&[u8]>| b.map(|b| (shown.hash)(b)).unwrap_or_else(|| "none".into());
         return format!(

@@ -136,6 +136,25 @@ pub struct TrustArgs {
     pub keyring: Option<PathBuf>,
 }
 
+/// Secrets kept in the repository as age files (SPEC §13).
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Secrets")]
+pub struct SecretArgs {
+    /// An age identity file (or SSH private key, mode 0600) opening the
+    /// `decrypt: age` sources; repeatable (TEND_AGE_IDENTITY: colon-separated)
+    #[arg(
+        long = "age-identity",
+        env = "TEND_AGE_IDENTITY",
+        value_name = "FILE",
+        value_delimiter = ':'
+    )]
+    pub age_identities: Vec<PathBuf>,
+    /// A public key (age1... or ssh-ed25519 ...) the encrypted sources must
+    /// be sealed to, checked without a private key; repeatable
+    #[arg(long = "age-recipient", env = "TEND_AGE_RECIPIENT", value_name = "KEY")]
+    pub age_recipients: Vec<String>,
+}
+
 #[derive(Debug, Clone, Args)]
 pub struct RewindArg {
     /// Apply a fetched revision that does not descend from the newest one
@@ -196,6 +215,8 @@ pub struct RunArgs {
     #[command(flatten)]
     pub trust: TrustArgs,
     #[command(flatten)]
+    pub secrets: SecretArgs,
+    #[command(flatten)]
     pub rewind: RewindArg,
     #[command(flatten)]
     pub log: LogArgs,
@@ -224,6 +245,8 @@ pub struct SyncArgs {
     pub link: LinkArgs,
     #[command(flatten)]
     pub trust: TrustArgs,
+    #[command(flatten)]
+    pub secrets: SecretArgs,
     #[command(flatten)]
     pub rewind: RewindArg,
     #[command(flatten)]
@@ -255,6 +278,8 @@ pub struct DiffArgs {
     pub link: LinkArgs,
     #[command(flatten)]
     pub trust: TrustArgs,
+    #[command(flatten)]
+    pub secrets: SecretArgs,
     #[command(flatten)]
     pub log: LogArgs,
 }
@@ -295,6 +320,8 @@ pub struct ValidateArgs {
     pub as_written: bool,
     #[command(flatten)]
     pub host: HostArgs,
+    #[command(flatten)]
+    pub secrets: SecretArgs,
     #[command(flatten)]
     pub root: RootArg,
     #[command(flatten)]
@@ -351,6 +378,8 @@ pub struct PinArgs {
     pub source: SourceArgs,
     #[command(flatten)]
     pub trust: TrustArgs,
+    #[command(flatten)]
+    pub secrets: SecretArgs,
     #[command(flatten)]
     pub log: LogArgs,
 }

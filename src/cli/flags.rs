@@ -31,6 +31,8 @@ pub struct Flags {
     pub max_failures: Option<u32>,
     pub allowed_signers: Option<PathBuf>,
     pub keyring: Option<PathBuf>,
+    pub age_identities: Vec<PathBuf>,
+    pub age_recipients: Vec<String>,
     pub allow_rewind: Option<bool>,
     /// `validate --host`/`--label`: check as another host would read.
     pub host: Option<String>,
@@ -56,6 +58,12 @@ impl Flags {
     fn trust(mut self, t: &TrustArgs) -> Flags {
         self.allowed_signers.clone_from(&t.allowed_signers);
         self.keyring.clone_from(&t.keyring);
+        self
+    }
+
+    fn secrets(mut self, a: &SecretArgs) -> Flags {
+        self.age_identities.clone_from(&a.age_identities);
+        self.age_recipients.clone_from(&a.age_recipients);
         self
     }
 
@@ -97,6 +105,7 @@ impl Command {
                     .source(&a.source)
                     .link(&a.link)
                     .trust(&a.trust)
+                    .secrets(&a.secrets)
             },
             Command::Sync(a) => Flags {
                 root: a.root.root.clone(),
@@ -108,6 +117,7 @@ impl Command {
                     .source(&a.source)
                     .link(&a.link)
                     .trust(&a.trust)
+                    .secrets(&a.secrets)
             },
             Command::Diff(a) => Flags {
                 root: a.root.root.clone(),
@@ -117,13 +127,16 @@ impl Command {
                     .source(&a.source)
                     .link(&a.link)
                     .trust(&a.trust)
+                    .secrets(&a.secrets)
             },
             Command::Validate(a) => Flags {
                 root: a.root.root.clone(),
                 output: a.output.output.into(),
                 host: a.host.host.clone(),
                 labels: a.host.labels.clone(),
-                ..Flags::common(&a.config, &a.state, &a.log).source(&a.source)
+                ..Flags::common(&a.config, &a.state, &a.log)
+                    .source(&a.source)
+                    .secrets(&a.secrets)
             },
             Command::Status(a) => Flags {
                 output: a.output.output.into(),
@@ -136,6 +149,7 @@ impl Command {
                 ..Flags::common(&a.config, &a.state, &a.log)
                     .source(&a.source)
                     .trust(&a.trust)
+                    .secrets(&a.secrets)
             },
             Command::Unpin(a) => Flags::common(&a.config, &a.state, &a.log),
             Command::Health(a) => Flags {

@@ -96,6 +96,14 @@ pub fn declare_as_written(
         });
     }
     let hooks: Vec<String> = settings.hooks.keys().cloned().collect();
+    // No key is read here: encrypted sources are checked for their form
+    // and, by the tags in their SSH stanzas, for the recipients configured.
+    let recipients: Vec<_> = settings
+        .secrets
+        .recipients
+        .iter()
+        .filter_map(|r| crate::secrets::parse_recipient(r).ok())
+        .collect();
     declare::declare(
         snapshot,
         &declare::Options {
@@ -107,6 +115,9 @@ pub fn declare_as_written(
             as_written: true,
             // No host at hand: every declaration, unless one was named.
             host: settings.host_named.then_some(&settings.host),
+            keyring: None,
+            recipients: &recipients,
+            decrypt_suffix: settings.source.decrypt_suffix.as_deref(),
         },
     )
 }

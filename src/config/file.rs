@@ -23,6 +23,7 @@ pub struct FileConfig {
     pub server: Option<ServerConfig>,
     pub log: Option<LogConfig>,
     pub host: Option<super::host::HostConfig>,
+    pub secrets: Option<super::secrets::SecretsConfig>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -46,6 +47,8 @@ pub struct SourceConfig {
     pub max_failures: Option<u32>,
     pub verify: Option<VerifyConfig>,
     pub allow_rewind: Option<bool>,
+    /// Mirror mode: age files published decrypted (SPEC §13).
+    pub decrypt: Option<super::secrets::DecryptConfig>,
     /// `source.gc`: pruning the mirror of what nothing reaches.
     pub gc: Option<GcConfig>,
 }

@@ -15,6 +15,7 @@ use crate::target::files::FilesConfig;
 mod file;
 mod hooks;
 mod host;
+mod secrets;
 mod targets;
 
 pub use file::{
@@ -114,6 +115,9 @@ pub struct SourceSettings {
     pub allow_rewind: bool,
     /// When the mirror is pruned, and what it keeps (`source.gc`).
     pub gc: crate::source::GcSpec,
+    /// Mirror mode: files ending so are age files, published decrypted
+    /// under their name less the suffix.
+    pub decrypt_suffix: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -143,6 +147,8 @@ pub struct Settings {
     /// taken from the machine: reads with no host at hand (`diff
     /// --against`, `validate --as-written`) select by it only then.
     pub host_named: bool,
+    /// Identities and recipients of age-encrypted sources (SPEC §13).
+    pub secrets: crate::secrets::AgeSettings,
 }
 
 /// Under systemd, with stderr connected to the journal, lines go to the
@@ -313,6 +319,14 @@ fn resolve_with(args: &Flags, any_target: bool) -> Result<Settings, ConfigError>
                 .into(),
         ));
     }
+    let decrypt_suffix = secrets::suffix(src.decrypt).unwrap_or_else(|m| {
+        problems.push(bad("source.decrypt", m));
+        None
+    });
+    let (age, found) = secrets::resolve(args, file.secrets);
+    for (key, message) in found {
+        problems.push(bad(&key, message));
+    }
     let source = SourceSettings {
         repo,
         reference: args.reference.clone().or(src.reference),
@@ -354,6 +368,7 @@ fn resolve_with(args: &Flags, any_target: bool) -> Result<Settings, ConfigError>
                 budget: g.budget.map_or(d.budget, |x| x.0),
             }
         },
+        decrypt_suffix,
     };
 
     let (mut targets, found) = targets::resolve(file.targets.unwrap_or_default());
@@ -518,6 +533,7 @@ fn resolve_with(args: &Flags, any_target: bool) -> Result<Settings, ConfigError>
         return Err(ConfigError::Setting(all.join("\n")));
     }
     Ok(Settings {
+        secrets: age,
         source,
         targets,
         hooks,

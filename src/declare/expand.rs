@@ -9,6 +9,7 @@ use git2::Oid;
 mod clash;
 mod fields;
 mod mirrored;
+mod sealed;
 mod select;
 mod structured;
 
@@ -40,6 +41,7 @@ pub(super) struct Builder<'a> {
     /// What is left out without blocking anything (submodules).
     notes: Vec<Problem>,
     inline: HashMap<Oid, Vec<u8>>,
+    secrets: HashMap<Oid, crate::secrets::Plaintext>,
     /// Directories whose `.gitattributes` route paths through Git LFS.
     lfs_dirs: Vec<String>,
     /// Mirrored files, in walk order: their paths are unique, so they skip
@@ -63,6 +65,7 @@ impl<'a> Builder<'a> {
             problems: Vec::new(),
             notes: Vec::new(),
             inline: HashMap::new(),
+            secrets: HashMap::new(),
             lfs_dirs,
             mirrored: Vec::new(),
             mirror_target: None,
@@ -146,6 +149,7 @@ impl<'a> Builder<'a> {
             mode,
             uid: None,
             gid: None,
+            secret: false,
         })
     }
 
@@ -292,8 +296,22 @@ impl<'a> Builder<'a> {
                 misplaced("content", d.content.is_some())?;
                 misplaced("mode", d.mode.is_some())?;
                 misplaced("sensitive", d.sensitive.is_some())?;
+                misplaced("decrypt", d.decrypt.is_some())?;
+            }
+            "directory" => {
+                misplaced("target_path", d.target_path.is_some())?;
+                misplaced("decrypt", d.decrypt.is_some())?;
             }
             _ => misplaced("target_path", d.target_path.is_some())?,
+        }
+        let decrypt = match d.decrypt.as_deref() {
+            None => false,
+            Some("age") if d.source.is_some() => true,
+            Some("age") => return Err("`decrypt: age` needs `source:`, the age file".into()),
+            Some(other) => return Err(format!("decrypt: {other:?} is not known (known: age)")),
+        };
+        if decrypt && d.sensitive == Some(false) {
+            return Err("`decrypt: age` is always sensitive; drop `sensitive: false`".into());
         }
         let mode = d.mode.as_deref().map(parse_mode).transpose()?;
         let resolve = |p: &Option<yaml::IdOrName>, group| match p {
@@ -312,7 +330,8 @@ impl<'a> Builder<'a> {
             spec,
             on_change: d.on_change.clone(),
             self_heal: d.self_heal,
-            sensitive: d.sensitive.unwrap_or(false),
+            sensitive: decrypt || d.sensitive.unwrap_or(false),
+            decrypted: decrypt,
             origin: origin.clone(),
         };
         let hook_missing = d
@@ -353,7 +372,13 @@ impl<'a> Builder<'a> {
                             mode: 0o644,
                             uid: None,
                             gid: None,
+                            secret: false,
                         })
+                    }
+                    (Some(src), None) if decrypt => {
+                        let file = repo_join(parent_dir(&origin.file), src)?;
+                        self.source_file(&origin.file, src)
+                            .and_then(|sealed| self.unsealed(&file, sealed))
                     }
                     (Some(src), None) => self.source_file(&origin.file, src),
                 };
@@ -468,6 +493,7 @@ impl<'a> Builder<'a> {
             problems: self.problems,
             notes: self.notes,
             inline: self.inline,
+            secrets: self.secrets,
             owners: self.owners,
             ..Declared::default()
         }

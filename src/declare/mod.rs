@@ -66,6 +66,13 @@ pub struct Options<'a> {
     /// The host declarations' `hosts:` selectors pick by; `None` reads
     /// every declaration (no host at hand, none named).
     pub host: Option<&'a crate::model::host::Host>,
+    /// The identities `decrypt: age` sources are opened with; `None` when
+    /// none are configured (or read as written, where nothing is opened).
+    pub keyring: Option<&'a crate::secrets::Keyring>,
+    /// Read as written: the public keys each encrypted source must name.
+    pub recipients: &'a [crate::secrets::Recipient],
+    /// Mirror mode: files ending so are age files, published decrypted.
+    pub decrypt_suffix: Option<&'a str>,
 }
 
 /// The desired state of one revision.
@@ -81,6 +88,9 @@ pub struct Declared {
     pub notes: Vec<Problem>,
     /// Bytes of inline `content:`, by blob id.
     pub inline: HashMap<Oid, Vec<u8>>,
+    /// Plaintext of the `decrypt: age` sources, by blob id: in memory
+    /// only, wiped when the last copy of the revision goes.
+    pub secrets: HashMap<Oid, crate::secrets::Plaintext>,
     /// Mirror mode: the repository symlinks mirrored, whose shape (a link,
     /// or a copy of the file it leads to) follows whatever they point to.
     pub links: BTreeSet<String>,

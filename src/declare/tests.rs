@@ -46,6 +46,9 @@ fn run(repo: &TestRepo, path: &str, mirror: bool) -> Declared {
         max_file_size: 1024,
         as_written: false,
         host: None,
+        keyring: None,
+        recipients: &[],
+        decrypt_suffix: None,
     };
     declare(&fx.snapshot, &opts).unwrap()
 }
@@ -284,4 +287,28 @@ fn mirror_mode_maps_every_file() {
             "files/file/x.tend.yaml"
         ]
     );
+}
+
+#[test]
+fn decrypt_is_age_on_a_file_with_a_source_and_never_writes_the_ciphertext() {
+    let repo = TestRepo::new();
+    repo.write(
+        "a.tend.yaml",
+        "kind: file\npath: etc/a\nsource: a.age\ndecrypt: age\n---\nkind: file\npath: etc/b\ncontent: x\ndecrypt: age\n---\nkind: file\npath: etc/c\nsource: a.age\ndecrypt: gpg\n---\nkind: file\npath: etc/d\nsource: a.age\ndecrypt: age\nsensitive: false\n---\nkind: symlink\npath: etc/e\ntarget_path: a\ndecrypt: age\n",
+    )
+    .write("a.age", "not an age file\n");
+    repo.commit("init");
+    let d = run(&repo, "", false);
+    assert!(d.resources.is_empty(), "{:?}", d.resources);
+    let reason = |id: &str| d.blocked.get(id).cloned().unwrap_or_default();
+    assert!(
+        reason("files/file/etc/a").contains("a.age is not a usable age file"),
+        "{:?}",
+        d.blocked
+    );
+    assert!(reason("files/file/etc/b").contains("needs `source:`"));
+    assert!(reason("files/file/etc/c").contains("decrypt: \"gpg\" is not known"));
+    assert!(reason("files/file/etc/d").contains("always sensitive"));
+    assert!(reason("files/symlink/etc/e").contains("`decrypt` does not apply to kind symlink"));
+    assert!(d.secrets.is_empty());
 }

@@ -40,6 +40,9 @@ fn run(repo: &TestRepo, targets: &[TargetInfo]) -> Declared {
         max_file_size: 1024,
         as_written: false,
         host: None,
+        keyring: None,
+        recipients: &[],
+        decrypt_suffix: None,
     };
     declare(&fx.snapshot, &opts).unwrap()
 }

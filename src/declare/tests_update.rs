@@ -44,6 +44,9 @@ fn steps(
         max_file_size: 1024,
         as_written: false,
         host: None,
+        keyring: None,
+        recipients: &[],
+        decrypt_suffix: None,
     };
     let mut old = mirror.fetch().unwrap();
     let mut declared = declare(&mirror.snapshot(old).unwrap(), &opts).unwrap();
@@ -152,6 +155,9 @@ fn changes_it_cannot_patch_are_read_whole() {
         max_file_size: 1024,
         as_written: false,
         host: None,
+        keyring: None,
+        recipients: &[],
+        decrypt_suffix: None,
     };
     let old = mirror.fetch().unwrap();
     let before = declare(&mirror.snapshot(old).unwrap(), &opts("conf", true)).unwrap();

@@ -44,6 +44,7 @@ impl Update {
         prev.resources.extend(self.fresh.resources);
         prev.blocked.extend(self.fresh.blocked);
         prev.inline.extend(self.fresh.inline);
+        prev.secrets.extend(self.fresh.secrets);
         // A whole read lists problems in path order; keep that order.
         for problem in self.fresh.problems {
             let at = prev.problems.partition_point(|p| p.file <= problem.file);
@@ -75,7 +76,11 @@ pub fn update(
     opts: &Options,
     changed: &[String],
 ) -> Result<Option<Update>, SourceError> {
-    if !opts.mirror || !prev.problems.is_sorted_by(|a, b| a.file <= b.file) {
+    // A decrypted file's identity is not its path's: read such a tree whole.
+    if !opts.mirror
+        || opts.decrypt_suffix.is_some()
+        || !prev.problems.is_sorted_by(|a, b| a.file <= b.file)
+    {
         return Ok(None);
     }
     let Some(source) = canonical(opts.source_path) else {

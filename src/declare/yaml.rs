@@ -23,6 +23,8 @@ pub struct Decl {
     pub on_change: Option<String>,
     pub self_heal: Option<bool>,
     pub sensitive: Option<bool>,
+    /// `age`: `source:` is an age file, applied decrypted (SPEC §13).
+    pub decrypt: Option<String>,
     pub target_path: Option<String>,
     /// The hosts of a fleet this declaration is for (SPEC §12).
     pub hosts: Option<crate::model::host::HostSelector>,

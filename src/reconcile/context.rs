@@ -138,7 +138,14 @@ impl Context {
     pub fn declare(&self, snapshot: &Snapshot) -> Result<Declared, crate::source::SourceError> {
         let infos = self.target_infos();
         let hooks: Vec<String> = self.settings.hooks.keys().cloned().collect();
-        let opts = self.declare_options(&infos, &hooks);
+        // Read again for each revision: a key fixed or brought back counts.
+        let keyring = crate::secrets::Keyring::load(&self.settings.secrets.identities);
+        let recipients = self.recipients();
+        let opts = declare::Options {
+            keyring: Some(&keyring),
+            recipients: &recipients,
+            ..self.declare_options(&infos, &hooks)
+        };
         let declared = declare::declare(snapshot, &opts)?;
         snapshot.keep_sizes();
         Ok(declared)
@@ -157,7 +164,20 @@ impl Context {
             max_file_size: declare::DEFAULT_MAX_FILE_SIZE,
             as_written: false,
             host: Some(&self.settings.host),
+            // A patch never decrypts: a tree with decrypted files is read whole.
+            keyring: None,
+            recipients: &[],
+            decrypt_suffix: self.settings.source.decrypt_suffix.as_deref(),
         }
+    }
+
+    /// The configured recipients (each checked when the config was read).
+    fn recipients(&self) -> Vec<crate::secrets::Recipient> {
+        let written = &self.settings.secrets.recipients;
+        written
+            .iter()
+            .filter_map(|r| crate::secrets::parse_recipient(r).ok())
+            .collect()
     }
 
     /// What a declaration depends on besides the revision: two revisions
@@ -165,12 +185,14 @@ impl Context {
     pub fn declare_basis(&self) -> String {
         let hooks: Vec<&String> = self.settings.hooks.keys().collect();
         format!(
-            "{:?} {} {:?} {:?} {:?}",
+            "{:?} {} {:?} {:?} {:?} {:?} {:?}",
             self.settings.source.path,
             self.settings.source.mirror,
             self.target_infos(),
             hooks,
-            self.settings.host
+            self.settings.host,
+            self.settings.source.decrypt_suffix,
+            self.settings.secrets.identities,
         )
     }
 
@@ -239,11 +261,16 @@ pub fn mirror_spec(settings: &Settings) -> SourceSpec {
 /// database.
 pub struct PassContent {
     pub inline: HashMap<Oid, Vec<u8>>,
+    /// Decrypted `decrypt: age` sources, shared with the declaration.
+    pub secrets: HashMap<Oid, crate::secrets::Plaintext>,
     pub blobs: BlobReader,
 }
 
 impl ContentSource for PassContent {
     fn read(&self, blob: Oid) -> std::io::Result<Vec<u8>> {
+        if let Some(plain) = self.secrets.get(&blob) {
+            return Ok(plain.as_bytes().to_vec());
+        }
         match self.inline.get(&blob) {
             Some(b) => Ok(b.clone()),
             None => self.blobs.read(blob),

@@ -13,7 +13,7 @@ use super::pause::Paused;
 use super::prepare::Prepared;
 use super::record::Recorder;
 use super::run::Run;
-use crate::ledger::{LedgerError, State};
+use crate::ledger::{HashKey, LedgerError, State};
 use crate::model::{Change, Desired, ResourceId, Spec};
 
 /// A correction that passed every policy check.
@@ -42,7 +42,7 @@ pub(super) fn corrections<'a>(
             .desired
             .as_ref()
             .expect("applies carry their desired state");
-        let digest = spec_digest(d);
+        let digest = spec_digest(d, rec.hash_key());
         let drift_of_applied = applied.get(&change.id)?.as_deref() == Some(digest.as_str());
         let why = change
             .fields
@@ -215,14 +215,25 @@ pub(super) fn deletes<'a>(
 }
 
 /// A short, stable digest of what a declaration asks for; tells a new
-/// declaration from drift of an applied one.
-pub fn spec_digest(d: &Desired) -> String {
+/// declaration from drift of an applied one. The ledger keeps it, so what
+/// holds a decrypted secret is hashed keyed (`key`, the state dir's).
+pub fn spec_digest(d: &Desired, key: &HashKey) -> String {
     match &d.spec {
+        Spec::File(f) if f.secret => format!(
+            "file:{}:{:o}:{:?}:{:?}",
+            key.hash(f.blob.as_bytes()),
+            f.mode,
+            f.uid,
+            f.gid
+        ),
         Spec::File(f) => format!("file:{}:{:o}:{:?}:{:?}", f.blob, f.mode, f.uid, f.gid),
         Spec::Symlink { target } => format!("symlink:{target}"),
         Spec::Structured(s) => {
             use sha2::Digest;
             let text = serde_json::json!([s.kind, s.name, s.spec, s.ignore]).to_string();
+            if d.decrypted {
+                return format!("object:{}", key.hash(text.as_bytes()));
+            }
             format!(
                 "object:{}",
                 hex::encode(sha2::Sha256::digest(text.as_bytes()))

@@ -123,6 +123,7 @@ pub fn load(ctx: &Context, id: Oid) -> Result<Revision, PassError> {
     let declared = ctx.declare(&snapshot)?;
     let content = PassContent {
         inline: declared.inline.clone(),
+        secrets: declared.secrets.clone(),
         blobs: snapshot.content_source()?,
     };
     Ok(Revision {

@@ -60,6 +60,7 @@ pub fn load_next(
                 provenance: Default::default(),
                 content: PassContent {
                     inline: declared.inline.clone(),
+                    secrets: declared.secrets.clone(),
                     blobs: content,
                 },
                 declared,

@@ -210,6 +210,11 @@ impl Recorder {
         &self.backups
     }
 
+    /// The state dir's key for hashes of sensitive content.
+    pub fn hash_key(&self) -> &HashKey {
+        &self.key
+    }
+
     /// The hash shown for live content: a keyed hash of its blob id when
     /// sensitive, so nothing about the content can be checked without the key.
     pub fn hash_observed(&self, observed: &Observed, sensitive: bool) -> Option<String> {

@@ -23,14 +23,16 @@ pub fn change(
             .any(|f| matches!(f, Field::Content | Field::Type { .. }));
     // A pruned file's content is not shown: whether it was sensitive is no
     // longer declared.
+    // A decrypted secret is never read to be shown: it shows as changed.
+    let secret = change.desired.as_ref().is_some_and(|d| d.decrypted);
     let live = match ctx.targets.get(&change.target) {
-        Some(t) if content_changes && change.action == Action::Update => {
+        Some(t) if content_changes && !secret && change.action == Action::Update => {
             t.read_live(&change.path).ok().flatten()
         }
         _ => None,
     };
     let desired = match change.desired.as_ref().map(|d| &d.spec) {
-        Some(Spec::File(f)) if content_changes => rev.content.read(f.blob).ok(),
+        Some(Spec::File(f)) if content_changes && !secret => rev.content.read(f.blob).ok(),
         _ => None,
     };
     let hash = |b: &[u8]| key.hash(crate::model::blob_id(b).as_bytes());

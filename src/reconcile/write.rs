@@ -246,7 +246,7 @@ fn verify(
         let mut outcome =
             match diff::compare(d, &obs, before.map(Vec::as_slice).unwrap_or_default()) {
                 Comparison::InSync => {
-                    digests.push((d.id.clone(), spec_digest(d)));
+                    digests.push((d.id.clone(), spec_digest(d, rec.hash_key())));
                     claim_fields(rec, d, before)?;
                     Outcome::new(State::InSync, None)
                 }
@@ -255,7 +255,7 @@ fn verify(
                     // The write itself succeeded: what differs now is another
                     // writer's change, so it counts as drift of an applied
                     // declaration (self_heal: false leaves it alone).
-                    digests.push((d.id.clone(), spec_digest(d)));
+                    digests.push((d.id.clone(), spec_digest(d, rec.hash_key())));
                     Outcome::new(
                         State::Failed,
                         Some(

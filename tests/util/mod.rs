@@ -3,6 +3,7 @@
 
 #![allow(dead_code)]
 
+pub mod age;
 pub mod container;
 pub mod docker;
 pub mod gate;

@@ -20,6 +20,22 @@ impl Builder<'_> {
             .strip_prefix(self.opts.source_path)
             .unwrap_or(&entry.path)
             .trim_start_matches('/');
+        // `source.decrypt`: NAME.age is published as NAME, decrypted.
+        let sealed = self
+            .opts
+            .decrypt_suffix
+            .filter(|_| matches!(entry.mode, EntryMode::File | EntryMode::Executable))
+            .and_then(|suffix| rel.strip_suffix(suffix))
+            .filter(|name| !name.is_empty() && !name.ends_with('/'));
+        let decrypting = sealed.is_some();
+        let rel = sealed.unwrap_or(rel);
+        if self.opts.decrypt_suffix.is_none() && rel.ends_with(".age") {
+            self.notes.push(Problem {
+                file: entry.path.clone(),
+                line: 0,
+                message: "looks like an age file, and no source.decrypt covers it: it is published as it is, encrypted".into(),
+            });
+        }
         if self.mirror_target.is_none() {
             self.mirror_target = Some(self.pick_target(None, "file"));
         }
@@ -46,6 +62,10 @@ impl Builder<'_> {
                 return;
             }
             EntryMode::Symlink => self.mirrored_link(&entry),
+            _ if decrypting => self
+                .content_spec(&entry)
+                .and_then(|spec| self.unsealed(&entry.path, spec))
+                .map(Spec::File),
             _ => self.content_spec(&entry).map(Spec::File),
         };
         // Mirroring the whole repository, the origin is the path itself.
@@ -66,7 +86,8 @@ impl Builder<'_> {
                     spec,
                     on_change: None,
                     self_heal: None,
-                    sensitive: false,
+                    sensitive: decrypting,
+                    decrypted: decrypting,
                     origin,
                 },
             )),

@@ -47,6 +47,8 @@ impl Builder<'_> {
             ("owner", d.owner.is_some()),
             ("group", d.group.is_some()),
             ("target_path", d.target_path.is_some()),
+            // A plugin's secret is a value: `{decrypt: age, source: FILE}`.
+            ("decrypt", d.decrypt.is_some()),
         ];
         if let Some((field, _)) = misplaced.iter().find(|(_, present)| *present) {
             return Err(format!(
@@ -80,6 +82,13 @@ impl Builder<'_> {
             self.block(id, origin, reason);
             return Ok(());
         }
+        let (spec, decrypted) = match self.unsealed_values(&origin.file, spec) {
+            Ok(found) => found,
+            Err(reason) => {
+                self.block(id, origin, reason);
+                return Ok(());
+            }
+        };
         let spec = ownership::strip_ignored(&spec, &ignore);
         self.add(Desired {
             id,
@@ -92,7 +101,8 @@ impl Builder<'_> {
             })),
             on_change: d.on_change,
             self_heal: d.self_heal,
-            sensitive: d.sensitive.unwrap_or(false),
+            sensitive: decrypted || d.sensitive.unwrap_or(false),
+            decrypted,
             origin: origin.clone(),
         });
         Ok(())

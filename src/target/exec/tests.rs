@@ -27,6 +27,7 @@ fn desired(target: &str, kind: &str, name: &str, spec: Value) -> Desired {
         on_change: None,
         self_heal: None,
         sensitive: false,
+        decrypted: false,
         origin: Origin::default(),
     }
 }

@@ -115,6 +115,7 @@ mod tests {
             mode: 0o600,
             uid: Some(7),
             gid: None,
+            secret: false,
         };
         let live = Live::File {
             blob: blob_id(b"old"),

@@ -38,7 +38,7 @@ use std::sync::{Arc, RwLock};
 
 use git2::Oid;
 
-use crate::model::{Backup, Change, ContentSource, Observed, RelPath, ResourceId};
+use crate::model::{Backup, Change, ContentSource, Observed, RelPath, ResourceId, Spec};
 use crate::target::{Applied, ChangeSink, Probe, Subscription, Swept, Target, TargetError};
 
 pub use config::{check_link_name, FilesConfig, Link, LINK_KEEP};
@@ -222,6 +222,7 @@ impl FilesTarget {
         Ops {
             id: &change.id,
             backup,
+            unkept: change.desired.as_ref().is_some_and(|d| d.decrypted),
             writes: 0,
             backups: Vec::new(),
             dir_syncs: &self.dir_syncs,
@@ -268,7 +269,11 @@ impl Target for FilesTarget {
 
     fn observe(&self, probes: &[Probe]) -> Vec<Observed> {
         let paths: Vec<&RelPath> = probes.iter().map(|p| p.path).collect();
-        self.observe_paths(&paths)
+        let secret: Vec<bool> = probes
+            .iter()
+            .map(|p| matches!(p.spec, Some(Spec::File(f)) if f.secret))
+            .collect();
+        self.observe_marked(&paths, &secret)
     }
 
     fn read_live(&self, path: &RelPath) -> std::io::Result<Option<Vec<u8>>> {
@@ -371,6 +376,9 @@ impl Target for FilesTarget {
 pub(super) struct Ops<'a> {
     id: &'a ResourceId,
     backup: &'a dyn Backup,
+    /// What this change overwrites is not backed up: it writes a decrypted
+    /// secret, and a copy in clear of the one before would outlive it.
+    unkept: bool,
     writes: u64,
     backups: Vec<String>,
     dir_syncs: &'a AtomicU64,
@@ -401,6 +409,9 @@ impl Ops<'_> {
     /// Saves content about to be overwritten or removed; the write must not
     /// go ahead when this fails.
     fn save(&mut self, path: &str, bytes: &[u8]) -> Result<(), TargetError> {
+        if self.unkept {
+            return Ok(());
+        }
         let reference = self
             .backup
             .save(self.id, bytes)

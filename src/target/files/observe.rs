@@ -62,10 +62,30 @@ pub(super) struct Batch {
     /// The filesystem clock, read once, before the first file is hashed.
     clock: Option<Option<i64>>,
     buf: Vec<u8>,
+    /// The path observed now holds a decrypted secret: its hash is neither
+    /// looked up in nor kept in the stat cache, which persists.
+    uncached: bool,
+}
+
+impl Batch {
+    /// A batch of one path; `uncached` when it holds a decrypted secret.
+    pub(super) fn one(uncached: bool) -> Batch {
+        Batch {
+            uncached,
+            ..Batch::default()
+        }
+    }
 }
 
 impl FilesTarget {
+    #[cfg(test)]
     pub(super) fn observe_paths(&self, paths: &[&RelPath]) -> Vec<Observed> {
+        self.observe_marked(paths, &[])
+    }
+
+    /// [`Self::observe_paths`], where `secret[i]` (when given) says that
+    /// `paths[i]` holds a decrypted secret.
+    pub(super) fn observe_marked(&self, paths: &[&RelPath], secret: &[bool]) -> Vec<Observed> {
         let tree = match self.view() {
             View::Tree(tree) => tree,
             View::Empty => return vec![Observed::Absent; paths.len()],
@@ -95,17 +115,17 @@ impl FilesTarget {
             let other = (!second.is_empty()).then(|| {
                 std::thread::Builder::new()
                     .name("tend-observe".into())
-                    .spawn_scoped(s, || self.observe_in_order(&tree, paths, second, 0))
+                    .spawn_scoped(s, || self.observe_in_order(&tree, paths, secret, second, 0))
             });
             // Room for both halves, so they join without a copy.
-            let a = self.observe_in_order(&tree, paths, first, second.len());
+            let a = self.observe_in_order(&tree, paths, secret, first, second.len());
             let b = match other {
                 None => Vec::new(),
                 Some(Ok(handle)) => handle
                     .join()
                     .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
                 // No thread to be had: this one does the rest.
-                Some(Err(_)) => self.observe_in_order(&tree, paths, second, 0),
+                Some(Err(_)) => self.observe_in_order(&tree, paths, secret, second, 0),
             };
             (a, b)
         });
@@ -120,6 +140,7 @@ impl FilesTarget {
         &self,
         tree: &Root,
         paths: &[&RelPath],
+        secret: &[bool],
         order: &[usize],
         more: usize,
     ) -> Vec<Observed> {
@@ -128,6 +149,7 @@ impl FilesTarget {
         let mut current: Option<(&str, Result<OwnedFd, Errno>)> = None;
         for &i in order {
             let path = paths[i];
+            batch.uncached = secret.get(i).copied().unwrap_or(false);
             let (parent, name) = path.split_last();
             let dir = match &current {
                 Some((p, dir)) if *p == parent => dir,
@@ -213,7 +235,9 @@ impl FilesTarget {
             uid: meta.uid,
             gid: meta.gid,
         };
-        if let Some(blob) = self.cache.lookup(path.as_str(), &meta) {
+        if batch.uncached {
+            self.cache.forget(path.as_str());
+        } else if let Some(blob) = self.cache.lookup(path.as_str(), &meta) {
             return Ok(Some((meta, live(&meta, blob))));
         }
         // The clock is read before the content, so a write racing with this
@@ -228,7 +252,9 @@ impl FilesTarget {
         self.hashes
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let blob = hash_file(&mut file, meta.size, &mut batch.buf)?;
-        self.cache.record(path.as_str(), &meta, blob, recorded);
+        if !batch.uncached {
+            self.cache.record(path.as_str(), &meta, blob, recorded);
+        }
         Ok(Some((meta, live(&meta, blob))))
     }
 

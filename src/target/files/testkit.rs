@@ -170,6 +170,7 @@ pub(super) fn file_spec(bytes: &[u8], mode: u32) -> FileSpec {
         mode,
         uid: None,
         gid: None,
+        secret: false,
     }
 }
 
@@ -183,6 +184,7 @@ pub(super) fn change(path: &str, action: Action, spec: Option<Spec>, fields: Vec
         on_change: None,
         self_heal: None,
         sensitive: false,
+        decrypted: false,
         origin: Origin::default(),
     });
     Change {

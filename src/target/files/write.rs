@@ -31,6 +31,8 @@ pub(super) struct Staged {
     temp: String,
     file: File,
     blob: Oid,
+    /// A decrypted secret: kept out of the stat cache.
+    secret: bool,
     recorded: Option<i64>,
     /// The regular file it replaces, as observed.
     old: Option<Meta>,
@@ -122,7 +124,12 @@ impl FilesTarget {
         };
         let live = match &dir {
             Some(dir) => self
-                .live_at(dir.as_fd(), &change.path, name, &mut Batch::default())
+                .live_at(
+                    dir.as_fd(),
+                    &change.path,
+                    name,
+                    &mut Batch::one(matches!(spec, Spec::File(f) if f.secret)),
+                )
                 .map_err(|e| transient(path, "observe", e))?,
             None => None,
         };
@@ -180,9 +187,12 @@ impl FilesTarget {
         clock: &mut Clock,
     ) -> Result<Staged, TargetError> {
         let path = change.path.as_str();
-        let bytes = content
-            .read(spec.blob)
-            .map_err(|e| transient(path, "read desired content", e))?;
+        // Wiped once written: the content may be a decrypted secret.
+        let bytes = zeroize::Zeroizing::new(
+            content
+                .read(spec.blob)
+                .map_err(|e| transient(path, "read desired content", e))?,
+        );
         // An owner or group the declaration leaves out stays as it was.
         let uid = spec.uid.or(old.map(|m| m.uid));
         let gid = spec.gid.or(old.map(|m| m.gid));
@@ -204,6 +214,7 @@ impl FilesTarget {
             temp,
             file,
             blob: spec.blob,
+            secret: spec.secret,
             recorded,
             old,
             dev,
@@ -238,7 +249,10 @@ impl FilesTarget {
         }
         if let Ok(st) = rfs::fstat(&staged.file) {
             let meta = Meta::from_stat(&st);
-            self.cache.record(path, &meta, staged.blob, staged.recorded);
+            match staged.secret {
+                true => self.cache.forget(path),
+                false => self.cache.record(path, &meta, staged.blob, staged.recorded),
+            }
             ops.left = Some(meta.left());
         }
         Ok(staged.dir)

@@ -1,0 +1,81 @@
+//! `secrets.age` (SPEC §13) and mirror mode's `source.decrypt`: the config
+//! file as written, merged with `--age-identity` / `--age-recipient` and
+//! their environment variables.
+
+use std::path::PathBuf;
+
+use serde::Deserialize;
+
+use crate::cli::Flags;
+use crate::secrets::{parse_recipient, AgeSettings};
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SecretsConfig {
+    pub age: Option<AgeConfig>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgeConfig {
+    pub identities: Option<Vec<PathBuf>>,
+    pub recipients: Option<Vec<String>>,
+}
+
+/// `source.decrypt`: which mirrored files are age files to publish
+/// decrypted, under their name less the suffix.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DecryptConfig {
+    pub suffix: String,
+}
+
+/// The identities and recipients in force: flags (and their environment
+/// variables) replace the config's lists. Each recipient that is not a
+/// public key is a problem, as `(key, message)`.
+pub fn resolve(args: &Flags, file: Option<SecretsConfig>) -> (AgeSettings, Vec<(String, String)>) {
+    let age = file.and_then(|s| s.age).unwrap_or_default();
+    let identities = match args.age_identities.is_empty() {
+        true => age.identities.unwrap_or_default(),
+        false => args.age_identities.clone(),
+    };
+    let recipients = match args.age_recipients.is_empty() {
+        true => age.recipients.unwrap_or_default(),
+        false => args.age_recipients.clone(),
+    };
+    let problems = recipients
+        .iter()
+        .filter_map(|r| parse_recipient(r).err())
+        .map(|m| {
+            (
+                "secrets.age.recipients".to_string(),
+                format!("secrets.age.recipients: {m}"),
+            )
+        })
+        .collect();
+    let identities = identities
+        .into_iter()
+        .filter(|p| !p.as_os_str().is_empty())
+        .collect();
+    (
+        AgeSettings {
+            identities,
+            recipients,
+        },
+        problems,
+    )
+}
+
+/// The suffix of `source.decrypt`, refused when empty or a whole name.
+pub fn suffix(decrypt: Option<DecryptConfig>) -> Result<Option<String>, String> {
+    match decrypt {
+        None => Ok(None),
+        Some(d) if d.suffix.len() < 2 || !d.suffix.starts_with('.') || d.suffix.contains('/') => {
+            Err(format!(
+                "source.decrypt.suffix: {:?} is not a file name suffix such as \".age\"",
+                d.suffix
+            ))
+        }
+        Some(d) => Ok(Some(d.suffix)),
+    }
+}

@@ -1,0 +1,380 @@
+//! Issue 26: secrets kept in Git as age files, made by the Debian `age`
+//! CLI, applied decrypted; the plaintext found nowhere tend stores or
+//! shows; each failure Blocked with its reason; and the checks CI makes
+//! without a private key.
+
+mod util;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+use util::age::{decl, Keys};
+use util::secrets::Canary;
+use util::{mode, wait_until, Env};
+
+#[test]
+fn issue_26_age_files_are_applied_decrypted_and_the_plaintext_is_kept_nowhere() {
+    let Some(keys) = Keys::new() else { return };
+    let env = Env::new();
+    let canary = Canary::new();
+    let secret = canary.value();
+    let host = keys.x25519("host.key");
+    let bob = keys.x25519("bob.key");
+    keys.ssh("id_ed25519");
+    let ssh_pub = keys.path("id_ed25519.pub");
+    let ssh_pub = ssh_pub.to_str().unwrap();
+    let hook_env = canary.file("hook.env", "");
+    env.repo
+        .write("s/db.conf.age", keys.seal(&format!("db {secret}\n"), &["-r", &host]))
+        .write(
+            "s/api.age",
+            keys.seal(&format!("api {secret}\n"), &["-a", "-R", ssh_pub]),
+        )
+        .write(
+            "s/multi.age",
+            keys.seal(&format!("multi {secret}\n"), &["-r", &bob, "-r", &host]),
+        )
+        .write(
+            "app.tend.yaml",
+            format!(
+                "{}on_change: dump\n---\n{}---\n{}---\nkind: file\npath: etc/motd\ncontent: \"hi\\n\"\n",
+                decl("etc/db.conf", "s/db.conf.age"),
+                decl("etc/api", "s/api.age"),
+                decl("etc/multi", "s/multi.age"),
+            ),
+        );
+    env.repo.commit("secrets");
+    let extra = format!(
+        "hooks:\n  dump: {{run: [sh, -c, \"env > {}\"]}}\nsecrets:\n  age:\n    identities: [{}, {}]\n",
+        hook_env.display(),
+        keys.path("host.key").display(),
+        keys.path("id_ed25519").display(),
+    );
+    let served = env.serve(&extra, &[]);
+    let config = env.state.path().join("tend.yaml");
+    let cfg = config.to_str().unwrap();
+    let db = env.at("etc/db.conf");
+    assert!(
+        wait_until(20, || std::fs::read_to_string(&db)
+            .is_ok_and(|t| t == format!("db {secret}\n"))),
+        "{}",
+        env.daemon_log()
+    );
+    assert!(wait_until(20, || std::fs::read_to_string(&hook_env)
+        .is_ok_and(|t| !t.is_empty())));
+    assert_eq!(env.read("etc/api"), format!("api {secret}\n"));
+    assert_eq!(env.read("etc/multi"), format!("multi {secret}\n"));
+    assert_eq!(env.read("etc/motd"), "hi\n");
+    assert_eq!(mode(&db) & 0o777, 0o600);
+
+    // A hand edit is found by comparing with the plaintext in memory, and
+    // undone.
+    std::fs::write(&db, "edited by hand\n").unwrap();
+    assert!(
+        wait_until(20, || std::fs::read_to_string(&db)
+            .is_ok_and(|t| t == format!("db {secret}\n"))),
+        "{}",
+        env.daemon_log()
+    );
+    for path in [
+        "/api/v1/status",
+        "/",
+        "/api/v1/resources/files/file/etc/db.conf",
+        "/resources/files/file/etc/db.conf",
+    ] {
+        let page = served.get(path);
+        canary.assert_not_in(path, &page.text());
+    }
+
+    // A new encrypted revision: its plaintext replaces the old one, and the
+    // old one is not kept as a backup.
+    env.repo.write(
+        "s/db.conf.age",
+        keys.seal(&format!("db2 {secret}\n"), &["-r", &host]),
+    );
+    env.repo.commit("rotate the password");
+    served.refresh();
+    assert!(
+        wait_until(20, || std::fs::read_to_string(&db)
+            .is_ok_and(|t| t == format!("db2 {secret}\n"))),
+        "{}",
+        env.daemon_log()
+    );
+    for path in ["/api/v1/status", "/"] {
+        canary.assert_not_in(path, &served.get(path).text());
+    }
+    drop(served);
+
+    std::fs::write(&db, "edited again\n").unwrap();
+    let diff = env.tend(&["diff", "-c", cfg, "-o", "json"]);
+    assert_eq!(diff.code, 1, "{diff:?}");
+    assert!(diff.stdout.contains("secret changed"), "{diff:?}");
+    canary.assert_not_in_run("tend diff -o json", &diff);
+    let text = env.tend(&["diff", "-c", cfg]);
+    assert!(
+        text.stdout
+            .contains("files/file/etc/db.conf: secret changed"),
+        "{text:?}"
+    );
+    canary.assert_not_in_run("tend diff", &text);
+    let explain = env.tend(&["explain", "-c", cfg, "files/file/etc/db.conf"]);
+    assert_eq!(explain.code, 0, "{explain:?}");
+    canary.assert_not_in_run("tend explain", &explain);
+    let sync = env.tend(&["sync", "-c", cfg]);
+    assert_eq!(sync.code, 0, "{sync:?}");
+    canary.assert_not_in_run("tend sync", &sync);
+    assert_eq!(env.read("etc/db.conf"), format!("db2 {secret}\n"));
+    canary.assert_not_in(
+        "the hook's environment",
+        &std::fs::read_to_string(&hook_env).unwrap(),
+    );
+    canary.assert_not_stored(&env);
+    // Not even the plaintext's Git blob id, which the stat cache would
+    // keep for a plain file.
+    let state = util::snapshot_tree(env.state.path());
+    for plain in [
+        format!("db2 {secret}\n"),
+        format!("api {secret}\n"),
+        format!("multi {secret}\n"),
+    ] {
+        let id = git2::Oid::hash_object(git2::ObjectType::Blob, plain.as_bytes()).unwrap();
+        for (file, bytes) in &state {
+            for needle in [id.as_bytes(), id.to_string().as_bytes()] {
+                assert!(
+                    !bytes.windows(needle.len()).any(|w| w == needle),
+                    "{} holds the blob id of a secret",
+                    file.display()
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn issue_26_each_failure_is_blocked_with_its_reason_and_the_rest_applies() {
+    let Some(keys) = Keys::new() else { return };
+    let env = Env::new();
+    let host = keys.x25519("host.key");
+    let other = keys.x25519("other.key");
+    let good = keys.seal("good\n", &["-r", &host]);
+    let mut cut = keys.seal(&"x".repeat(100_000), &["-r", &host]);
+    cut.truncate(cut.len() - 50);
+    env.repo
+        .write("s/good.age", good)
+        .write("s/wrong.age", keys.seal("wrong\n", &["-r", &other]))
+        .write("s/cut.age", cut)
+        .write(
+            "app.tend.yaml",
+            format!(
+                "{}---\n{}---\n{}---\nkind: file\npath: etc/motd\ncontent: \"hi\\n\"\n",
+                decl("etc/good", "s/good.age"),
+                decl("etc/wrong", "s/wrong.age"),
+                decl("etc/cut", "s/cut.age"),
+            ),
+        );
+    env.repo.commit("secrets");
+    let key = keys.path("host.key");
+    let key = key.to_str().unwrap();
+
+    let s = env.tend(&["sync", "--age-identity", key]);
+    assert_eq!(s.code, 3, "{s:?}");
+    let all = s.all();
+    assert!(
+        all.contains(&format!(
+            "s/wrong.age: no identity decrypts it (tried {key}: no matching key)"
+        )),
+        "{s:?}"
+    );
+    assert!(all.contains("s/cut.age is not a usable age file"), "{s:?}");
+    assert_eq!(env.read("etc/good"), "good\n");
+    assert_eq!(env.read("etc/motd"), "hi\n");
+    for blocked in ["etc/wrong", "etc/cut"] {
+        assert!(!env.at(blocked).exists(), "{blocked} was written");
+    }
+
+    // An identity file that is missing, then one anyone may read: every
+    // secret is Blocked naming it, the plain file is still applied.
+    let missing = keys.path("gone.key");
+    let missing = missing.to_str().unwrap();
+    std::fs::remove_file(env.at("etc/good")).unwrap();
+    std::fs::remove_file(env.at("etc/motd")).unwrap();
+    let s = env.tend_with(("TEND_AGE_IDENTITY", missing), &["sync"]);
+    assert_eq!(s.code, 3, "{s:?}");
+    assert!(
+        s.all().contains(&format!("{missing}: cannot be read")),
+        "{s:?}"
+    );
+    assert!(!env.at("etc/good").exists());
+    assert_eq!(env.read("etc/motd"), "hi\n");
+
+    std::fs::set_permissions(
+        keys.path("host.key"),
+        std::fs::Permissions::from_mode(0o644),
+    )
+    .unwrap();
+    let s = env.tend(&["sync", "--age-identity", key]);
+    assert_eq!(s.code, 3, "{s:?}");
+    assert!(
+        s.all().contains(&format!(
+            "{key}: is readable by others than its owner (mode 0644)"
+        )),
+        "{s:?}"
+    );
+    assert!(!env.at("etc/good").exists());
+
+    std::fs::set_permissions(
+        keys.path("host.key"),
+        std::fs::Permissions::from_mode(0o400),
+    )
+    .unwrap();
+    // The environment variable takes several identity files,
+    // colon-separated, tried in turn; mode 0400 is the owner's alone.
+    let both = format!("{missing}:{key}");
+    let s = env.tend_with(("TEND_AGE_IDENTITY", &both), &["sync"]);
+    assert_eq!(s.code, 3, "{s:?}");
+    assert_eq!(env.read("etc/good"), "good\n");
+    assert!(
+        s.all().contains(&format!(
+            "s/wrong.age: no identity decrypts it (tried {missing}: cannot be read"
+        )),
+        "{s:?}"
+    );
+}
+
+#[test]
+fn issue_26_ci_checks_ssh_recipients_and_diffs_revisions_without_a_key() {
+    let Some(keys) = Keys::new() else { return };
+    let env = Env::new();
+    let alice = keys.ssh("alice");
+    keys.ssh("mallory");
+    let to = |name: &str| {
+        keys.path(&format!("{name}.pub"))
+            .to_str()
+            .unwrap()
+            .to_string()
+    };
+    env.repo
+        .write("s/ok.age", keys.seal("one\n", &["-R", &to("alice")]))
+        .write(
+            "s/stray.age",
+            keys.seal("two\n", &["-a", "-R", &to("mallory")]),
+        )
+        .write(
+            "app.tend.yaml",
+            format!(
+                "{}---\n{}",
+                decl("etc/ok", "s/ok.age"),
+                decl("etc/stray", "s/stray.age")
+            ),
+        );
+    let old = env.repo.commit("secrets");
+
+    let v = env.tend(&["validate", "--as-written", "--age-recipient", &alice]);
+    assert_ne!(v.code, 0, "{v:?}");
+    let all = v.all();
+    assert!(
+        all.contains("s/stray.age is not encrypted to recipient ssh-ed25519 ... alice"),
+        "{v:?}"
+    );
+    assert!(!all.contains("s/ok.age is not"), "{v:?}");
+
+    // Sealed again to alice: the next revision checks clean, and a diff
+    // against the first needs no identity and shows only that it changed.
+    env.repo
+        .write("s/stray.age", keys.seal("three\n", &["-R", &to("alice")]));
+    env.repo.commit("seal to alice");
+    let v = env.tend(&["validate", "--as-written", "--age-recipient", &alice]);
+    assert_eq!(v.code, 0, "{v:?}");
+    let d = env.tend(&["diff", "--against", &old, "--age-recipient", &alice]);
+    assert!(d.stdout.contains("files/file/etc/stray"), "{d:?}");
+    assert!(
+        !d.all().contains("three") && !d.all().contains("two\n"),
+        "{d:?}"
+    );
+    assert!(!Path::new(&env.at("etc/stray")).exists());
+}
+
+#[test]
+fn issue_26_mirror_mode_publishes_name_age_as_name_decrypted() {
+    let Some(keys) = Keys::new() else { return };
+    let env = Env::new();
+    let host = keys.x25519("host.key");
+    env.repo
+        .write(
+            "conf/app.conf.age",
+            keys.seal("key=1\n", &["-a", "-r", &host]),
+        )
+        .write("conf/plain.txt", "plain\n");
+    env.repo.commit("mirror");
+    let key = keys.path("host.key");
+    let cfg = env.config(&format!(
+        "source:\n  path: conf\n  mirror: true\n  decrypt: {{suffix: .age}}\nsecrets:\n  age:\n    identities: [{}]\n",
+        key.display()
+    ));
+    let cfg = cfg.to_str().unwrap();
+    let s = env.tend(&["sync", "-c", cfg]);
+    assert_eq!(s.code, 0, "{s:?}");
+    assert_eq!(env.read("app.conf"), "key=1\n");
+    assert_eq!(env.read("plain.txt"), "plain\n");
+    assert!(!env.at("app.conf.age").exists());
+
+    // Without `source.decrypt`, validate says the age file would be
+    // published as it is.
+    let v = env.tend(&["validate", "--path", "conf", "--mirror"]);
+    assert!(
+        v.all()
+            .contains("conf/app.conf.age: looks like an age file, and no source.decrypt covers it"),
+        "{v:?}"
+    );
+}
+
+#[test]
+fn issue_26_a_plugin_value_is_sent_decrypted_and_shown_nowhere() {
+    let Some(keys) = Keys::new() else { return };
+    let env = Env::new();
+    let canary = Canary::new();
+    let secret = canary.value();
+    let host = keys.x25519("host.key");
+    env.repo
+        .write("pw.age", keys.seal(&format!("pw-{secret}\n"), &["-r", &host]))
+        .write(
+            "app.tend.yaml",
+            "kind: section\nname: web\nspec:\n  workers: 4\n  password: {decrypt: age, source: pw.age}\n",
+        );
+    env.repo.commit("a plugin secret");
+    let doc = canary.file("settings.json", "{}");
+    let cfg = env.config(&format!(
+        "targets:\n  app: {{type: exec, command: [{}, --file, {}], timeout: 15s}}\nsecrets:\n  age:\n    identities: [{}]\n",
+        util::plugins::plugin("settings"),
+        doc.display(),
+        keys.path("host.key").display(),
+    ));
+    let c = cfg.to_str().unwrap();
+    let s = env.tend(&["sync", "-c", c]);
+    assert_eq!(s.code, 0, "{s:?}");
+    let live: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&doc).unwrap()).unwrap();
+    assert_eq!(live["web"]["password"], format!("pw-{secret}"));
+    assert_eq!(live["web"]["workers"], 4);
+
+    std::fs::write(&doc, r#"{"web": {"workers": 4, "password": "changed"}}"#).unwrap();
+    let d = env.tend(&["diff", "-c", c, "-o", "json"]);
+    assert_eq!(d.code, 1, "{d:?}");
+    canary.assert_not_in_run("tend diff -o json", &d);
+    let d = env.tend(&["diff", "-c", c]);
+    assert!(
+        d.stdout.contains("/spec/password: changed (sensitive)"),
+        "{d:?}"
+    );
+    assert!(!d.stdout.contains("\"changed\""), "{d:?}");
+    let s = env.tend(&["sync", "-c", c]);
+    assert_eq!(s.code, 0, "{s:?}");
+    canary.assert_not_in_run("tend sync", &s);
+    let e = env.tend(&["explain", "-c", c, "app/section/web"]);
+    canary.assert_not_in_run("tend explain", &e);
+    canary.assert_not_stored(&env);
+
+    // Read as written, the value stands for the age file: no key needed.
+    let v = env.tend(&["validate", "--as-written", "-c", c]);
+    assert_eq!(v.code, 0, "{v:?}");
+}
