@@ -18,6 +18,7 @@ mod seed;
 mod signed;
 mod sizes;
 mod snapshot;
+mod stamp;
 mod ssh_key;
 mod transport;
 mod url;
