@@ -9,6 +9,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs;
+use std::io::{self, BufReader, BufWriter, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
@@ -24,7 +25,9 @@ const MAGIC: &[u8; 8] = b"tenddecl";
 /// Bumped whenever the encoding below or what a declaration holds changes.
 const VERSION: u32 = 1;
 const FILE: &str = "declared.cache";
-const HEADER: usize = 8 + 4 + 32 + 32;
+/// Magic, version, key, the body's checksum and its length.
+const HEADER: usize = 8 + 4 + 32 + 32 + 8;
+const DIGEST_AT: u64 = 8 + 4 + 32;
 
 /// Where the cache lives in a state dir.
 pub fn path(state_dir: &Path) -> PathBuf {
@@ -51,124 +54,180 @@ pub fn key(commit: Oid, basis: &str) -> [u8; 32] {
 
 /// The declaration kept under `key`, if the file holds one, whole.
 pub fn load(file: &Path, key: &[u8; 32]) -> Option<Declared> {
-    let bytes = fs::read(file).ok()?;
-    decode(&bytes, key)
+    let file = fs::File::open(file).ok()?;
+    // Read as a stream: the file is never held whole beside what it holds.
+    decode_from(BufReader::with_capacity(1 << 16, file), key)
 }
 
 /// Keeps `declared` under `key`. Best effort: without it the next pass reads
 /// the tree again.
 pub fn store(file: &Path, key: &[u8; 32], declared: &Declared) {
-    let bytes = encode(key, declared);
+    // The content of a sensitive file written inline lives nowhere but in
+    // the declaration: it is not copied into the state dir. Such a revision
+    // is read from its tree each time.
+    if holds_secret(declared) {
+        let _ = fs::remove_file(file);
+        return;
+    }
     let temp = file.with_extension(format!("tmp-{}", std::process::id()));
-    let done = fs::write(&temp, bytes).and_then(|()| fs::rename(&temp, file));
+    let done = fs::File::create(&temp)
+        .and_then(|f| encode_to(BufWriter::with_capacity(1 << 16, f), key, declared))
+        .and_then(|f| f.sync_all())
+        .and_then(|()| fs::rename(&temp, file));
     if let Err(e) = done {
         let _ = fs::remove_file(&temp);
         tracing::debug!(error = %e, "cannot keep the declaration cache");
     }
 }
 
-pub(super) fn encode(key: &[u8; 32], d: &Declared) -> Vec<u8> {
-    let mut w = Writer(Vec::with_capacity(64 * d.resources.len() + 1024));
-    w.len(d.resources.len());
-    let mut last_origin: Option<&str> = None;
-    for r in d.resources.values() {
-        w.str(r.id.as_str());
-        w.str(r.path.as_str());
-        match &r.spec {
-            Spec::File(f) => {
-                w.u8(0);
-                w.0.extend_from_slice(f.blob.as_bytes());
-                w.u64(f.size);
-                w.u64(u64::from(f.mode));
-                w.opt_u32(f.uid);
-                w.opt_u32(f.gid);
-            }
-            Spec::Symlink { target } => {
-                w.u8(1);
-                w.str(target);
-            }
-            Spec::Structured(s) => {
-                w.u8(2);
-                w.str(&s.kind);
-                w.str(&s.name);
-                w.str(&s.spec.to_string());
-                w.strs(s.ignore.iter().map(String::as_str), s.ignore.len());
-            }
-        }
-        w.opt_str(r.on_change.as_deref());
-        w.u8(match r.self_heal {
-            None => 0,
-            Some(false) => 1,
-            Some(true) => 2,
-        });
-        w.u8(u8::from(r.sensitive));
-        // Most origins are the path itself or the file before's: shared
-        // again when read.
-        let file = r.origin.file.as_str();
-        if file == r.path.as_str() {
-            w.u8(0);
-        } else if last_origin == Some(file) {
-            w.u8(1);
-        } else {
-            w.u8(2);
-            w.str(file);
-        }
-        last_origin = Some(file);
-        w.u64(r.origin.line as u64);
-    }
-    w.len(d.blocked.len());
-    for (id, why) in &d.blocked {
-        w.str(id.as_str());
-        w.str(why);
-    }
-    for problems in [&d.problems, &d.notes] {
-        w.len(problems.len());
-        for p in problems {
-            w.str(&p.file);
-            w.u64(p.line as u64);
-            w.str(&p.message);
-        }
-    }
-    w.len(d.inline.len());
-    let inline: BTreeMap<&Oid, &Vec<u8>> = d.inline.iter().collect();
-    for (oid, bytes) in inline {
-        w.0.extend_from_slice(oid.as_bytes());
-        w.bytes(bytes);
-    }
-    w.strs(d.links.iter().map(String::as_str), d.links.len());
-    w.strs(d.lfs_dirs.iter().map(String::as_str), d.lfs_dirs.len());
-    w.len(d.owners.len());
-    for (id, o) in &d.owners {
-        w.str(id.as_str());
-        w.opt_str(o.owner.as_deref());
-        w.opt_str(o.group.as_deref());
-    }
-    let body = w.0;
-    let mut out = Vec::with_capacity(HEADER + body.len());
-    out.extend_from_slice(MAGIC);
-    out.extend_from_slice(&VERSION.to_le_bytes());
-    out.extend_from_slice(key);
-    out.extend_from_slice(&Sha256::digest(&body));
-    out.extend_from_slice(&body);
-    out
+fn holds_secret(d: &Declared) -> bool {
+    d.resources
+        .values()
+        .any(|r| r.sensitive && matches!(&r.spec, Spec::File(f) if d.inline.contains_key(&f.blob)))
 }
 
+#[cfg(test)]
+pub(super) fn encode(key: &[u8; 32], d: &Declared) -> Vec<u8> {
+    let out = encode_to(std::io::Cursor::new(Vec::new()), key, d).expect("in memory");
+    out.into_inner()
+}
+
+#[cfg(test)]
 pub(super) fn decode(bytes: &[u8], key: &[u8; 32]) -> Option<Declared> {
-    if bytes.len() < HEADER || &bytes[..8] != MAGIC {
+    decode_from(bytes, key)
+}
+
+/// Writes the header with a zero checksum, the body, then the checksum in
+/// its place; returns what it wrote to.
+fn encode_to<W: Write + Seek>(out: W, key: &[u8; 32], d: &Declared) -> io::Result<W::Inner>
+where
+    W: IntoInner,
+{
+    let mut w = Writer {
+        out,
+        hash: Sha256::new(),
+        len: 0,
+    };
+    w.out.write_all(MAGIC)?;
+    w.out.write_all(&VERSION.to_le_bytes())?;
+    w.out.write_all(key)?;
+    w.out.write_all(&[0u8; 32])?;
+    w.out.write_all(&[0u8; 8])?;
+    w.body(d)?;
+    let digest: [u8; 32] = w.hash.finalize().into();
+    let mut out = w.out;
+    out.seek(SeekFrom::Start(DIGEST_AT))?;
+    out.write_all(&digest)?;
+    out.write_all(&w.len.to_le_bytes())?;
+    out.into_inner()
+}
+
+impl<W: Write> Writer<W> {
+    fn body(&mut self, d: &Declared) -> io::Result<()> {
+        let w = self;
+        w.len(d.resources.len())?;
+        let mut last_origin: Option<&str> = None;
+        for r in d.resources.values() {
+            w.str(r.id.as_str())?;
+            w.str(r.path.as_str())?;
+            match &r.spec {
+                Spec::File(f) => {
+                    w.u8(0)?;
+                    w.raw(f.blob.as_bytes())?;
+                    w.u64(f.size)?;
+                    w.u64(u64::from(f.mode))?;
+                    w.opt_u32(f.uid)?;
+                    w.opt_u32(f.gid)?;
+                }
+                Spec::Symlink { target } => {
+                    w.u8(1)?;
+                    w.str(target)?;
+                }
+                Spec::Structured(s) => {
+                    w.u8(2)?;
+                    w.str(&s.kind)?;
+                    w.str(&s.name)?;
+                    w.str(&s.spec.to_string())?;
+                    w.strs(s.ignore.iter().map(String::as_str), s.ignore.len())?;
+                }
+            }
+            w.opt_str(r.on_change.as_deref())?;
+            w.u8(match r.self_heal {
+                None => 0,
+                Some(false) => 1,
+                Some(true) => 2,
+            })?;
+            w.u8(u8::from(r.sensitive))?;
+            // Most origins are the path itself or the file before's: shared
+            // again when read.
+            let file = r.origin.file.as_str();
+            if file == r.path.as_str() {
+                w.u8(0)?;
+            } else if last_origin == Some(file) {
+                w.u8(1)?;
+            } else {
+                w.u8(2)?;
+                w.str(file)?;
+            }
+            last_origin = Some(file);
+            w.u64(r.origin.line as u64)?;
+        }
+        w.len(d.blocked.len())?;
+        for (id, why) in &d.blocked {
+            w.str(id.as_str())?;
+            w.str(why)?;
+        }
+        for problems in [&d.problems, &d.notes] {
+            w.len(problems.len())?;
+            for p in problems {
+                w.str(&p.file)?;
+                w.u64(p.line as u64)?;
+                w.str(&p.message)?;
+            }
+        }
+        w.len(d.inline.len())?;
+        let inline: BTreeMap<&Oid, &Vec<u8>> = d.inline.iter().collect();
+        for (oid, bytes) in inline {
+            w.raw(oid.as_bytes())?;
+            w.bytes(bytes)?;
+        }
+        w.strs(d.links.iter().map(String::as_str), d.links.len())?;
+        w.strs(d.lfs_dirs.iter().map(String::as_str), d.lfs_dirs.len())?;
+        w.len(d.owners.len())?;
+        for (id, o) in &d.owners {
+            w.str(id.as_str())?;
+            w.opt_str(o.owner.as_deref())?;
+            w.opt_str(o.group.as_deref())?;
+        }
+        w.flush()
+    }
+}
+
+fn decode_from(mut input: impl Read, key: &[u8; 32]) -> Option<Declared> {
+    let mut header = [0u8; HEADER];
+    input.read_exact(&mut header).ok()?;
+    if &header[..8] != MAGIC {
         return None;
     }
-    let version = u32::from_le_bytes(bytes[8..12].try_into().ok()?);
-    if version != VERSION || &bytes[12..44] != key {
+    let version = u32::from_le_bytes(header[8..12].try_into().ok()?);
+    if version != VERSION || &header[12..44] != key {
         return None;
     }
-    let body = &bytes[HEADER..];
-    if Sha256::digest(body).as_slice() != &bytes[44..76] {
-        return None;
-    }
-    let mut r = Reader(body);
+    let digest: [u8; 32] = header[44..76].try_into().ok()?;
+    let left = u64::from_le_bytes(header[76..84].try_into().ok()?);
+    let mut r = Reader {
+        input,
+        left,
+        hash: Sha256::new(),
+        buf: Vec::new(),
+    };
     let mut d = Declared::default();
     let mut last_origin: Option<SharedStr> = None;
-    for _ in 0..r.len()? {
+    let count = r.len()?;
+    // Collected, then built in one go: a map filled insert by insert keeps
+    // its nodes half empty, and there are as many as resources.
+    let mut resources = Vec::with_capacity(count.min(1 << 20));
+    for _ in 0..count {
         let id = ResourceId::from_string(r.str()?.to_string());
         let path = RelPath::ending(&id, r.str()?).ok()?;
         let spec = match r.u8()? {
@@ -215,8 +274,9 @@ pub(super) fn decode(bytes: &[u8], key: &[u8; 32]) -> Option<Declared> {
             sensitive,
             origin: Origin { file, line },
         };
-        d.resources.insert(id, desired);
+        resources.push((id, desired));
     }
+    d.resources = resources.into_iter().collect();
     for _ in 0..r.len()? {
         let id = ResourceId::from_string(r.str()?.to_string());
         d.blocked.insert(id, r.str()?.to_string());
@@ -237,61 +297,107 @@ pub(super) fn decode(bytes: &[u8], key: &[u8; 32]) -> Option<Declared> {
         let group = r.opt_str()?;
         d.owners.insert(id, WrittenOwner { owner, group });
     }
-    r.0.is_empty().then_some(d)
+    // Trusted only when the whole body was read and is what was written.
+    let mut rest = [0u8; 1];
+    let at_end = r.left == 0 && r.input.read(&mut rest).ok()? == 0;
+    let whole: [u8; 32] = r.hash.finalize().into();
+    (at_end && whole == digest).then_some(d)
 }
 
-struct Writer(Vec<u8>);
+/// What the body is written to, hashed and counted as it goes.
+struct Writer<W> {
+    out: W,
+    hash: Sha256,
+    len: u64,
+}
 
-impl Writer {
-    fn u8(&mut self, b: u8) {
-        self.0.push(b);
+/// The stream under a buffered writer (or a cursor in tests).
+trait IntoInner {
+    type Inner;
+    fn into_inner(self) -> io::Result<Self::Inner>;
+}
+
+impl<W: Write> IntoInner for BufWriter<W> {
+    type Inner = W;
+    fn into_inner(self) -> io::Result<W> {
+        BufWriter::into_inner(self).map_err(|e| e.into_error())
     }
-    fn u64(&mut self, n: u64) {
-        self.0.extend_from_slice(&n.to_le_bytes());
+}
+
+impl IntoInner for std::io::Cursor<Vec<u8>> {
+    type Inner = std::io::Cursor<Vec<u8>>;
+    fn into_inner(self) -> io::Result<Self::Inner> {
+        Ok(self)
     }
-    fn len(&mut self, n: usize) {
-        self.u64(n as u64);
+}
+
+impl<W: Write> Writer<W> {
+    fn raw(&mut self, b: &[u8]) -> io::Result<()> {
+        self.hash.update(b);
+        self.len += b.len() as u64;
+        self.out.write_all(b)
     }
-    fn bytes(&mut self, b: &[u8]) {
-        self.len(b.len());
-        self.0.extend_from_slice(b);
+    fn flush(&mut self) -> io::Result<()> {
+        self.out.flush()
     }
-    fn str(&mut self, s: &str) {
-        self.bytes(s.as_bytes());
+    fn u8(&mut self, b: u8) -> io::Result<()> {
+        self.raw(&[b])
     }
-    fn strs<'a>(&mut self, items: impl Iterator<Item = &'a str>, n: usize) {
-        self.len(n);
+    fn u64(&mut self, n: u64) -> io::Result<()> {
+        self.raw(&n.to_le_bytes())
+    }
+    fn len(&mut self, n: usize) -> io::Result<()> {
+        self.u64(n as u64)
+    }
+    fn bytes(&mut self, b: &[u8]) -> io::Result<()> {
+        self.len(b.len())?;
+        self.raw(b)
+    }
+    fn str(&mut self, s: &str) -> io::Result<()> {
+        self.bytes(s.as_bytes())
+    }
+    fn strs<'a>(&mut self, items: impl Iterator<Item = &'a str>, n: usize) -> io::Result<()> {
+        self.len(n)?;
         for s in items {
-            self.str(s);
+            self.str(s)?;
         }
+        Ok(())
     }
-    fn opt_str(&mut self, s: Option<&str>) {
+    fn opt_str(&mut self, s: Option<&str>) -> io::Result<()> {
         match s {
             None => self.u8(0),
             Some(s) => {
-                self.u8(1);
-                self.str(s);
+                self.u8(1)?;
+                self.str(s)
             }
         }
     }
-    fn opt_u32(&mut self, n: Option<u32>) {
+    fn opt_u32(&mut self, n: Option<u32>) -> io::Result<()> {
         match n {
             None => self.u8(0),
             Some(n) => {
-                self.u8(1);
-                self.u64(u64::from(n));
+                self.u8(1)?;
+                self.u64(u64::from(n))
             }
         }
     }
 }
 
-struct Reader<'a>(&'a [u8]);
+/// The body read back, hashed as it goes; never past its stated length.
+struct Reader<R> {
+    input: R,
+    left: u64,
+    hash: Sha256,
+    buf: Vec<u8>,
+}
 
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
-        let (head, rest) = (self.0.get(..n)?, self.0.get(n..)?);
-        self.0 = rest;
-        Some(head)
+impl<R: Read> Reader<R> {
+    fn take(&mut self, n: usize) -> Option<&[u8]> {
+        self.left = self.left.checked_sub(n as u64)?;
+        self.buf.resize(n, 0);
+        self.input.read_exact(&mut self.buf).ok()?;
+        self.hash.update(&self.buf);
+        Some(&self.buf)
     }
     fn u8(&mut self) -> Option<u8> {
         Some(self.take(1)?[0])
@@ -302,14 +408,14 @@ impl<'a> Reader<'a> {
     /// A count, bounded by what is left to read (one byte an item at
     /// least), so a damaged length cannot ask for a huge allocation.
     fn len(&mut self) -> Option<usize> {
-        let n = usize::try_from(self.u64()?).ok()?;
-        (n <= self.0.len()).then_some(n)
+        let n = self.u64()?;
+        (n <= self.left).then(|| usize::try_from(n).ok()).flatten()
     }
-    fn bytes(&mut self) -> Option<&'a [u8]> {
+    fn bytes(&mut self) -> Option<&[u8]> {
         let n = self.len()?;
         self.take(n)
     }
-    fn str(&mut self) -> Option<&'a str> {
+    fn str(&mut self) -> Option<&str> {
         std::str::from_utf8(self.bytes()?).ok()
     }
     fn strings(&mut self) -> Option<Vec<String>> {
