@@ -4,6 +4,7 @@
 mod fetch;
 mod links;
 mod refs;
+mod stamp;
 mod tree;
 mod url;
 
