@@ -99,9 +99,9 @@ pub(super) fn decode(bytes: &[u8], key: &[u8; 32]) -> Option<Declared> {
 
 /// Writes the header with a zero checksum, the body, then the checksum in
 /// its place; returns what it wrote to.
-fn encode_to<W: Write + Seek>(out: W, key: &[u8; 32], d: &Declared) -> io::Result<W::Inner>
+fn encode_to<W>(out: W, key: &[u8; 32], d: &Declared) -> io::Result<W::Inner>
 where
-    W: IntoInner,
+    W: Write + Seek + IntoInner,
 {
     let mut w = Writer {
         out,
