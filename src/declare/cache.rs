@@ -16,10 +16,13 @@ use std::path::{Path, PathBuf};
 use git2::Oid;
 use sha2::{Digest, Sha256};
 
-use super::{Declared, Problem, WrittenOwner};
+mod wire;
+
+use super::{Declared, WrittenOwner};
 use crate::model::{
     Desired, FileSpec, Origin, RelPath, ResourceId, SharedStr, Spec, StructuredSpec,
 };
+use wire::{IntoInner, Reader, Writer};
 
 const MAGIC: &[u8; 8] = b"tenddecl";
 /// Bumped whenever the encoding below or what a declaration holds changes.
@@ -302,153 +305,4 @@ fn decode_from(mut input: impl Read, key: &[u8; 32]) -> Option<Declared> {
     let at_end = r.left == 0 && r.input.read(&mut rest).ok()? == 0;
     let whole: [u8; 32] = r.hash.finalize().into();
     (at_end && whole == digest).then_some(d)
-}
-
-/// What the body is written to, hashed and counted as it goes.
-struct Writer<W> {
-    out: W,
-    hash: Sha256,
-    len: u64,
-}
-
-/// The stream under a buffered writer (or a cursor in tests).
-trait IntoInner {
-    type Inner;
-    fn into_inner(self) -> io::Result<Self::Inner>;
-}
-
-impl<W: Write> IntoInner for BufWriter<W> {
-    type Inner = W;
-    fn into_inner(self) -> io::Result<W> {
-        BufWriter::into_inner(self).map_err(|e| e.into_error())
-    }
-}
-
-impl IntoInner for std::io::Cursor<Vec<u8>> {
-    type Inner = std::io::Cursor<Vec<u8>>;
-    fn into_inner(self) -> io::Result<Self::Inner> {
-        Ok(self)
-    }
-}
-
-impl<W: Write> Writer<W> {
-    fn raw(&mut self, b: &[u8]) -> io::Result<()> {
-        self.hash.update(b);
-        self.len += b.len() as u64;
-        self.out.write_all(b)
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        self.out.flush()
-    }
-    fn u8(&mut self, b: u8) -> io::Result<()> {
-        self.raw(&[b])
-    }
-    fn u64(&mut self, n: u64) -> io::Result<()> {
-        self.raw(&n.to_le_bytes())
-    }
-    fn len(&mut self, n: usize) -> io::Result<()> {
-        self.u64(n as u64)
-    }
-    fn bytes(&mut self, b: &[u8]) -> io::Result<()> {
-        self.len(b.len())?;
-        self.raw(b)
-    }
-    fn str(&mut self, s: &str) -> io::Result<()> {
-        self.bytes(s.as_bytes())
-    }
-    fn strs<'a>(&mut self, items: impl Iterator<Item = &'a str>, n: usize) -> io::Result<()> {
-        self.len(n)?;
-        for s in items {
-            self.str(s)?;
-        }
-        Ok(())
-    }
-    fn opt_str(&mut self, s: Option<&str>) -> io::Result<()> {
-        match s {
-            None => self.u8(0),
-            Some(s) => {
-                self.u8(1)?;
-                self.str(s)
-            }
-        }
-    }
-    fn opt_u32(&mut self, n: Option<u32>) -> io::Result<()> {
-        match n {
-            None => self.u8(0),
-            Some(n) => {
-                self.u8(1)?;
-                self.u64(u64::from(n))
-            }
-        }
-    }
-}
-
-/// The body read back, hashed as it goes; never past its stated length.
-struct Reader<R> {
-    input: R,
-    left: u64,
-    hash: Sha256,
-    buf: Vec<u8>,
-}
-
-impl<R: Read> Reader<R> {
-    fn take(&mut self, n: usize) -> Option<&[u8]> {
-        self.left = self.left.checked_sub(n as u64)?;
-        self.buf.resize(n, 0);
-        self.input.read_exact(&mut self.buf).ok()?;
-        self.hash.update(&self.buf);
-        Some(&self.buf)
-    }
-    fn u8(&mut self) -> Option<u8> {
-        Some(self.take(1)?[0])
-    }
-    fn u64(&mut self) -> Option<u64> {
-        Some(u64::from_le_bytes(self.take(8)?.try_into().ok()?))
-    }
-    /// A count, bounded by what is left to read (one byte an item at
-    /// least), so a damaged length cannot ask for a huge allocation.
-    fn len(&mut self) -> Option<usize> {
-        let n = self.u64()?;
-        (n <= self.left).then(|| usize::try_from(n).ok()).flatten()
-    }
-    fn bytes(&mut self) -> Option<&[u8]> {
-        let n = self.len()?;
-        self.take(n)
-    }
-    fn str(&mut self) -> Option<&str> {
-        std::str::from_utf8(self.bytes()?).ok()
-    }
-    fn strings(&mut self) -> Option<Vec<String>> {
-        (0..self.len()?)
-            .map(|_| self.str().map(str::to_string))
-            .collect()
-    }
-    fn opt_str(&mut self) -> Option<Option<String>> {
-        match self.u8()? {
-            0 => Some(None),
-            1 => Some(Some(self.str()?.to_string())),
-            _ => None,
-        }
-    }
-    fn opt_u32(&mut self) -> Option<Option<u32>> {
-        match self.u8()? {
-            0 => Some(None),
-            1 => Some(Some(u32::try_from(self.u64()?).ok()?)),
-            _ => None,
-        }
-    }
-    fn problems(&mut self) -> Option<Vec<Problem>> {
-        (0..self.len()?)
-            .map(|_| {
-                Some(Problem {
-                    file: self.str()?.to_string(),
-                    line: usize::try_from(self.u64()?).ok()?,
-                    message: self.str()?.to_string(),
-                })
-            })
-            .collect()
-    }
-    fn oid(&mut self) -> Option<Oid> {
-        Oid::from_bytes(self.take(20)?).ok()
-    }
 }
