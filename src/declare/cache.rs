@@ -2,7 +2,7 @@
 //! pass at a revision already seen neither walks its tree nor derives its
 //! declarations again. The file names what it was read from (the commit,
 //! and the basis: source path, mirror mode, targets and hooks, the host's
-//! account files owners are resolved in) by a digest, carries a format
+//! account files owners are resolved in, the binary) by a digest, carries a format
 //! version and a checksum of its body, and is written aside and renamed.
 //! One that is damaged, of another version or of another key is ignored,
 //! and the declarations are read from the tree again.
@@ -38,13 +38,14 @@ pub fn path(state_dir: &Path) -> PathBuf {
 }
 
 /// The digest naming what a declaration was read from: the commit, the
-/// basis it was declared on, and the host's account files (a name an owner
-/// is declared by resolves through them).
+/// basis it was declared on, the host's account files (a name an owner is
+/// declared by resolves through them) and the tend binary reading it.
 pub fn key(commit: Oid, basis: &str) -> [u8; 32] {
     let mut h = Sha256::new();
     h.update(commit.as_bytes());
     h.update(basis.as_bytes());
-    for f in ["/etc/passwd", "/etc/group"] {
+    // The binary itself too: another build may declare by other rules.
+    for f in ["/etc/passwd", "/etc/group", "/proc/self/exe"] {
         if let Ok(m) = fs::metadata(f) {
             h.update(m.ino().to_le_bytes());
             h.update(m.len().to_le_bytes());
