@@ -122,6 +122,18 @@ impl RelPath {
         };
         Ok((id, path))
     }
+    /// `raw` as a path, sharing the bytes of `id` when it ends with it (as
+    /// [`RelPath::identify`] made it); parsed afresh otherwise.
+    pub fn ending(id: &ResourceId, raw: &str) -> Result<RelPath, String> {
+        let start = id.0.len().saturating_sub(raw.len());
+        match canonical(raw) && id.0.ends_with(raw) {
+            true => match SharedStr::part(&id.0, start..id.0.len()) {
+                Some(part) => Ok(RelPath(part)),
+                None => RelPath::parse(raw),
+            },
+            false => RelPath::parse(raw),
+        }
+    }
     pub fn as_str(&self) -> &str {
         self.0.as_str()
     }

@@ -2,6 +2,7 @@
 //! under the source path (or mirrors every file), and collects every problem
 //! with its file and line instead of stopping at the first.
 
+pub mod cache;
 mod depth;
 mod expand;
 mod update;
@@ -208,6 +209,8 @@ pub fn declare(snapshot: &Snapshot, opts: &Options) -> Result<Declared, SourceEr
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_cache;
 #[cfg(test)]
 mod tests_structured;
 #[cfg(test)]

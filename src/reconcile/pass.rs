@@ -120,7 +120,17 @@ pub struct Revision {
 pub fn load(ctx: &Context, id: Oid) -> Result<Revision, PassError> {
     let snapshot = ctx.mirror.snapshot(id)?;
     let basis = ctx.declare_basis();
-    let declared = ctx.declare(&snapshot)?;
+    // A revision seen before on the same basis is not read again.
+    let cache = crate::declare::cache::path(&ctx.settings.state_dir);
+    let key = crate::declare::cache::key(id, &basis);
+    let declared = match crate::declare::cache::load(&cache, &key) {
+        Some(declared) => declared,
+        None => {
+            let declared = ctx.declare(&snapshot)?;
+            crate::declare::cache::store(&cache, &key, &declared);
+            declared
+        }
+    };
     let content = PassContent {
         inline: declared.inline.clone(),
         secrets: declared.secrets.clone(),

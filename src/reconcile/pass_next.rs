@@ -48,6 +48,12 @@ pub fn load_next(
             };
             let keys = update.touched.clone();
             let declared = update.apply(declared);
+            // Kept for the next process, which then reads none of it.
+            crate::declare::cache::store(
+                &crate::declare::cache::path(&ctx.settings.state_dir),
+                &crate::declare::cache::key(id, &basis),
+                &declared,
+            );
             #[cfg(debug_assertions)]
             if let Ok(whole) = ctx.declare(&snapshot) {
                 assert_eq!(

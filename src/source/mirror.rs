@@ -149,6 +149,7 @@ impl Mirror {
             // The fetch stands; the packs are rolled at a later one.
             Err(e) => tracing::warn!(error = %e, "cannot roll the mirror's packs into one"),
         }
+        super::stamp::record_verified(&self.dir, commit);
         Ok(commit)
     }
 

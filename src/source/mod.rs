@@ -20,6 +20,7 @@ mod signed;
 mod sizes;
 mod snapshot;
 mod ssh_key;
+mod stamp;
 mod transport;
 mod url;
 pub mod verify;

@@ -3,8 +3,9 @@
 //! notices, since a fetch only asks for what the refs lack, so every pass
 //! would fail on the same missing blob and blame the declarations. After
 //! each fetch every object the resolved commit needs is checked present
-//! (all of them once per process and whenever a read found one missing, else
-//! only the subtrees that changed since the last commit checked). When any
+//! (all of them when a read found one missing or the object store changed
+//! shape since the last check was recorded (stamp.rs), else only the
+//! subtrees that changed since the last commit checked). When any
 //! is missing, the repository is fetched again into a new mirror, checked,
 //! and swapped in with one atomic rename; the old one is removed.
 
@@ -88,9 +89,13 @@ impl Mirror {
     ) -> Result<Option<String>, SourceError> {
         let marker = self.dir().join(DAMAGED);
         let damaged = marker.exists();
+        // Found whole in this process, or by an earlier one whose record
+        // still matches the objects: only what differs from it is checked.
         let since = match damaged {
             true => None,
-            false => *self.verified_lock(),
+            false => self
+                .verified_lock()
+                .or_else(|| super::stamp::verified(self.dir())),
         };
         let missing = first_missing(repo, commit, since)?;
         if damaged && missing.is_none() {

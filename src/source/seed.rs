@@ -50,7 +50,15 @@ pub(super) fn from_local(url: &RepoUrl, mirror: &Repository) -> usize {
         return 0;
     }
     let from = source.commondir().join("objects");
-    take_packs(mirror, &from.join("pack"), &into.join("pack")) + take_loose(&from, &into)
+    let packs = take_packs(mirror, &from.join("pack"), &into.join("pack"));
+    // Neither side's loose objects changed since the last linking: looking
+    // at each again would cost a stat per object on every fetch.
+    if super::stamp::seeded(mirror.path(), &from) {
+        return packs;
+    }
+    let loose = take_loose(&from, &into);
+    super::stamp::record_seeded(mirror.path(), &from);
+    packs + loose
 }
 
 /// The path a `file://` address or a plain path names; `None` for forms

@@ -5,6 +5,7 @@ mod fetch;
 mod gc;
 mod links;
 mod refs;
+mod stamp;
 mod tree;
 mod url;
 
