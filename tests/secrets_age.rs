@@ -378,3 +378,79 @@ fn issue_26_a_plugin_value_is_sent_decrypted_and_shown_nowhere() {
     let v = env.tend(&["validate", "--as-written", "-c", c]);
     assert_eq!(v.code, 0, "{v:?}");
 }
+
+/// A secret no longer declared is pruned like any file, but what was there
+/// is not backed up: a backup would keep the plaintext in the state dir.
+#[test]
+fn a_pruned_secret_is_not_backed_up_and_the_audit_says_so() {
+    let Some(keys) = Keys::new() else { return };
+    let env = Env::new();
+    let host = keys.x25519("host.key");
+    let marker = "pruned-secret-4b1d9e";
+    env.repo
+        .write("s/db.age", keys.seal(marker, &["-r", &host]))
+        .write("s.tend.yaml", util::age::decl("etc/db.pass", "s/db.age"))
+        .write(
+            "plain.tend.yaml",
+            "kind: file\npath: etc/plain\ncontent: \"plain\\n\"\n",
+        )
+        .write(
+            "keep.tend.yaml",
+            "kind: directory\npath: etc/keep\nsource: keep/\n",
+        )
+        .write("keep/a", "a")
+        .write("keep/b", "b")
+        .write("keep/c", "c");
+    env.repo.commit("secret and plain");
+    let key = keys.path("host.key");
+    let id = key.to_str().unwrap();
+    let s = env.tend(&["sync", "--age-identity", id]);
+    assert_eq!(s.code, 0, "{s:?}");
+    assert_eq!(env.read("etc/db.pass"), marker);
+    // Both leave the declarations; the plain file is backed up as before.
+    env.repo
+        .git(&["rm", "-q", "s.tend.yaml", "plain.tend.yaml"]);
+    env.repo.write(
+        "other.tend.yaml",
+        "kind: file\npath: etc/other\ncontent: \"o\\n\"\n",
+    );
+    env.repo.commit("both gone");
+    let s = env.tend(&["sync", "--age-identity", id]);
+    assert_eq!(s.code, 0, "{s:?}");
+    assert!(
+        !env.at("etc/db.pass").exists() && !env.at("etc/plain").exists(),
+        "{s:?}"
+    );
+    let audit = std::fs::read_to_string(env.state.path().join("audit.jsonl")).unwrap();
+    let deletes: Vec<serde_json::Value> = audit
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .filter(|e: &serde_json::Value| e["action"] == "delete")
+        .collect();
+    let backup_of = |path: &str| {
+        deletes
+            .iter()
+            .find(|e| e["id"] == format!("files/file/{path}"))
+            .unwrap_or_else(|| panic!("no delete of {path}: {audit}"))["backup"]
+            .clone()
+    };
+    assert_eq!(
+        backup_of("etc/db.pass"),
+        "not kept: it held a decrypted secret",
+        "{audit}"
+    );
+    let plain = backup_of("etc/plain");
+    assert!(
+        plain
+            .as_str()
+            .is_some_and(|b| b.starts_with("hmac-sha256:")),
+        "{audit}"
+    );
+    for (path, bytes) in util::snapshot_tree(env.state.path()) {
+        assert!(
+            !bytes.windows(marker.len()).any(|w| w == marker.as_bytes()),
+            "the pruned secret is kept in {}",
+            path.display()
+        );
+    }
+}

@@ -214,13 +214,23 @@ pub(super) fn deletes<'a>(
     Deletes::Delete { todo, held: guard }
 }
 
+/// What the digest of a declaration holding a decrypted secret starts with.
+const SECRET: &str = "secret-";
+
+/// Whether a resource last applied from a declaration of digest `digest`
+/// held a decrypted secret: what is there now is not backed up when it is
+/// pruned, since a backup would keep the plaintext in the state dir.
+pub fn holds_secret(digest: &str) -> bool {
+    digest.starts_with(SECRET)
+}
+
 /// A short, stable digest of what a declaration asks for; tells a new
 /// declaration from drift of an applied one. The ledger keeps it, so what
 /// holds a decrypted secret is hashed keyed (`key`, the state dir's).
 pub fn spec_digest(d: &Desired, key: &HashKey) -> String {
     match &d.spec {
         Spec::File(f) if f.secret => format!(
-            "file:{}:{:o}:{:?}:{:?}",
+            "{SECRET}file:{}:{:o}:{:?}:{:?}",
             key.hash(f.blob.as_bytes()),
             f.mode,
             f.uid,
@@ -232,7 +242,7 @@ pub fn spec_digest(d: &Desired, key: &HashKey) -> String {
             use sha2::Digest;
             let text = serde_json::json!([s.kind, s.name, s.spec, s.ignore]).to_string();
             if d.decrypted {
-                return format!("object:{}", key.hash(text.as_bytes()));
+                return format!("{SECRET}object:{}", key.hash(text.as_bytes()));
             }
             format!(
                 "object:{}",

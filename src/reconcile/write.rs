@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::time::SystemTime;
 
 use super::control::Control;
-use super::decide::spec_digest;
+use super::decide::{holds_secret, spec_digest};
 use super::decide::{Deletes, Todo};
 use super::outcome::Outcome;
 use super::pass::PassReport;
@@ -17,7 +17,7 @@ use super::record::{clear_temp_swept, Recorder};
 use super::run::{Run, STOPPING};
 use crate::diff::{self, Comparison};
 use crate::ledger::{AuditEntry, IntentKind, InventoryEntry, LedgerError, State};
-use crate::model::{Action, Change, Desired, ResourceId};
+use crate::model::{Action, Backup, Change, Desired, ResourceId};
 use crate::target::TargetError;
 
 /// Changes written together: one intent transaction, one audit append and
@@ -64,7 +64,7 @@ pub(super) fn corrections(
             break;
         }
         let changes: Vec<&Change> = chunk.iter().map(|t| t.change).collect();
-        for (t, result) in chunk.iter().zip(write_batch(run, rec, &changes)?) {
+        for (t, result) in chunk.iter().zip(write_batch(run, rec, &changes, &[])?) {
             match result {
                 Ok(writes) => {
                     report.writes += writes;
@@ -126,10 +126,14 @@ pub(super) fn adopt(rec: &mut Recorder, adopted: &[&Desired]) -> Result<(), Ledg
 
 /// Writes one batch: intents (inventory for creates, pending hooks) in one
 /// transaction before any write, then the writes, then one audit append.
+/// Writes `changes` through their targets; what is replaced is backed up,
+/// but for the resources in `withheld` (pruned secrets), whose content is
+/// never kept.
 fn write_batch(
     run: &Run,
     rec: &mut Recorder,
     changes: &[&Change],
+    withheld: &[ResourceId],
 ) -> Result<Vec<Result<u64, TargetError>>, LedgerError> {
     let swept = rec.temp_swept();
     rec.ledger.transaction(|tx| {
@@ -173,9 +177,13 @@ fn write_batch(
         };
         let batch: Vec<&Change> = idxs.iter().map(|i| changes[*i]).collect();
         rec.touching();
+        let backups = Withheld {
+            inner: rec.backups(),
+            withheld,
+        };
         for (i, result) in
             idxs.into_iter()
-                .zip(target.apply_batch(&batch, &run.rev.content, rec.backups()))
+                .zip(target.apply_batch(&batch, &run.rev.content, &backups))
         {
             let c = changes[i];
             if let Err(e) = &result {
@@ -194,7 +202,9 @@ fn write_batch(
                 }
             }
             results[i] = Some(result.map(|applied| {
-                let sensitive = c.desired.as_ref().is_some_and(|d| d.sensitive);
+                // A pruned secret's hash is keyed too.
+                let sensitive = c.desired.as_ref().is_some_and(|d| d.sensitive)
+                    || withheld.contains(&c.id);
                 let why: Vec<String> = if c.action == Action::Create {
                     vec!["absent".into()]
                 } else {
@@ -309,8 +319,16 @@ pub(super) fn deletes(
             }
             break;
         }
+        let applied = rec.applied_digests(chunk.len())?;
+        let mut secrets = Vec::new();
+        for c in chunk {
+            if applied.get(&c.id)?.is_some_and(|d| holds_secret(&d)) {
+                secrets.push(c.id.clone());
+            }
+        }
+        drop(applied);
         let mut gone = Vec::new();
-        for (c, result) in chunk.iter().zip(write_batch(run, rec, chunk)?) {
+        for (c, result) in chunk.iter().zip(write_batch(run, rec, chunk, &secrets)?) {
             match result {
                 Ok(writes) => {
                     report.writes += writes;
@@ -331,6 +349,25 @@ pub(super) fn deletes(
         rec.forget_all(&p.plan.forgotten)?;
     }
     Ok(())
+}
+
+/// The backups of a batch, less those of pruned secrets: their content is
+/// not kept, and the audit line says so.
+struct Withheld<'a> {
+    inner: &'a dyn Backup,
+    withheld: &'a [ResourceId],
+}
+
+/// What the audit log says instead of a backup reference.
+const NOT_KEPT: &str = "not kept: it held a decrypted secret";
+
+impl Backup for Withheld<'_> {
+    fn save(&self, id: &ResourceId, bytes: &[u8]) -> std::io::Result<String> {
+        if self.withheld.contains(id) {
+            return Ok(NOT_KEPT.into());
+        }
+        self.inner.save(id, bytes)
+    }
 }
 
 #[cfg(test)]
