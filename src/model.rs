@@ -29,6 +29,10 @@ impl ResourceId {
     pub fn target(&self) -> &str {
         self.0.split('/').next().unwrap_or("")
     }
+    /// The kind, the second segment of the identity.
+    pub fn kind(&self) -> &str {
+        self.0.split('/').nth(1).unwrap_or("")
+    }
     /// The key, what follows the target and the kind: a file's path.
     pub fn key(&self) -> &str {
         self.0.splitn(3, '/').nth(2).unwrap_or("")

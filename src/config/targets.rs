@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use serde_yaml::Value;
 
+use crate::target::etcd::EtcdConfig;
 use crate::target::exec::ExecConfig;
 use crate::target::files::FilesConfig;
 
@@ -14,10 +15,11 @@ use crate::target::files::FilesConfig;
 pub enum TargetKind {
     Files(FilesConfig),
     Exec(ExecConfig),
+    Etcd(EtcdConfig),
 }
 
 /// The adapter types, as `type:` names them.
-pub const TYPES: &str = "files, exec";
+pub const TYPES: &str = "files, exec, etcd";
 
 #[derive(Debug, Clone)]
 pub struct TargetSettings {
@@ -36,6 +38,18 @@ impl TargetKind {
         match self {
             TargetKind::Files(_) => "files",
             TargetKind::Exec(_) => "exec",
+            TargetKind::Etcd(_) => "etcd",
+        }
+    }
+
+    /// The kinds the adapter serves, as far as the config tells without
+    /// starting it (a plugin's are its own to say); what a built target's
+    /// `kinds` answers for the others.
+    pub fn kinds(&self) -> Result<Vec<String>, String> {
+        match self {
+            TargetKind::Files(_) => Ok(crate::target::files::KINDS.map(String::from).to_vec()),
+            TargetKind::Exec(_) => Err("not started: declarations are read as written".into()),
+            TargetKind::Etcd(_) => Ok(vec![crate::target::etcd::KIND.to_string()]),
         }
     }
 
@@ -43,6 +57,7 @@ impl TargetKind {
         match self {
             TargetKind::Files(c) => c.validate(),
             TargetKind::Exec(c) => c.validate(),
+            TargetKind::Etcd(c) => c.validate(),
         }
     }
 }
@@ -84,6 +99,7 @@ pub fn resolve(section: BTreeMap<String, Value>) -> (Vec<TargetSettings>, Vec<Pr
         let parsed = match type_name.as_str() {
             "files" => serde_yaml::from_value(rest).map(TargetKind::Files),
             "exec" => serde_yaml::from_value(rest).map(TargetKind::Exec),
+            "etcd" => serde_yaml::from_value(rest).map(TargetKind::Etcd),
             other => {
                 problem(
                     Some("type"),

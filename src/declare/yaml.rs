@@ -24,6 +24,11 @@ pub struct Decl {
     pub self_heal: Option<bool>,
     pub sensitive: Option<bool>,
     pub target_path: Option<String>,
+    /// etcd keys (`kind: key`): the key under the target's prefix, and its
+    /// value, inline or structured (`source:` reads it from a file).
+    pub key: Option<String>,
+    pub value: Option<String>,
+    pub json: Option<serde_json::Value>,
 }
 
 #[derive(Debug, Clone, Deserialize)]

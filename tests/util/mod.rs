@@ -5,6 +5,7 @@
 
 pub mod container;
 pub mod docker;
+pub mod etcd;
 pub mod http;
 pub mod https;
 pub mod plugins;
