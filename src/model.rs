@@ -248,6 +248,13 @@ impl Desired {
     }
 }
 
+/// The kind of an etcd key (`kind: key`), built in like `file`.
+pub const KEY_KIND: &str = "key";
+
+/// The mode a key's value is declared and observed with: a key has no mode,
+/// so modes never differ.
+pub const VALUE_MODE: u32 = 0o644;
+
 /// What a target saw at a path.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Live {

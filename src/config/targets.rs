@@ -53,6 +53,21 @@ impl TargetKind {
         }
     }
 
+    /// The path inside this target that `what` names for `tend explain`:
+    /// for files, relative to the root or absolute under it; for etcd, a
+    /// key relative to the prefix or the whole key; a plugin's objects are
+    /// named by identity alone.
+    pub fn locate(&self, what: &str) -> Option<String> {
+        match self {
+            TargetKind::Files(c) => Some(match std::path::Path::new(what).strip_prefix(&c.root) {
+                Ok(rel) if what.starts_with('/') => rel.to_string_lossy().into_owned(),
+                _ => what.trim_start_matches('/').to_string(),
+            }),
+            TargetKind::Exec(_) => None,
+            TargetKind::Etcd(c) => Some(what.strip_prefix(&c.prefix).unwrap_or(what).to_string()),
+        }
+    }
+
     fn validate(&self) -> Vec<String> {
         match self {
             TargetKind::Files(c) => c.validate(),

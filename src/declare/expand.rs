@@ -235,7 +235,7 @@ impl<'a> Builder<'a> {
         let serves = match kind.as_str() {
             "file" | "directory" => "file",
             "symlink" => "symlink",
-            crate::target::etcd::KIND => return self.key(d, origin),
+            crate::model::KEY_KIND => return self.key(d, origin),
             _ => return self.structured(d, origin),
         };
         let target = self.pick_target(d.target.as_deref(), serves)?;

@@ -11,7 +11,7 @@ use crate::model::{Desired, ResourceId, Spec};
 /// object, nor an etcd key (`a` and `a/b` are two keys, not a file and a
 /// directory).
 fn on_a_file_system(d: &Desired) -> bool {
-    !matches!(d.spec, Spec::Structured(_)) && d.id.kind() != crate::target::etcd::KIND
+    !matches!(d.spec, Spec::Structured(_)) && d.id.kind() != crate::model::KEY_KIND
 }
 
 impl Builder<'_> {

@@ -6,9 +6,10 @@
 
 use super::Builder;
 use crate::declare::yaml::Decl;
-use crate::model::{blob_id, Desired, FileSpec, Origin, RelPath, Spec, StructuredSpec};
+use crate::model::{
+    blob_id, Desired, FileSpec, Origin, RelPath, Spec, StructuredSpec, KEY_KIND as KIND, VALUE_MODE,
+};
 use crate::ownership;
-use crate::target::etcd::{KIND, VALUE_MODE};
 
 impl Builder<'_> {
     pub(super) fn key(&mut self, d: Decl, origin: &Origin) -> Result<(), String> {

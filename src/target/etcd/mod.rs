@@ -22,10 +22,43 @@ use crate::model::{Action, Backup, Change, ContentSource, Live, Observed, RelPat
 use crate::target::{Applied, ChangeSink, Probe, Subscription, Swept, Target, TargetError};
 use client::Connection;
 use value::Seen;
-pub use value::VALUE_MODE;
+
+/// Most writes in one transaction: etcd refuses more than 128 operations
+/// in one by default (`--max-txn-ops`).
+const TXN_BATCH: usize = 128;
+
+/// One key's write, ready for a transaction.
+#[derive(Clone)]
+struct Write {
+    id: String,
+    path: String,
+    key: String,
+    /// The key's observed revision (0: absent) it must still be at.
+    revision: i64,
+    /// The value to put; `None` deletes.
+    put: Option<Vec<u8>>,
+    backups: Vec<String>,
+}
+
+impl Write {
+    fn applied(&self) -> Applied {
+        Applied {
+            writes: 1,
+            backups: self.backups.clone(),
+            left: None,
+        }
+    }
+
+    fn lost(&self) -> TargetError {
+        TargetError::Transient(format!(
+            "{}: changed by another writer since it was observed at revision {}; nothing was written, it is observed again",
+            self.id, self.revision
+        ))
+    }
+}
 
 /// The one kind this target serves.
-pub const KIND: &str = "key";
+pub use crate::model::KEY_KIND as KIND;
 
 pub struct EtcdTarget {
     name: String,
@@ -92,6 +125,73 @@ impl EtcdTarget {
             );
         }
         Ok(out)
+    }
+
+    /// What writing `change` takes: its compare, its operation, and the
+    /// backup of what it overwrites (taken before the write).
+    fn prepare(
+        &self,
+        change: &Change,
+        content: &dyn ContentSource,
+        backup: &dyn Backup,
+    ) -> Result<Write, TargetError> {
+        if let Some(d) = &change.desired {
+            if !matches!(d.spec, Spec::File(_) | Spec::Structured(_)) {
+                return Err(TargetError::Terminal(format!(
+                    "{}: kind {} is not served by an etcd target",
+                    change.id,
+                    d.spec.kind()
+                )));
+            }
+        }
+        let (revision, previous) = self.expected(change)?;
+        let put = match change.action {
+            Action::Delete => None,
+            _ => Some(value::desired(change, content).map_err(TargetError::Terminal)?),
+        };
+        let mut backups = Vec::new();
+        if let Some(bytes) = &previous {
+            let reference = backup
+                .save(&change.id, bytes)
+                .map_err(|e| TargetError::Transient(format!("{}: back up: {e}", change.id)))?;
+            backups.push(reference);
+        }
+        Ok(Write {
+            id: change.id.to_string(),
+            path: change.path.as_str().to_string(),
+            key: self.key(&change.path),
+            revision,
+            put,
+            backups,
+        })
+    }
+
+    /// One transaction of `writes`: true when every compare held and all
+    /// were written, false when none was.
+    fn commit(&self, writes: &[Write]) -> Result<bool, client::Unreachable> {
+        let compares: Vec<Compare> = writes
+            .iter()
+            .map(|w| Compare::mod_revision(w.key.clone(), CompareOp::Equal, w.revision))
+            .collect();
+        let ops: Vec<TxnOp> = writes
+            .iter()
+            .map(|w| match &w.put {
+                Some(bytes) => TxnOp::put(w.key.clone(), bytes.clone(), None),
+                None => TxnOp::delete(w.key.clone(), None),
+            })
+            .collect();
+        let txn = Txn::new().when(compares).and_then(ops);
+        let answer = self
+            .conn
+            .call(move |mut c| async move { c.txn(txn).await })?;
+        if answer.succeeded() {
+            if let Some(h) = answer.header() {
+                for w in writes {
+                    self.echoes.wrote(&w.path, h.revision());
+                }
+            }
+        }
+        Ok(answer.succeeded())
     }
 
     /// The revision the key must still be at for `change` to be written:
@@ -165,57 +265,66 @@ impl Target for EtcdTarget {
         content: &dyn ContentSource,
         backup: &dyn Backup,
     ) -> Result<Applied, TargetError> {
-        if let Some(d) = &change.desired {
-            if !matches!(d.spec, Spec::File(_) | Spec::Structured(_)) {
-                return Err(TargetError::Terminal(format!(
-                    "{}: kind {} is not served by an etcd target",
-                    change.id,
-                    d.spec.kind()
-                )));
+        let write = self.prepare(change, content, backup)?;
+        self.commit(std::slice::from_ref(&write))
+            .map_err(|e| TargetError::Transient(e.to_string()))?
+            .then(|| write.applied())
+            .ok_or_else(|| write.lost())
+    }
+
+    /// Up to [`TXN_BATCH`] changes in one transaction, each still compared
+    /// with its own observed revision: all are written, or none. When one
+    /// of them lost to another writer, each is tried alone, so the others
+    /// still go through and that one is told apart.
+    fn apply_batch(
+        &self,
+        changes: &[&Change],
+        content: &dyn ContentSource,
+        backup: &dyn Backup,
+    ) -> Vec<Result<Applied, TargetError>> {
+        let prepared: Vec<Result<Write, TargetError>> = changes
+            .iter()
+            .map(|c| self.prepare(c, content, backup))
+            .collect();
+        let mut out: Vec<Option<Result<Applied, TargetError>>> = vec![None; changes.len()];
+        let ready: Vec<(usize, &Write)> = prepared
+            .iter()
+            .enumerate()
+            .filter_map(|(i, w)| w.as_ref().ok().map(|w| (i, w)))
+            .collect();
+        for chunk in ready.chunks(TXN_BATCH) {
+            let writes: Vec<Write> = chunk.iter().map(|(_, w)| (*w).clone()).collect();
+            match self.commit(&writes) {
+                Ok(true) => {
+                    for (i, w) in chunk {
+                        out[*i] = Some(Ok(w.applied()));
+                    }
+                }
+                Ok(false) => {
+                    for (i, w) in chunk {
+                        out[*i] = Some(match self.commit(std::slice::from_ref(*w)) {
+                            Ok(true) => Ok(w.applied()),
+                            Ok(false) => Err(w.lost()),
+                            Err(e) => Err(TargetError::Transient(e.to_string())),
+                        });
+                    }
+                }
+                Err(e) => {
+                    for (i, _) in chunk {
+                        out[*i] = Some(Err(TargetError::Transient(e.to_string())));
+                    }
+                }
             }
         }
-        let (revision, previous) = self.expected(change)?;
-        let put = match change.action {
-            Action::Delete => None,
-            _ => Some(value::desired(change, content).map_err(TargetError::Terminal)?),
-        };
-        let mut backups = Vec::new();
-        if let Some(bytes) = &previous {
-            let reference = backup
-                .save(&change.id, bytes)
-                .map_err(|e| TargetError::Transient(format!("{}: back up: {e}", change.id)))?;
-            backups.push(reference);
-        }
-        let key = self.key(&change.path);
-        let op = match put {
-            Some(bytes) => TxnOp::put(key.clone(), bytes, None),
-            None => TxnOp::delete(key.clone(), None),
-        };
-        let txn = Txn::new()
-            .when(vec![Compare::mod_revision(
-                key.clone(),
-                CompareOp::Equal,
-                revision,
-            )])
-            .and_then(vec![op]);
-        let answer = self
-            .conn
-            .call(move |mut c| async move { c.txn(txn).await })
-            .map_err(|e| TargetError::Transient(e.to_string()))?;
-        if !answer.succeeded() {
-            return Err(TargetError::Transient(format!(
-                "{}: changed by another writer since it was observed at revision {revision}; nothing was written, it is observed again",
-                change.id
-            )));
-        }
-        if let Some(h) = answer.header() {
-            self.echoes.wrote(change.path.as_str(), h.revision());
-        }
-        Ok(Applied {
-            writes: 1,
-            backups,
-            left: None,
-        })
+        prepared
+            .into_iter()
+            .zip(out)
+            .map(|(p, o)| match (p, o) {
+                (Err(e), _) => Err(e),
+                (Ok(_), Some(r)) => r,
+                (Ok(_), None) => unreachable!("every prepared write is committed"),
+            })
+            .collect()
     }
 
     fn clean_temp(&self, _paths: &[&RelPath]) -> Swept {

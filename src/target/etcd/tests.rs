@@ -65,7 +65,7 @@ fn value(key: &str, bytes: &[u8]) -> Desired {
         spec: Spec::File(FileSpec {
             blob: blob_id(bytes),
             size: bytes.len() as u64,
-            mode: super::VALUE_MODE,
+            mode: crate::model::VALUE_MODE,
             uid: None,
             gid: None,
         }),
@@ -168,4 +168,49 @@ fn an_unreachable_cluster_is_unknown() {
     );
     etcd.resume();
     assert!(server::wait(10, || observe(&t, &want) == Observed::Absent));
+}
+
+#[test]
+fn a_batch_writes_the_others_when_one_lost_to_another_writer() {
+    if !etcd_here() {
+        return;
+    }
+    let etcd = server::Etcd::start();
+    let t = EtcdTarget::build("kv", &config(etcd.endpoint())).unwrap();
+    let wants: Vec<Desired> = ["a", "b", "c"].iter().map(|k| value(k, b"v")).collect();
+    let content = Content([(blob_id(b"v"), b"v".to_vec())].into());
+    let changes: Vec<Change> = wants
+        .iter()
+        .map(|w| {
+            let mut c = update(w, observe(&t, w));
+            c.action = Action::Create;
+            c
+        })
+        .collect();
+    etcd.put("/app/b", "theirs");
+    let refs: Vec<&Change> = changes.iter().collect();
+    let results = t.apply_batch(&refs, &content, &Backups::default());
+    assert!(results[0].is_ok() && results[2].is_ok(), "{results:?}");
+    assert!(
+        matches!(results[1], Err(TargetError::Transient(_))),
+        "{results:?}"
+    );
+    assert_eq!(etcd.get("/app/a").as_deref(), Some("v"));
+    assert_eq!(etcd.get("/app/b").as_deref(), Some("theirs"));
+    assert_eq!(etcd.get("/app/c").as_deref(), Some("v"));
+    // Nothing in the way: one transaction for all.
+    let before = etcd.revision();
+    let wants: Vec<Desired> = ["d", "e"].iter().map(|k| value(k, b"v")).collect();
+    let changes: Vec<Change> = wants
+        .iter()
+        .map(|w| {
+            let mut c = update(w, observe(&t, w));
+            c.action = Action::Create;
+            c
+        })
+        .collect();
+    let refs: Vec<&Change> = changes.iter().collect();
+    let results = t.apply_batch(&refs, &content, &Backups::default());
+    assert!(results.iter().all(Result::is_ok), "{results:?}");
+    assert_eq!(etcd.revision(), before + 1, "one transaction");
 }

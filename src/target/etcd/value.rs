@@ -3,7 +3,7 @@
 //! whose declared fields alone are tend's (src/ownership.rs). Both ways:
 //! live bytes into an observation, a change into the bytes to put.
 
-use crate::model::{blob_id, Change, ContentSource, Live, Observed, Spec};
+use crate::model::{blob_id, Change, ContentSource, Live, Observed, Spec, VALUE_MODE};
 use crate::ownership;
 
 /// A key as the range read returned it.
@@ -12,10 +12,6 @@ pub struct Seen {
     pub value: Vec<u8>,
     pub mod_revision: i64,
 }
-
-/// Mode a value is shown with: a key has no mode, and declarations of keys
-/// carry this one, so modes never differ.
-pub const VALUE_MODE: u32 = 0o644;
 
 /// The observation of a key, read as its declaration reads it (`spec`;
 /// `None` for an inventory member being pruned).
