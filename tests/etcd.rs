@@ -201,6 +201,38 @@ fn etcd_stopped_is_unknown_nothing_pruned_and_converged_when_back() {
     assert_eq!(etcd.get("/app/a").as_deref(), Some("uno"));
 }
 
+#[test]
+fn a_user_and_password_are_used_and_a_wrong_one_writes_nothing() {
+    if !etcd_here() {
+        return;
+    }
+    let mut etcd = Etcd::start();
+    etcd.enable_auth("s3cret");
+    let env = Env::new();
+    let pass = env.state.path().join("etcd.pass");
+    std::fs::write(&pass, "s3cret\n").unwrap();
+    let block = |password_file: &std::path::Path| {
+        format!(
+            "targets:\n  kv:\n    type: etcd\n    endpoints: [{}]\n    prefix: /app/\n    timeout: 2s\n    auth: {{user: root, password_file: {}}}\n",
+            etcd.endpoint(),
+            password_file.display()
+        )
+    };
+    env.repo
+        .write("kv.tend.yaml", "kind: key\nkey: a\nvalue: one\n");
+    env.repo.commit("a");
+    let wrong = env.state.path().join("wrong.pass");
+    std::fs::write(&wrong, "guess\n").unwrap();
+    let cfg = env.config(&block(&wrong));
+    let r = sync(&env, &cfg);
+    assert_ne!(r.code, 0, "{r:?}");
+    assert_eq!(etcd.get("/app/a"), None, "nothing is written without auth");
+    let cfg = env.config(&block(&pass));
+    let r = sync(&env, &cfg);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(etcd.get("/app/a").as_deref(), Some("one"));
+}
+
 /// A daemon that polls and resyncs hourly: only its watch on the prefix
 /// can explain a restore within seconds.
 fn daemon(env: &Env, cfg: &std::path::Path) -> util::Daemon {

@@ -30,6 +30,8 @@ pub struct Etcd {
     pub peer_port: u16,
     dir: tempfile::TempDir,
     child: Option<Child>,
+    /// `NAME:PASSWORD` etcdctl gives once auth is on.
+    user: Option<String>,
 }
 
 impl Etcd {
@@ -45,6 +47,7 @@ impl Etcd {
             peer_port: free_port(),
             dir,
             child: None,
+            user: None,
         };
         e.resume();
         e
@@ -110,8 +113,11 @@ impl Etcd {
 
     /// `etcdctl` against this member (API v3).
     pub fn ctl(&self, args: &[&str]) -> Output {
-        Command::new(ETCDCTL)
-            .env("ETCDCTL_API", "3")
+        let mut c = Command::new(ETCDCTL);
+        if let Some(user) = &self.user {
+            c.arg("--user").arg(user);
+        }
+        c.env("ETCDCTL_API", "3")
             .arg("--endpoints")
             .arg(self.endpoint())
             .arg("--dial-timeout")
@@ -167,6 +173,14 @@ impl Etcd {
         ]);
         let v: serde_json::Value = serde_json::from_str(&out).unwrap();
         v["header"]["revision"].as_i64().unwrap()
+    }
+
+    /// Turns etcd's auth on with a `root` user of this password, which
+    /// etcdctl uses from now on.
+    pub fn enable_auth(&mut self, password: &str) {
+        self.ctl_ok(&["user", "add", "root", "--new-user-password", password]);
+        self.ctl_ok(&["auth", "enable"]);
+        self.user = Some(format!("root:{password}"));
     }
 
     /// Compacts history up to the current revision.
