@@ -67,8 +67,8 @@ pub struct EtcdTarget {
     /// Each key as the last range read saw it: a write compares the
     /// revision of what its change was planned from.
     seen: Mutex<HashMap<String, Seen>>,
-    /// The revision each of tend's own writes left at a key, until the
-    /// watch has seen it: an event showing exactly that is no drift.
+    /// What each of tend's own writes leaves at a key, until the watch has
+    /// seen it: an event showing exactly that is no drift.
     echoes: watch::Echoes,
     /// The revision of the last range read: a watch begun later starts
     /// just after it, so no change between the two is missed.
@@ -180,17 +180,13 @@ impl EtcdTarget {
                 None => TxnOp::delete(w.key.clone(), None),
             })
             .collect();
+        for w in writes {
+            self.echoes.writing(&w.path, w.put.as_deref());
+        }
         let txn = Txn::new().when(compares).and_then(ops);
         let answer = self
             .conn
             .call(move |mut c| async move { c.txn(txn).await })?;
-        if answer.succeeded() {
-            if let Some(h) = answer.header() {
-                for w in writes {
-                    self.echoes.wrote(&w.path, h.revision());
-                }
-            }
-        }
         Ok(answer.succeeded())
     }
 

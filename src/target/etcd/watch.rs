@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use etcd_client::{GetOptions, WatchOptions};
+use etcd_client::{EventType, GetOptions, WatchOptions};
 
 use super::client::{describe, Connection};
 use crate::backoff;
@@ -19,32 +19,30 @@ use crate::target::{ChangeSink, Recheck, Subscription};
 /// Longest wait between two attempts to watch again.
 const MAX_RECONNECT: Duration = Duration::from_secs(10);
 
-/// The revisions tend's own writes left, per key, until the watch shows
-/// them: an event at exactly that revision is tend's write coming back.
+/// What tend's own writes leave, per key, noted before each write and
+/// forgotten when the watch shows it: an event leaving exactly that (the
+/// value put, or the key gone) is tend's write coming back, however soon
+/// it arrives. The value is compared, not the revision, which is known
+/// only once the write has answered.
 #[derive(Clone, Default)]
-pub struct Echoes(Arc<Mutex<HashMap<String, i64>>>);
+pub struct Echoes(Arc<Mutex<HashMap<String, Option<Vec<u8>>>>>);
 
 impl Echoes {
-    pub fn wrote(&self, key: &str, revision: i64) {
+    /// Before writing `value` at `key` (`None`: deleting it).
+    pub fn writing(&self, key: &str, value: Option<&[u8]>) {
         self.0
             .lock()
             .expect("echoes lock")
-            .insert(key.to_string(), revision);
+            .insert(key.to_string(), value.map(<[u8]>::to_vec));
     }
 
-    /// Whether the event at `revision` is tend's own write (forgotten then).
-    fn is_echo(&self, key: &str, revision: i64) -> bool {
+    /// Whether an event leaving `value` (`None`: a delete) at `key` is
+    /// tend's own write; either way what was noted for the key is done.
+    fn is_echo(&self, key: &str, value: Option<&[u8]>) -> bool {
         let mut echoes = self.0.lock().expect("echoes lock");
-        match echoes.get(key) {
-            Some(r) if *r == revision => {
-                echoes.remove(key);
-                true
-            }
-            Some(r) if *r < revision => {
-                echoes.remove(key);
-                false
-            }
-            _ => false,
+        match echoes.remove(key) {
+            Some(left) => left.as_deref() == value,
+            None => false,
         }
     }
 }
@@ -192,7 +190,11 @@ impl Watch {
                     else {
                         continue;
                     };
-                    if self.echoes.is_echo(rel, revision) {
+                    let left = match event.event_type() {
+                        EventType::Delete => None,
+                        EventType::Put => Some(kv.value()),
+                    };
+                    if self.echoes.is_echo(rel, left) {
                         continue;
                     }
                     match st.managed.get(rel) {
