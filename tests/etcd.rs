@@ -319,4 +319,6 @@ fn the_watch_comes_back_after_etcd_restarts_and_resyncs_after_a_compaction() {
         "not restored after a compaction:\n{}",
         env.daemon_log()
     );
+    let log = env.daemon_log();
+    assert!(log.contains("resyncing in full"), "{log}");
 }
