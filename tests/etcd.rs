@@ -322,3 +322,23 @@ fn the_watch_comes_back_after_etcd_restarts_and_resyncs_after_a_compaction() {
     let log = env.daemon_log();
     assert!(log.contains("resyncing in full"), "{log}");
 }
+
+#[test]
+fn explain_finds_a_key_by_its_whole_name_or_relative_to_the_prefix() {
+    if !etcd_here() {
+        return;
+    }
+    let etcd = Etcd::start();
+    let env = Env::new();
+    let cfg = config(&env, &etcd);
+    env.repo
+        .write("kv.tend.yaml", "kind: key\nkey: feature/flags\nvalue: on\n");
+    env.repo.commit("flags");
+    assert_eq!(sync(&env, &cfg).code, 0);
+    for what in ["/app/feature/flags", "feature/flags"] {
+        let r = env.tend(&["explain", what, "-c", cfg.to_str().unwrap()]);
+        assert_eq!(r.code, 0, "{what}: {r:?}");
+        assert!(r.stdout.contains("kv/key/feature/flags"), "{what}: {r:?}");
+        assert!(r.stdout.contains("kv.tend.yaml"), "{what}: {r:?}");
+    }
+}
