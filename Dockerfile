@@ -16,6 +16,11 @@ WORKDIR /src
 # zlib linked in: the binary then needs only glibc, libgcc_s and OpenSSL's
 # libssl3, which every runtime base here carries (distroless has no zlib).
 ENV LIBZ_SYS_STATIC=1
+# The etcd client crate compiles etcd's protocol with protoc at build time;
+# a builder that has it already (scripts/build-image's) skips the install.
+RUN [ -e /usr/include/google/protobuf/descriptor.proto ] || { apt-get update -qq \
+      && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends protobuf-compiler libprotobuf-dev >/dev/null \
+      && rm -rf /var/lib/apt/lists/*; }
 # .dockerignore lets in Cargo.toml, Cargo.lock, src and vendor alone.
 COPY . .
 RUN if [ -d vendor ]; then \

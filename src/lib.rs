@@ -4,6 +4,7 @@
 //! Data flows one way: source -> declare -> diff -> target -> ledger, with
 //! the reconciler driving.
 
+pub mod backoff;
 pub mod cli;
 pub mod commands;
 pub mod config;

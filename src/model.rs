@@ -30,6 +30,10 @@ impl ResourceId {
     pub fn target(&self) -> &str {
         self.0.split('/').next().unwrap_or("")
     }
+    /// The kind, the second segment of the identity.
+    pub fn kind(&self) -> &str {
+        self.0.split('/').nth(1).unwrap_or("")
+    }
     /// The key, what follows the target and the kind: a file's path.
     pub fn key(&self) -> &str {
         self.0.splitn(3, '/').nth(2).unwrap_or("")
@@ -263,6 +267,13 @@ impl Desired {
         self.id.target()
     }
 }
+
+/// The kind of an etcd key (`kind: key`), built in like `file`.
+pub const KEY_KIND: &str = "key";
+
+/// The mode a key's value is declared and observed with: a key has no mode,
+/// so modes never differ.
+pub const VALUE_MODE: u32 = 0o644;
 
 /// What a target saw at a path.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -209,5 +209,51 @@ pub fn to_patch(fields: &[Field]) -> Vec<Value> {
         .collect()
 }
 
+/// A patch of [`to_patch`] applied to a state, as a store that merges
+/// applies it: adds and replaces set the value (making missing or
+/// non-object parents objects), removes take the field out. Fields the
+/// patch does not name are left as they are.
+pub fn apply_patch(state: &Value, patch: &[Value]) -> Result<Value, String> {
+    let mut doc = state.clone();
+    if !doc.is_object() {
+        doc = Value::Object(Map::new());
+    }
+    for op in patch {
+        let path = op["path"]
+            .as_str()
+            .ok_or("a patch operation without `path`")?;
+        let t = tokens(path)?;
+        let Some((last, parents)) = t.split_last() else {
+            return Err("a patch operation on the whole object".into());
+        };
+        let mut node = &mut doc;
+        for k in parents {
+            let map = node.as_object_mut().expect("made an object below");
+            let child = map
+                .entry(k.clone())
+                .or_insert_with(|| Value::Object(Map::new()));
+            if !child.is_object() {
+                *child = Value::Object(Map::new());
+            }
+            node = child;
+        }
+        let map = node.as_object_mut().expect("made an object above");
+        match op["op"].as_str() {
+            Some("remove") => {
+                map.remove(last);
+            }
+            Some("add" | "replace") => {
+                map.insert(last.clone(), op["value"].clone());
+            }
+            other => {
+                return Err(format!(
+                    "patch operation {other:?} is not add, replace or remove"
+                ))
+            }
+        }
+    }
+    Ok(doc)
+}
+
 #[cfg(test)]
 mod tests;

@@ -454,3 +454,73 @@ fn a_pruned_secret_is_not_backed_up_and_the_audit_says_so() {
         );
     }
 }
+
+/// `decrypt: age` on an etcd key: the plaintext is put, nothing of it (nor
+/// of the value it replaced) is kept in the state dir, a second pass
+/// writes nothing, and a diff of a new secret shows only that it changed.
+#[test]
+fn an_etcd_key_is_put_decrypted_and_kept_nowhere() {
+    let Some(keys) = Keys::new() else { return };
+    if !util::can_run(
+        util::etcd::installed(),
+        "etcd and etcdctl are not installed (etcd-server, etcd-client)",
+    ) {
+        return;
+    }
+    let etcd = util::etcd::Etcd::start();
+    let env = Env::new();
+    let host = keys.x25519("host.key");
+    let (first, second, before) = (
+        "etcd-secret-one-7c21",
+        "etcd-secret-two-9a03",
+        "old-value-5e88",
+    );
+    etcd.put("/app/db/password", before);
+    env.repo
+        .write("s/db.age", keys.seal(first, &["-r", &host]))
+        .write(
+            "kv.tend.yaml",
+            "kind: key\nkey: db/password\nsource: s/db.age\ndecrypt: age\n",
+        );
+    env.repo.commit("a secret key");
+    let cfg = env.config(&format!(
+        "targets:\n  kv:\n    type: etcd\n    endpoints: [{}]\n    prefix: /app/\n    timeout: 2s\nsecrets:\n  age:\n    identities: [{}]\n",
+        etcd.endpoint(),
+        keys.path("host.key").display()
+    ));
+    let cfg = cfg.to_str().unwrap();
+    let s = env.tend(&["sync", "-c", cfg]);
+    assert_eq!(s.code, 0, "{s:?}");
+    assert_eq!(etcd.get("/app/db/password").as_deref(), Some(first));
+    let revision = etcd.revision();
+    let s = env.tend(&["sync", "-c", cfg]);
+    assert_eq!(s.code, 0, "{s:?}");
+    assert_eq!(etcd.revision(), revision, "a second pass wrote");
+
+    env.repo
+        .write("s/db.age", keys.seal(second, &["-r", &host]));
+    env.repo.commit("a new secret");
+    let d = env.tend(&["diff", "-c", cfg]);
+    assert_eq!(d.code, 1, "{d:?}");
+    assert!(
+        d.stdout.contains("kv/key/db/password: secret changed"),
+        "{d:?}"
+    );
+    let s = env.tend(&["sync", "-c", cfg]);
+    assert_eq!(s.code, 0, "{s:?}");
+    assert_eq!(etcd.get("/app/db/password").as_deref(), Some(second));
+    for text in [&d.all(), &s.all()] {
+        for m in [first, second, before] {
+            assert!(!text.contains(m), "{m} shown: {text}");
+        }
+    }
+    for (path, bytes) in util::snapshot_tree(env.state.path()) {
+        for m in [first, second, before] {
+            assert!(
+                !bytes.windows(m.len()).any(|w| w == m.as_bytes()),
+                "{m} is kept in {}",
+                path.display()
+            );
+        }
+    }
+}

@@ -8,7 +8,7 @@ use git2::Oid;
 
 use super::fail;
 use crate::cli::{Flags, Output};
-use crate::config::{Settings, TargetKind};
+use crate::config::Settings;
 use crate::ledger::{audit_tail, BackupStore, Ledger};
 use crate::model::{Desired, ResourceId};
 use crate::reconcile::{self, Context, Revision};
@@ -31,23 +31,19 @@ fn applied(ctx: &Context, ledger: &Ledger) -> Result<Option<(Revision, bool)>, S
     Ok(Some((rev, pinned)))
 }
 
-/// The declaration named by identity, or by its path (relative to a
-/// files target's root, or absolute under it).
+/// The declaration named by identity, or by its path in a target (as
+/// [`crate::config::TargetKind::locate`] reads it).
 fn find<'a>(ctx: &Context, rev: &'a Revision, what: &str) -> Option<&'a Desired> {
     let resources = &rev.declared.resources;
     if let Some(d) = resources.get(&ResourceId::from_string(what.to_string())) {
         return Some(d);
     }
-    let mut wanted = Vec::new();
-    for t in &ctx.settings.targets {
-        if let TargetKind::Files(c) = &t.kind {
-            let rel = match std::path::Path::new(what).strip_prefix(&c.root) {
-                Ok(rel) if what.starts_with('/') => rel.to_string_lossy().into_owned(),
-                _ => what.trim_start_matches('/').to_string(),
-            };
-            wanted.push((t.name.clone(), rel));
-        }
-    }
+    let wanted: Vec<(String, String)> = ctx
+        .settings
+        .targets
+        .iter()
+        .filter_map(|t| Some((t.name.clone(), t.kind.locate(what)?)))
+        .collect();
     resources.values().find(|d| {
         wanted
             .iter()

@@ -5,7 +5,7 @@
 
 use std::path::PathBuf;
 
-use crate::config::{Settings, TargetKind};
+use crate::config::Settings;
 use crate::declare::{self, Declared, TargetInfo};
 use crate::source::{self, Mirror, Snapshot, SourceError, SourceSpec};
 
@@ -74,18 +74,13 @@ pub fn declare_as_written(
     let mut infos: Vec<TargetInfo> = settings
         .targets
         .iter()
-        .map(|t| match &t.kind {
-            // What `FilesTarget::kinds` answers.
-            TargetKind::Files { .. } => TargetInfo {
+        .map(|t| {
+            let kinds = t.kind.kinds();
+            TargetInfo {
                 name: t.name.clone(),
-                kinds: vec!["file".into(), "symlink".into()],
-                kinds_unknown: None,
-            },
-            TargetKind::Exec { .. } => TargetInfo {
-                name: t.name.clone(),
-                kinds: Vec::new(),
-                kinds_unknown: Some("not started: declarations are read as written".into()),
-            },
+                kinds_unknown: kinds.as_ref().err().cloned(),
+                kinds: kinds.unwrap_or_default(),
+            }
         })
         .collect();
     if !config_given {

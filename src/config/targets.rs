@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use serde_yaml::Value;
 
+use crate::target::etcd::EtcdConfig;
 use crate::target::exec::ExecConfig;
 use crate::target::files::FilesConfig;
 
@@ -14,10 +15,11 @@ use crate::target::files::FilesConfig;
 pub enum TargetKind {
     Files(FilesConfig),
     Exec(ExecConfig),
+    Etcd(EtcdConfig),
 }
 
 /// The adapter types, as `type:` names them.
-pub const TYPES: &str = "files, exec";
+pub const TYPES: &str = "files, exec, etcd";
 
 #[derive(Debug, Clone)]
 pub struct TargetSettings {
@@ -36,6 +38,33 @@ impl TargetKind {
         match self {
             TargetKind::Files(_) => "files",
             TargetKind::Exec(_) => "exec",
+            TargetKind::Etcd(_) => "etcd",
+        }
+    }
+
+    /// The kinds the adapter serves, as far as the config tells without
+    /// starting it (a plugin's are its own to say); what a built target's
+    /// `kinds` answers for the others.
+    pub fn kinds(&self) -> Result<Vec<String>, String> {
+        match self {
+            TargetKind::Files(_) => Ok(crate::target::files::KINDS.map(String::from).to_vec()),
+            TargetKind::Exec(_) => Err("not started: declarations are read as written".into()),
+            TargetKind::Etcd(_) => Ok(vec![crate::target::etcd::KIND.to_string()]),
+        }
+    }
+
+    /// The path inside this target that `what` names for `tend explain`:
+    /// for files, relative to the root or absolute under it; for etcd, a
+    /// key relative to the prefix or the whole key; a plugin's objects are
+    /// named by identity alone.
+    pub fn locate(&self, what: &str) -> Option<String> {
+        match self {
+            TargetKind::Files(c) => Some(match std::path::Path::new(what).strip_prefix(&c.root) {
+                Ok(rel) if what.starts_with('/') => rel.to_string_lossy().into_owned(),
+                _ => what.trim_start_matches('/').to_string(),
+            }),
+            TargetKind::Exec(_) => None,
+            TargetKind::Etcd(c) => Some(what.strip_prefix(&c.prefix).unwrap_or(what).to_string()),
         }
     }
 
@@ -43,6 +72,7 @@ impl TargetKind {
         match self {
             TargetKind::Files(c) => c.validate(),
             TargetKind::Exec(c) => c.validate(),
+            TargetKind::Etcd(c) => c.validate(),
         }
     }
 }
@@ -84,6 +114,7 @@ pub fn resolve(section: BTreeMap<String, Value>) -> (Vec<TargetSettings>, Vec<Pr
         let parsed = match type_name.as_str() {
             "files" => serde_yaml::from_value(rest).map(TargetKind::Files),
             "exec" => serde_yaml::from_value(rest).map(TargetKind::Exec),
+            "etcd" => serde_yaml::from_value(rest).map(TargetKind::Etcd),
             other => {
                 problem(
                     Some("type"),

@@ -8,6 +8,7 @@ use git2::Oid;
 
 mod clash;
 mod fields;
+mod key;
 mod mirrored;
 mod sealed;
 mod select;
@@ -245,6 +246,7 @@ impl<'a> Builder<'a> {
         let serves = match kind.as_str() {
             "file" | "directory" => "file",
             "symlink" => "symlink",
+            crate::model::KEY_KIND => return self.key(d, origin),
             _ => return self.structured(d, origin),
         };
         let target = self.pick_target(d.target.as_deref(), serves)?;
@@ -290,6 +292,9 @@ impl<'a> Builder<'a> {
         misplaced("name", d.name.is_some())?;
         misplaced("spec", d.spec.is_some())?;
         misplaced("ignore", d.ignore.is_some())?;
+        misplaced("key", d.key.is_some())?;
+        misplaced("value", d.value.is_some())?;
+        misplaced("json", d.json.is_some())?;
         match kind {
             "symlink" => {
                 misplaced("source", d.source.is_some())?;

@@ -28,6 +28,11 @@ pub struct Decl {
     pub target_path: Option<String>,
     /// The hosts of a fleet this declaration is for (SPEC §12).
     pub hosts: Option<crate::model::host::HostSelector>,
+    /// etcd keys (`kind: key`): the key under the target's prefix, and its
+    /// value, inline or structured (`source:` reads it from a file).
+    pub key: Option<String>,
+    pub value: Option<String>,
+    pub json: Option<serde_json::Value>,
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -105,25 +105,7 @@ fn pointers_escape_and_validate() {
 
 /// RFC 6902 add/replace/remove over objects, as a plugin applies them.
 fn apply(doc: &Value, patch: &[Value]) -> Value {
-    let mut doc = doc.clone();
-    for op in patch {
-        let t = tokens(op["path"].as_str().unwrap()).unwrap();
-        let (last, parents) = t.split_last().unwrap();
-        let mut node = &mut doc;
-        for k in parents {
-            node = node.get_mut(k).expect("parent exists");
-        }
-        let map = node.as_object_mut().expect("parent is an object");
-        match op["op"].as_str().unwrap() {
-            "remove" => {
-                map.remove(last);
-            }
-            _ => {
-                map.insert(last.clone(), op["value"].clone());
-            }
-        }
-    }
-    doc
+    super::apply_patch(doc, patch).expect("a patch of to_patch applies")
 }
 
 fn leaf() -> impl Strategy<Value = Value> {

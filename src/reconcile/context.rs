@@ -11,6 +11,7 @@ use crate::config::{Settings, TargetKind};
 use crate::declare::{self, Declared, TargetInfo};
 use crate::model::{ContentSource, Observed, RelPath, ResourceId, Spec};
 use crate::source::{BlobReader, Mirror, Snapshot, SourceSpec};
+use crate::target::etcd::EtcdTarget;
 use crate::target::exec::ExecTarget;
 use crate::target::files::FilesTarget;
 use crate::target::{Probe, Target};
@@ -84,6 +85,9 @@ impl Context {
                 TargetKind::Exec(c) => ExecTarget::start(&t.name, &c.command, c.timeout.0)
                     .map(|e| Arc::new(e) as Arc<dyn Target>)
                     .map_err(|e| e.to_string()),
+                TargetKind::Etcd(c) => {
+                    EtcdTarget::build(&t.name, c).map(|e| Arc::new(e) as Arc<dyn Target>)
+                }
             };
             let target = built.map_err(|message| BuildError::Target {
                 name: t.name.clone(),

@@ -1,6 +1,7 @@
 //! The target adapter contract: observe many resources at once, tell absent
 //! from unknown, apply the smallest patch. One folder per adapter.
 
+pub mod etcd;
 pub mod exec;
 pub mod files;
 

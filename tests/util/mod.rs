@@ -6,6 +6,7 @@
 pub mod age;
 pub mod container;
 pub mod docker;
+pub mod etcd;
 pub mod gate;
 pub mod http;
 pub mod https;

@@ -7,14 +7,18 @@ use std::collections::{HashMap, HashSet};
 use super::Builder;
 use crate::model::{Desired, ResourceId, Spec};
 
+/// Whether a declaration names a path of a file system: not a plugin's
+/// object, nor an etcd key (`a` and `a/b` are two keys, not a file and a
+/// directory).
+fn on_a_file_system(d: &Desired) -> bool {
+    !matches!(d.spec, Spec::Structured(_)) && d.id.kind() != crate::model::KEY_KIND
+}
+
 impl Builder<'_> {
     /// Blocks both sides wherever one declared path lies inside another
     /// (a file cannot also be a directory).
     pub(super) fn nested_conflicts(&mut self) {
-        let on_paths = self
-            .resources
-            .values()
-            .filter(|d| !matches!(d.spec, Spec::Structured(_)));
+        let on_paths = self.resources.values().filter(|d| on_a_file_system(d));
         // Every directory above a declared path, per target. A directory's
         // ancestors are added with it, so the walk up stops at the first
         // one already known.
@@ -74,10 +78,7 @@ impl Builder<'_> {
     pub(super) fn case_clashes(&mut self) {
         let state = std::hash::RandomState::new();
         let mut seen: HashMap<u64, Vec<&Desired>> = HashMap::new();
-        let on_paths = self
-            .resources
-            .values()
-            .filter(|d| !matches!(d.spec, Spec::Structured(_)));
+        let on_paths = self.resources.values().filter(|d| on_a_file_system(d));
         for d in on_paths {
             seen.entry(folded_hash(&state, d.target(), d.path.as_str()))
                 .or_default()

@@ -31,7 +31,7 @@ impl Builder<'_> {
             .iter()
             .filter(|t| t.kinds_unknown.is_some())
             .collect();
-        let path_kind = matches!(kind, "file" | "symlink");
+        let path_kind = matches!(kind, "file" | "symlink" | "key");
         match named {
             Some(n) if serving.contains(&n) => Ok(n.to_string()),
             Some(n) if !path_kind && pending.iter().any(|t| t.name == n) => Ok(n.to_string()),

@@ -36,7 +36,7 @@ impl Builder<'_> {
             .any(|t| t.kinds_unknown.is_some() || t.kinds.contains(&kind));
         if !served {
             return Err(format!(
-                "unknown kind {kind:?}: no configured target serves it (built in: file, directory, symlink; other kinds come from exec targets' plugins)"
+                "unknown kind {kind:?}: no configured target serves it (built in: file, directory, symlink, key; other kinds come from exec targets' plugins)"
             ));
         }
         let misplaced = [
@@ -49,6 +49,9 @@ impl Builder<'_> {
             ("target_path", d.target_path.is_some()),
             // A plugin's secret is a value: `{decrypt: age, source: FILE}`.
             ("decrypt", d.decrypt.is_some()),
+            ("key", d.key.is_some()),
+            ("value", d.value.is_some()),
+            ("json", d.json.is_some()),
         ];
         if let Some((field, _)) = misplaced.iter().find(|(_, present)| *present) {
             return Err(format!(

@@ -20,7 +20,7 @@ pub const INVALID_PARAMS: i64 = -32602;
 pub const MAX_LINE: usize = 16 << 20;
 
 /// Kinds served by tend itself; a plugin may not claim them.
-const RESERVED_KINDS: &[&str] = &["file", "directory", "symlink"];
+const RESERVED_KINDS: &[&str] = &["file", "directory", "symlink", "key"];
 
 /// A JSON-RPC error object.
 #[derive(Debug, Clone, PartialEq, Deserialize)]

@@ -59,6 +59,9 @@ enum View {
     Broken(String),
 }
 
+/// The kinds this adapter serves (`directory` declares files).
+pub const KINDS: [&str; 2] = ["file", "symlink"];
+
 /// A `files` target instance: one root directory, one stat cache.
 pub struct FilesTarget {
     name: String,
@@ -264,7 +267,7 @@ impl Target for FilesTarget {
     }
 
     fn kinds(&self) -> Result<Vec<String>, String> {
-        Ok(vec!["file".into(), "symlink".into()])
+        Ok(KINDS.map(String::from).to_vec())
     }
 
     fn observe(&self, probes: &[Probe]) -> Vec<Observed> {

@@ -1,5 +1,6 @@
-//! Per-resource exponential backoff: 1 s doubling to 5 min, with jitter so a
-//! fleet of failures does not retry in lockstep.
+//! Exponential backoff, the one retry rule: 1 s doubling to 5 min, with
+//! jitter so a fleet of failures does not retry in lockstep. Resources are
+//! retried by it (reconcile), and connections made again (targets).
 
 use std::time::Duration;
 

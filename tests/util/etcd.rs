@@ -1,0 +1,256 @@
+//! A real etcd member for tests (Debian's etcd-server): its own data dir
+//! in a temp dir, free loopback ports, killed on drop, never left running.
+//! `etcdctl` (etcd-client) reads and writes beside tend as another writer.
+//! Self-contained, so unit tests include it too.
+
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+pub const ETCD: &str = "/usr/bin/etcd";
+pub const ETCDCTL: &str = "/usr/bin/etcdctl";
+
+/// Whether etcd and etcdctl are installed.
+pub fn installed() -> bool {
+    Path::new(ETCD).exists() && Path::new(ETCDCTL).exists()
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+pub struct Etcd {
+    pub name: String,
+    pub client_port: u16,
+    pub peer_port: u16,
+    dir: tempfile::TempDir,
+    child: Option<Child>,
+    /// `NAME:PASSWORD` etcdctl gives once auth is on.
+    user: Option<String>,
+}
+
+impl Etcd {
+    /// One member, started and answering.
+    pub fn start() -> Etcd {
+        let dir = tempfile::Builder::new()
+            .prefix("tend-etcd-")
+            .tempdir()
+            .unwrap();
+        let mut e = Etcd {
+            name: "m1".into(),
+            client_port: free_port(),
+            peer_port: free_port(),
+            dir,
+            child: None,
+            user: None,
+        };
+        e.resume();
+        e
+    }
+
+    pub fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.client_port)
+    }
+
+    pub fn data_dir(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    /// Starts the member again on its data dir and ports, and waits until
+    /// it answers.
+    pub fn resume(&mut self) {
+        assert!(self.child.is_none(), "etcd is already running");
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.path().join("etcd.log"))
+            .unwrap();
+        let peer = format!("http://127.0.0.1:{}", self.peer_port);
+        let child = Command::new(ETCD)
+            .arg("--name")
+            .arg(&self.name)
+            .arg("--data-dir")
+            .arg(self.data_dir())
+            .arg("--listen-client-urls")
+            .arg(self.endpoint())
+            .arg("--advertise-client-urls")
+            .arg(self.endpoint())
+            .arg("--listen-peer-urls")
+            .arg(&peer)
+            .arg("--initial-advertise-peer-urls")
+            .arg(&peer)
+            .arg("--initial-cluster")
+            .arg(format!("{}={peer}", self.name))
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .expect("start etcd");
+        self.child = Some(child);
+        let up = wait(20, || {
+            TcpStream::connect(("127.0.0.1", self.client_port)).is_ok()
+                && self.ctl(&["endpoint", "health"]).status.success()
+        });
+        assert!(up, "etcd did not come up:\n{}", self.log());
+    }
+
+    /// Kills the member (SIGKILL, as a crash) and waits for it to be gone.
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("etcd.log")).unwrap_or_default()
+    }
+
+    /// `etcdctl` against this member (API v3).
+    pub fn ctl(&self, args: &[&str]) -> Output {
+        let mut c = Command::new(ETCDCTL);
+        if let Some(user) = &self.user {
+            c.arg("--user").arg(user);
+        }
+        c.env("ETCDCTL_API", "3")
+            .arg("--endpoints")
+            .arg(self.endpoint())
+            .arg("--dial-timeout")
+            .arg("2s")
+            .arg("--command-timeout")
+            .arg("5s")
+            .args(args)
+            .output()
+            .expect("run etcdctl")
+    }
+
+    fn ctl_ok(&self, args: &[&str]) -> String {
+        let out = self.ctl(args);
+        assert!(
+            out.status.success(),
+            "etcdctl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    pub fn put(&self, key: &str, value: &str) {
+        self.ctl_ok(&["put", key, value]);
+    }
+
+    /// A key's value, or `None` when it is absent.
+    pub fn get(&self, key: &str) -> Option<String> {
+        let out = self.ctl_ok(&["get", key, "--print-value-only"]);
+        let v = out.strip_suffix('\n').unwrap_or(&out);
+        (!out.is_empty()).then(|| v.to_string())
+    }
+
+    /// Every key under `prefix`, sorted.
+    pub fn keys(&self, prefix: &str) -> Vec<String> {
+        let out = self.ctl_ok(&["get", prefix, "--prefix", "--keys-only"]);
+        out.lines()
+            .filter(|l| !l.is_empty())
+            .map(String::from)
+            .collect()
+    }
+
+    /// The store's current revision: it grows with every write.
+    pub fn revision(&self) -> i64 {
+        let out = self.ctl_ok(&[
+            "get",
+            "/",
+            "--prefix",
+            "--keys-only",
+            "--limit",
+            "1",
+            "-w",
+            "json",
+        ]);
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        v["header"]["revision"].as_i64().unwrap()
+    }
+
+    /// Turns etcd's auth on with a `root` user of this password, which
+    /// etcdctl uses from now on.
+    pub fn enable_auth(&mut self, password: &str) {
+        self.ctl_ok(&["user", "add", "root", "--new-user-password", password]);
+        self.ctl_ok(&["auth", "enable"]);
+        self.user = Some(format!("root:{password}"));
+    }
+
+    /// Compacts history up to the current revision.
+    pub fn compact(&self) {
+        let rev = self.revision().to_string();
+        self.ctl_ok(&["compaction", &rev, "--physical"]);
+    }
+
+    /// Every change of `key` in the history that is not compacted: its
+    /// values, oldest first (an empty string for a delete).
+    pub fn history(&self, key: &str) -> Vec<String> {
+        let mut child = Command::new(ETCDCTL)
+            .env("ETCDCTL_API", "3")
+            .arg("--endpoints")
+            .arg(self.endpoint())
+            .args(["watch", key, "--rev", "1", "-w", "json"])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(700));
+        let _ = child.kill();
+        let out = child.wait_with_output().unwrap();
+        let mut values = Vec::new();
+        for line in String::from_utf8_lossy(&out.stdout).lines() {
+            let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
+                continue;
+            };
+            for e in v["Events"].as_array().into_iter().flatten() {
+                let value = e["kv"]["value"].as_str().unwrap_or("");
+                values.push(decode(value));
+            }
+        }
+        values
+    }
+}
+
+impl Drop for Etcd {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// etcdctl's JSON gives values in base64.
+fn decode(b64: &str) -> String {
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut bits = 0u32;
+    let mut n = 0;
+    let mut out = Vec::new();
+    for c in b64.bytes().filter(|c| *c != b'=') {
+        let Some(v) = ALPHABET.iter().position(|a| *a == c) else {
+            continue;
+        };
+        bits = (bits << 6) | v as u32;
+        n += 6;
+        if n >= 8 {
+            n -= 8;
+            out.push((bits >> n) as u8);
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Polls `check` every 50 ms until it holds or `secs` pass.
+pub fn wait(secs: u64, mut check: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while Instant::now() < deadline {
+        if check() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    check()
+}
