@@ -88,9 +88,9 @@ fn bash_completion_parses_and_completes_subcommands_and_flags() {
         .output()
         .unwrap();
     assert!(check.status.success(), "{check:?}");
-    // Loaded, it completes `tend di` to diff and `tend diff --ag` to --against.
+    // Loaded, it completes `tend di` to diff and `tend diff --aga` to --against.
     let script = format!(
-        "source {}\nCOMP_WORDS=(tend di); COMP_CWORD=1; _tend tend di tend; echo \"${{COMPREPLY[@]}}\"\nCOMP_WORDS=(tend diff --ag); COMP_CWORD=2; _tend tend --ag diff; echo \"${{COMPREPLY[@]}}\"",
+        "source {}\nCOMP_WORDS=(tend di); COMP_CWORD=1; _tend tend di tend; echo \"${{COMPREPLY[@]}}\"\nCOMP_WORDS=(tend diff --aga); COMP_CWORD=2; _tend tend --aga diff; echo \"${{COMPREPLY[@]}}\"",
         file.path().display()
     );
     let out = Command::new("bash").arg("-c").arg(script).output().unwrap();

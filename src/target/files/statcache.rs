@@ -174,6 +174,13 @@ impl StatCache {
         Oid::from_bytes(&entry.blob).ok()
     }
 
+    /// The blob last recorded for `path`, whatever its stat is now: what
+    /// tend last knew to be there.
+    pub(super) fn last_known(&self, path: &str) -> Option<Oid> {
+        let inner = self.lock();
+        Oid::from_bytes(&inner.map.get(&path_key(path))?.blob).ok()
+    }
+
     /// Remembers that the file at `path`, with this stat, had content `blob`
     /// at filesystem time `recorded` (taken before the content was read).
     pub(super) fn record(&self, path: &str, meta: &Meta, blob: Oid, recorded: Option<i64>) {

@@ -244,6 +244,7 @@ impl FilesTarget {
                 old,
                 staged.dir.as_fd(),
                 &staged.file,
+                staged.blob,
                 ops,
             );
         }

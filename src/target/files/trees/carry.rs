@@ -2,7 +2,7 @@
 //! managed files: unchanged files cost nothing, and the stat cache vouches
 //! for them still.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::os::fd::AsFd;
 
 use rustix::fs::{self as rfs, AtFlags, FileType};
@@ -20,14 +20,17 @@ impl FilesTarget {
     /// Links each of `paths` that `from` holds (files and symlinks) into
     /// `to`, their stat cache entries carried across the link; the new
     /// tree's directories are synced before it can be called complete.
-    /// Returns how many were linked; one that cannot be is left for the
-    /// pass to write.
+    /// Returns how many were linked (one that cannot be is left for the
+    /// pass to write), and the files linked although their stat no longer
+    /// matches what tend last saw, with the blob it saw: edited in place,
+    /// the edit is in every tree sharing them.
     pub(super) fn carry_over(
         &self,
         from: &Root,
         to: &Root,
         paths: Vec<RelPath>,
-    ) -> Result<usize, TargetError> {
+    ) -> Result<(usize, HashMap<String, git2::Oid>), TargetError> {
+        let mut drifted = HashMap::new();
         let mut by_parent: BTreeMap<&str, Vec<&RelPath>> = BTreeMap::new();
         for path in &paths {
             by_parent.entry(path.split_last().0).or_default().push(path);
@@ -59,6 +62,11 @@ impl FilesTarget {
                     continue;
                 }
                 linked += 1;
+                if file && !known {
+                    if let Some(seen) = self.cache.last_known(path.as_str()) {
+                        drifted.insert(path.as_str().to_string(), seen);
+                    }
+                }
                 if known {
                     if let Ok(after) = stat_at(dst.as_fd(), name) {
                         self.cache.carry(path.as_str(), &before, &after);
@@ -73,7 +81,7 @@ impl FilesTarget {
         if let Some(whole) = whole {
             return whole
                 .sync(&self.fs_syncs)
-                .map(|()| linked)
+                .map(|()| (linked, drifted))
                 .map_err(|e| transient(REVS, "syncfs", e));
         }
         for dir in dirs {
@@ -82,6 +90,6 @@ impl FilesTarget {
                 .map_err(|e| transient(dir, "open", e))?;
             counted_fsync(&self.dir_syncs, fd.as_fd()).map_err(|e| transient(dir, "fsync", e))?;
         }
-        Ok(linked)
+        Ok((linked, drifted))
     }
 }

@@ -23,9 +23,13 @@ use crate::model::RelPath;
 
 impl FilesTarget {
     /// `path` in the tree being written, in `dir`, was `old` and is now
-    /// `new`. When that tree is the published one (a write there is a
-    /// correction), every kept tree holding `old` at `path` is relinked
-    /// to `new`. Best effort: the correction itself stands either way.
+    /// `new`, of content `blob`. When that tree is the published one (a
+    /// write there is a correction), every kept tree holding `old` at
+    /// `path` is relinked to `new`; so too from a tree being built, when
+    /// the file it took from the published tree had been edited in place
+    /// and `new` holds what tend last saw there (the revisions agree on
+    /// it). Best effort: the write itself stands either way.
+    #[allow(clippy::too_many_arguments)]
     pub(in crate::target::files) fn mend_kept(
         &self,
         trees: &Trees,
@@ -33,14 +37,18 @@ impl FilesTarget {
         old: &Meta,
         dir: BorrowedFd,
         new: &File,
+        blob: git2::Oid,
         ops: &mut Ops,
     ) {
         let current = {
             let st = trees.state();
             match st.writing {
                 Some((rev, false)) if st.published => rev.to_string(),
-                // A tree being built replaces what its revision changed:
-                // the old file is the kept tree's own.
+                Some((rev, true)) if st.drifted.get(path.as_str()) == Some(&blob) => {
+                    rev.to_string()
+                }
+                // Otherwise a tree being built replaces what its revision
+                // changed: the old file is the kept tree's own.
                 _ => return,
             }
         };

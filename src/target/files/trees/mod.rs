@@ -11,7 +11,7 @@ mod carry;
 mod dirs;
 mod mend;
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -49,6 +49,10 @@ struct State {
     /// Identities whose last write into the unpublished tree failed and
     /// is retried: the tree is not complete until they succeed.
     failed: HashSet<String>,
+    /// Files the tree being built took from the published one although
+    /// they had changed since tend last saw them (edited in place, so
+    /// in the kept trees sharing them too), with what tend saw there.
+    drifted: HashMap<String, Oid>,
 }
 
 impl Trees {
@@ -227,7 +231,8 @@ impl FilesTarget {
             .open_tree(&revs, &staging)
             .map_err(|e| transient(&at, "open", e))?;
         if let Some((_, from)) = &published {
-            let carried = self.carry_over(from, &tree, carried())?;
+            let (carried, drifted) = self.carry_over(from, &tree, carried())?;
+            st.drifted = drifted;
             tracing::debug!(target = %self.name, carried, revision = %rev, "new tree shares the published tree's files");
         }
         counted_fsync(&self.dir_syncs, revs.as_fd()).map_err(|e| transient(REVS, "fsync", e))?;
