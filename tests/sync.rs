@@ -275,14 +275,14 @@ fn validate_reports_every_config_problem_at_once() {
     let cfg = env.state.path().join("tend.yaml");
     std::fs::write(
         &cfg,
-        "targets:\n  a: {type: files, root: /srv, command: [x]}\n  b:\n    type: etcd\n  c: {type: exec}\nhooks:\n  h: {run: []}\npolicy:\n  max_prune: lots\n",
+        "targets:\n  a: {type: files, root: /srv, command: [x]}\n  b:\n    type: zookeeper\n  c: {type: exec}\nhooks:\n  h: {run: []}\npolicy:\n  max_prune: lots\n",
     )
     .unwrap();
     let r = env.tend(&["validate", "-c", cfg.to_str().unwrap()]);
     assert_eq!(r.code, 2, "{r:?}");
     for (line, needle) in [
         (2, "`command` does not apply to type files"),
-        (4, "unknown type \"etcd\""),
+        (4, "unknown type \"zookeeper\""),
         (5, "type exec needs `command`"),
         (7, "hook h"),
         (9, "max_prune"),

@@ -21,10 +21,10 @@ use crate::target::{Probe, Target, TargetError};
 /// Whether the test may go on: etcd is installed, or it is not and this
 /// is neither CI nor root (where scripts/test installs it).
 fn etcd_here() -> bool {
-    let strict = std::env::var_os("CI").is_some_and(|v| !v.is_empty())
-        || rustix::process::geteuid().is_root();
-    assert!(server::installed() || !strict, "etcd is not installed");
-    server::installed()
+    crate::test_gate::can_run(
+        server::installed(),
+        "etcd is not installed (etcd-server, etcd-client)",
+    )
 }
 
 #[derive(Default)]
