@@ -19,7 +19,7 @@ use super::{Declared, Options, Problem};
 use crate::model::{blob_id, Desired, FileSpec, Origin, RelPath, ResourceId, SharedStr, Spec};
 use crate::source::{refused_name, Entry, EntryMode, Refused, Snapshot, SourceError};
 pub(super) use clash::same_when_folded;
-use fields::{parent_dir, parse_mode, repo_join, resolve_principal};
+use fields::{decrypts, parent_dir, parse_mode, repo_join, resolve_principal};
 
 const LFS_POINTER: &[u8] = b"version https://git-lfs.github.com/spec/";
 
@@ -309,15 +309,7 @@ impl<'a> Builder<'a> {
             }
             _ => misplaced("target_path", d.target_path.is_some())?,
         }
-        let decrypt = match d.decrypt.as_deref() {
-            None => false,
-            Some("age") if d.source.is_some() => true,
-            Some("age") => return Err("`decrypt: age` needs `source:`, the age file".into()),
-            Some(other) => return Err(format!("decrypt: {other:?} is not known (known: age)")),
-        };
-        if decrypt && d.sensitive == Some(false) {
-            return Err("`decrypt: age` is always sensitive; drop `sensitive: false`".into());
-        }
+        let decrypt = decrypts(&d)?;
         let mode = d.mode.as_deref().map(parse_mode).transpose()?;
         let resolve = |p: &Option<yaml::IdOrName>, group| match p {
             Some(p) if !self.opts.as_written => resolve_principal(p, group).map(Some),

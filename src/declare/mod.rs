@@ -76,6 +76,31 @@ pub struct Options<'a> {
     pub decrypt_suffix: Option<&'a str>,
 }
 
+#[cfg(test)]
+impl<'a> Options<'a> {
+    /// What the unit tests read with: a host's reading, 1 KiB files at
+    /// most, no host identity, keys or suffix.
+    fn plain(
+        source_path: &'a str,
+        mirror: bool,
+        targets: &'a [TargetInfo],
+        hooks: &'a [String],
+    ) -> Options<'a> {
+        Options {
+            source_path,
+            mirror,
+            targets,
+            hooks,
+            max_file_size: 1024,
+            as_written: false,
+            host: None,
+            keyring: None,
+            recipients: &[],
+            decrypt_suffix: None,
+        }
+    }
+}
+
 /// The desired state of one revision.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Declared {

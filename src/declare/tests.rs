@@ -38,18 +38,7 @@ fn run(repo: &TestRepo, path: &str, mirror: bool) -> Declared {
     let fx = snapshot_of(repo);
     let t = targets();
     let hooks = vec!["reload".to_string()];
-    let opts = Options {
-        source_path: path,
-        mirror,
-        targets: &t,
-        hooks: &hooks,
-        max_file_size: 1024,
-        as_written: false,
-        host: None,
-        keyring: None,
-        recipients: &[],
-        decrypt_suffix: None,
-    };
+    let opts = Options::plain(path, mirror, &t, &hooks);
     declare(&fx.snapshot, &opts).unwrap()
 }
 

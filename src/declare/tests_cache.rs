@@ -21,18 +21,7 @@ fn declared(repo: &TestRepo, mirror: bool) -> Declared {
         },
     ];
     let hooks = vec!["reload".to_string()];
-    let opts = Options {
-        source_path: "",
-        mirror,
-        targets: &targets,
-        hooks: &hooks,
-        max_file_size: 1024,
-        as_written: false,
-        host: None,
-        keyring: None,
-        recipients: &[],
-        decrypt_suffix: None,
-    };
+    let opts = Options::plain("", mirror, &targets, &hooks);
     declare(&fx.snapshot, &opts).unwrap()
 }
 

@@ -32,18 +32,7 @@ fn targets(plugin_kinds: Result<Vec<&str>, &str>) -> Vec<TargetInfo> {
 fn run(repo: &TestRepo, targets: &[TargetInfo]) -> Declared {
     let fx = snapshot_of(repo);
     let hooks = vec!["reload".to_string()];
-    let opts = Options {
-        source_path: "",
-        mirror: false,
-        targets,
-        hooks: &hooks,
-        max_file_size: 1024,
-        as_written: false,
-        host: None,
-        keyring: None,
-        recipients: &[],
-        decrypt_suffix: None,
-    };
+    let opts = Options::plain("", false, targets, &hooks);
     declare(&fx.snapshot, &opts).unwrap()
 }
 

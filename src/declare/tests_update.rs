@@ -36,18 +36,7 @@ fn steps(
     let (_state, mirror) = mirror_of(repo);
     let t = targets();
     let hooks = Vec::new();
-    let opts = Options {
-        source_path: path,
-        mirror: true,
-        targets: &t,
-        hooks: &hooks,
-        max_file_size: 1024,
-        as_written: false,
-        host: None,
-        keyring: None,
-        recipients: &[],
-        decrypt_suffix: None,
-    };
+    let opts = Options::plain(path, true, &t, &hooks);
     let mut old = mirror.fetch().unwrap();
     let mut declared = declare(&mirror.snapshot(old).unwrap(), &opts).unwrap();
     let mut touched = Vec::new();
@@ -147,18 +136,7 @@ fn changes_it_cannot_patch_are_read_whole() {
     let (_state, mirror) = mirror_of(&repo);
     let t = targets();
     let hooks = Vec::new();
-    let opts = |source_path, mirror| Options {
-        source_path,
-        mirror,
-        targets: &t,
-        hooks: &hooks,
-        max_file_size: 1024,
-        as_written: false,
-        host: None,
-        keyring: None,
-        recipients: &[],
-        decrypt_suffix: None,
-    };
+    let opts = |source_path, mirror| Options::plain(source_path, mirror, &t, &hooks);
     let old = mirror.fetch().unwrap();
     let before = declare(&mirror.snapshot(old).unwrap(), &opts("conf", true)).unwrap();
     repo.write("conf/a.txt", "b");

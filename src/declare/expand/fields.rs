@@ -74,6 +74,21 @@ pub(super) fn resolve_principal(p: &IdOrName, group: bool) -> Result<u32, String
     })
 }
 
+/// Whether a declaration's `source:` is an age file to decrypt: `decrypt:
+/// age` needs a source and is always sensitive.
+pub(super) fn decrypts(d: &crate::declare::yaml::Decl) -> Result<bool, String> {
+    let decrypt = match d.decrypt.as_deref() {
+        None => false,
+        Some("age") if d.source.is_some() => true,
+        Some("age") => return Err("`decrypt: age` needs `source:`, the age file".into()),
+        Some(other) => return Err(format!("decrypt: {other:?} is not known (known: age)")),
+    };
+    if decrypt && d.sensitive == Some(false) {
+        return Err("`decrypt: age` is always sensitive; drop `sensitive: false`".into());
+    }
+    Ok(decrypt)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -4,7 +4,7 @@
 //! blob, like a file's; a `json:` value is a structured object whose
 //! declared fields alone are tend's.
 
-use super::fields::{parent_dir, repo_join};
+use super::fields::{decrypts, parent_dir, repo_join};
 use super::Builder;
 use crate::declare::yaml::Decl;
 use crate::model::{
@@ -46,15 +46,7 @@ impl Builder<'_> {
             .as_ref()
             .filter(|h| !self.opts.as_written && !self.opts.hooks.contains(h))
             .map(|h| format!("hook {h:?} is not defined in the local config"));
-        let decrypt = match d.decrypt.as_deref() {
-            None => false,
-            Some("age") if d.source.is_some() => true,
-            Some("age") => return Err("`decrypt: age` needs `source:`, the age file".into()),
-            Some(other) => return Err(format!("decrypt: {other:?} is not known (known: age)")),
-        };
-        if decrypt && d.sensitive == Some(false) {
-            return Err("`decrypt: age` is always sensitive; drop `sensitive: false`".into());
-        }
+        let decrypt = decrypts(&d)?;
         let spec = match hook_missing {
             Some(reason) => Err(reason),
             None => self.key_spec(&d, origin, path.as_str(), decrypt),
