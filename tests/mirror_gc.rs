@@ -6,23 +6,10 @@
 
 mod util;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use util::Env;
-
-/// The one mirror under the state dir.
-fn mirror_dir(env: &Env) -> PathBuf {
-    let mirrors = env.state.path().join("mirrors");
-    let mut dirs: Vec<PathBuf> = std::fs::read_dir(&mirrors)
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| !p.file_name().unwrap().to_string_lossy().starts_with('.'))
-        .collect();
-    assert_eq!(dirs.len(), 1, "{dirs:?}");
-    dirs.pop().unwrap()
-}
 
 /// Whether the mirror holds `id` (`git cat-file -e`).
 fn holds(mirror: &Path, id: &str) -> bool {
@@ -76,7 +63,7 @@ fn a_force_pushed_history_leaves_the_mirror_after_the_grace_but_kept_revisions_s
     let tip_blob = env.repo.git(&["rev-parse", "HEAD:tip.txt"]);
     let s = sync();
     assert_eq!(s.code, 0, "{s:?}");
-    let mirror = mirror_dir(&env);
+    let mirror = env.mirror_dir();
     // Collected, but younger than the grace: nothing is gone yet.
     assert!(mirror.join("tend-gc-done").exists());
     assert!(holds(&mirror, &doomed_blob), "a young object went");
@@ -126,7 +113,7 @@ fn the_daemon_collects_after_a_poll_and_publishes_the_mirrors_size() {
         &["--mirror"],
     );
     assert!(served.ready(30), "{}", env.daemon_log());
-    let mirror = mirror_dir(&env);
+    let mirror = env.mirror_dir();
     assert!(holds(&mirror, &doomed_blob));
 
     env.repo.git(&["reset", "-q", "--hard", &base]);
@@ -190,7 +177,7 @@ fn a_kept_link_tree_keeps_its_revision() {
     assert!(revs.join(&tip).is_dir() && revs.join(&kept).is_dir());
     assert!(!revs.join(&dropped).exists());
 
-    let mirror = mirror_dir(&env);
+    let mirror = env.mirror_dir();
     assert!(holds(&mirror, &dropped_blob));
     backdate(&mirror, "2 hours ago");
     sync();

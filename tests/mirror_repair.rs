@@ -7,22 +7,7 @@
 
 mod util;
 
-use std::path::PathBuf;
-
 use util::Env;
-
-/// The one mirror under the state dir.
-fn mirror_dir(env: &Env) -> PathBuf {
-    let mirrors = env.state.path().join("mirrors");
-    let mut dirs: Vec<PathBuf> = std::fs::read_dir(&mirrors)
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| !p.file_name().unwrap().to_string_lossy().starts_with('.'))
-        .collect();
-    assert_eq!(dirs.len(), 1, "{dirs:?}");
-    dirs.pop().unwrap()
-}
 
 fn assert_repaired(env: &Env, s: &util::Run) {
     assert_eq!(s.code, 0, "{s:?}");
@@ -48,7 +33,8 @@ fn a_mirror_that_lost_a_linked_loose_object_heals_at_the_next_sync() {
     env.repo.commit("one");
     assert_eq!(env.tend(&["sync", "--mirror"]).code, 0);
     let blob = env.repo.git(&["rev-parse", "HEAD:a.txt"]);
-    let loose = mirror_dir(&env)
+    let loose = env
+        .mirror_dir()
         .join("objects")
         .join(&blob[..2])
         .join(&blob[2..]);
@@ -85,7 +71,7 @@ fn a_mirror_that_lost_its_pack_heals_and_keeps_tend_refs() {
     env.repo.git(&["gc", "-q"]);
     transfer_only(&env);
     assert_eq!(env.tend(&["sync", "--mirror"]).code, 0);
-    let pack_dir = mirror_dir(&env).join("objects/pack");
+    let pack_dir = env.mirror_dir().join("objects/pack");
     let mut removed = 0;
     for e in std::fs::read_dir(&pack_dir).unwrap().flatten() {
         std::fs::remove_file(e.path()).unwrap();
@@ -103,7 +89,7 @@ fn a_mirror_that_lost_its_pack_heals_and_keeps_tend_refs() {
     assert_eq!(env.read("conf/z"), "z");
     let refs = std::process::Command::new("git")
         .args(["for-each-ref", "refs/tend/"])
-        .current_dir(mirror_dir(&env))
+        .current_dir(env.mirror_dir())
         .output()
         .unwrap();
     assert!(

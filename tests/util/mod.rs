@@ -307,6 +307,18 @@ impl Env {
             child: c.spawn().expect("start tend run"),
         }
     }
+    /// The one mirror under the state dir.
+    pub fn mirror_dir(&self) -> PathBuf {
+        let mirrors = self.state.path().join("mirrors");
+        let mut dirs: Vec<PathBuf> = std::fs::read_dir(&mirrors)
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| !p.file_name().unwrap().to_string_lossy().starts_with('.'))
+            .collect();
+        assert_eq!(dirs.len(), 1, "{dirs:?}");
+        dirs.pop().unwrap()
+    }
 
     pub fn daemon_log(&self) -> String {
         std::fs::read_to_string(self.state.path().join("daemon.log")).unwrap_or_default()
