@@ -511,3 +511,57 @@ fn an_edit_in_place_found_while_building_the_next_tree_is_corrected_in_the_kept_
         );
     }
 }
+
+/// As above, but the next revision changes the edited file itself: the new
+/// tree holds the new content, and each kept tree that shared the edit is
+/// given back what its revision declared, not the edit.
+#[test]
+fn an_edit_in_place_found_while_the_next_revision_changes_that_file_is_undone_in_the_kept_ones() {
+    let env = Env::new();
+    let args = [
+        "--mirror",
+        "--path",
+        "site",
+        "--link",
+        LINK,
+        "--link-keep",
+        "2",
+    ];
+    let sync = || {
+        let r = env.tend(&[&["sync"][..], &args].concat());
+        assert_eq!(r.code, 0, "{r:?}");
+    };
+    env.repo.write("site/a.txt", "a1\n");
+    env.repo.write("site/b.txt", "b1\n");
+    let v1 = env.repo.commit("v1");
+    sync();
+    env.repo.write("site/b.txt", "b2\n");
+    let v2 = env.repo.commit("v2");
+    sync();
+    let (t1, t2) = (tree_of(&env, &v1), tree_of(&env, &v2));
+    assert_eq!(ino(&t1.join("a.txt")), ino(&t2.join("a.txt")), "shared");
+    std::fs::write(env.at(&format!("{LINK}/a.txt")), "hand\n").unwrap();
+    assert_eq!(std::fs::read_to_string(t1.join("a.txt")).unwrap(), "hand\n");
+    env.repo.write("site/a.txt", "a3\n");
+    let v3 = env.repo.commit("v3");
+    sync();
+    assert!(linked(&env).unwrap().ends_with(&v3));
+    let t3 = tree_of(&env, &v3);
+    for (t, a, b) in [
+        (&t1, "a1\n", "b1\n"),
+        (&t2, "a1\n", "b2\n"),
+        (&t3, "a3\n", "b2\n"),
+    ] {
+        assert_eq!(
+            util::snapshot_tree(t),
+            [
+                (t.join("a.txt"), a.as_bytes().to_vec()),
+                (t.join("b.txt"), b.as_bytes().to_vec()),
+            ],
+            "{}",
+            t.display()
+        );
+    }
+    // The two kept trees still share one file, as their revisions agree.
+    assert_eq!(ino(&t1.join("a.txt")), ino(&t2.join("a.txt")));
+}

@@ -39,6 +39,9 @@ pub(super) struct Staged {
     /// The device the temp file is on: a whole-file-system sync only
     /// covers files on the root's own.
     dev: u64,
+    /// What kept trees sharing the replaced file, edited in place, held
+    /// before the edit, when this revision declares the file anew.
+    restore: Option<zeroize::Zeroizing<Vec<u8>>>,
 }
 
 impl Staged {
@@ -201,6 +204,12 @@ impl FilesTarget {
         // cache can trust at once: any later write, by anyone, leaves a
         // newer mtime.
         let mtime = recorded.map(|t| t - 1);
+        let restore = self
+            .trees
+            .as_ref()
+            .and_then(|trees| self.kept_before_edit(trees, &change.path, spec.blob))
+            .and_then(|seen| content.read(seen).ok())
+            .map(zeroize::Zeroizing::new);
         let (temp, mut file) = create_temp_file(dir.as_fd(), path, ops)?;
         let dev = match fill(&mut file, &bytes, uid, gid, spec.mode & 0o7777, mtime, ops) {
             Ok(dev) => dev,
@@ -218,6 +227,7 @@ impl FilesTarget {
             recorded,
             old,
             dev,
+            restore,
         })
     }
 
@@ -245,6 +255,7 @@ impl FilesTarget {
                 staged.dir.as_fd(),
                 &staged.file,
                 staged.blob,
+                staged.restore.as_deref().map(Vec::as_slice),
                 ops,
             );
         }
@@ -299,7 +310,7 @@ pub(super) fn temp_name() -> String {
 
 /// A new, empty temp file, created exclusively so nothing that already
 /// exists (a planted symlink included) is ever opened.
-fn create_temp_file(
+pub(super) fn create_temp_file(
     dir: BorrowedFd,
     path: &str,
     ops: &mut Ops,
@@ -320,7 +331,7 @@ fn create_temp_file(
 /// Content, owner, then mode (chown would clear setuid bits set before it),
 /// then the mtime if given; returns the file's device. Any failure here
 /// means the temp file is thrown away.
-fn fill(
+pub(super) fn fill(
     file: &mut File,
     bytes: &[u8],
     uid: Option<u32>,
