@@ -261,6 +261,28 @@ pub struct Desired {
     pub origin: Origin,
 }
 
+/// A plugin object's values decrypted from `decrypt: age` sources are
+/// wiped when the declaration holding them goes, as the plaintext of a
+/// decrypted file is ([`crate::secrets::Plaintext`]).
+impl Drop for Desired {
+    fn drop(&mut self) {
+        if let (true, Spec::Structured(s)) = (self.decrypted, &mut self.spec) {
+            wipe(&mut s.spec);
+        }
+    }
+}
+
+/// Zeroes every string of `value` in place.
+pub fn wipe(value: &mut serde_json::Value) {
+    use zeroize::Zeroize;
+    match value {
+        serde_json::Value::String(s) => s.zeroize(),
+        serde_json::Value::Array(items) => items.iter_mut().for_each(wipe),
+        serde_json::Value::Object(map) => map.values_mut().for_each(wipe),
+        _ => {}
+    }
+}
+
 impl Desired {
     /// The target's name, the first segment of the identity.
     pub fn target(&self) -> &str {
@@ -448,6 +470,19 @@ mod tests {
                 Err(e) => assert_eq!(Err(e), RelPath::parse(raw), "{raw:?}"),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod wipe_tests {
+    #[test]
+    fn wipe_empties_every_string_and_keeps_the_shape() {
+        let mut v = serde_json::json!({"a": "secret", "b": ["s2", {"c": "s3"}], "n": 1});
+        super::wipe(&mut v);
+        assert_eq!(
+            v,
+            serde_json::json!({"a": "", "b": ["", {"c": ""}], "n": 1})
+        );
     }
 }
 

@@ -524,3 +524,126 @@ fn an_etcd_key_is_put_decrypted_and_kept_nowhere() {
         }
     }
 }
+
+/// An identity file that cannot be read now (here a path that cannot be
+/// followed: a symlink to itself) may come back by itself: the secret is
+/// Failed and retried with backoff, each retry reading the keys again, and
+/// applied once the key is readable, without a new commit. A missing one is
+/// Blocked, and the next `sync` reads the keys again (never a cached
+/// refusal).
+#[test]
+fn an_unreadable_identity_is_retried_and_a_key_brought_back_counts_without_a_commit() {
+    let Some(keys) = Keys::new() else { return };
+    let env = Env::new();
+    let host = keys.x25519("host.key");
+    env.repo
+        .write("s/db.age", keys.seal("db secret\n", &["-r", &host]))
+        .write(
+            "app.tend.yaml",
+            format!(
+                "{}---\nkind: file\npath: etc/motd\ncontent: \"hi\\n\"\n",
+                decl("etc/db", "s/db.age")
+            ),
+        );
+    env.repo.commit("a secret");
+    let at = keys.path("mnt.key");
+    std::os::unix::fs::symlink(&at, &at).unwrap();
+    let extra = format!("secrets:\n  age:\n    identities: [{}]\n", at.display());
+    let served = env.serve(&extra, &[]);
+    let db = "files/file/etc/db";
+    let state = |id: &str| env.resource(id).unwrap_or_default();
+    assert!(
+        wait_until(20, || state(db)["state"] == "Failed"),
+        "{:?}\n{}",
+        state(db),
+        env.daemon_log()
+    );
+    let reason = state(db)["reason"].as_str().unwrap_or_default().to_string();
+    assert!(
+        reason.contains(&format!("{}: cannot be read", at.display())) && reason.contains("retried"),
+        "{reason}"
+    );
+    assert_eq!(env.read("etc/motd"), "hi\n");
+    assert!(!env.at("etc/db").exists());
+    // The mount comes back: the retry reads the key and applies.
+    std::fs::remove_file(&at).unwrap();
+    std::fs::copy(keys.path("host.key"), &at).unwrap();
+    std::fs::set_permissions(&at, std::fs::Permissions::from_mode(0o600)).unwrap();
+    assert!(
+        wait_until(30, || env.at("etc/db").exists()),
+        "{:?}\n{}",
+        state(db),
+        env.daemon_log()
+    );
+    assert_eq!(env.read("etc/db"), "db secret\n");
+    assert!(wait_until(10, || state(db)["state"] == "InSync"));
+    drop(served);
+
+    // Missing: Blocked (a human's to supply), and the next sync, same
+    // revision, reads the keys again.
+    std::fs::remove_file(env.at("etc/db")).unwrap();
+    let gone = keys.path("gone.key");
+    let s = env.tend(&["sync", "--age-identity", gone.to_str().unwrap()]);
+    assert_eq!(s.code, 3, "{s:?}");
+    assert!(!env.at("etc/db").exists());
+    std::fs::copy(keys.path("host.key"), &gone).unwrap();
+    std::fs::set_permissions(&gone, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let s = env.tend(&["sync", "--age-identity", gone.to_str().unwrap()]);
+    assert_eq!(s.code, 0, "{s:?}");
+    assert_eq!(env.read("etc/db"), "db secret\n");
+}
+
+/// A secret on either side of an overwrite is not backed up: a new secret
+/// over the old one, and plain content over what was a secret (its
+/// declaration no longer decrypts). The audit line says so each time.
+#[test]
+fn an_overwritten_secret_is_not_backed_up_even_by_plain_content() {
+    let Some(keys) = Keys::new() else { return };
+    let env = Env::new();
+    let host = keys.x25519("host.key");
+    let (one, two) = ("first-secret-7c41", "second-secret-93ae");
+    env.repo
+        .write("s/db.age", keys.seal(one, &["-r", &host]))
+        .write("s.tend.yaml", util::age::decl("etc/db.pass", "s/db.age"));
+    env.repo.commit("a secret");
+    let key = keys.path("host.key");
+    let id = key.to_str().unwrap();
+    let sync = || {
+        let s = env.tend(&["sync", "--age-identity", id]);
+        assert_eq!(s.code, 0, "{s:?}");
+    };
+    sync();
+    env.repo.write("s/db.age", keys.seal(two, &["-r", &host]));
+    env.repo.commit("rotated");
+    sync();
+    assert_eq!(env.read("etc/db.pass"), two);
+    env.repo.write(
+        "s.tend.yaml",
+        "kind: file\npath: etc/db.pass\ncontent: \"no longer secret\\n\"\n",
+    );
+    env.repo.commit("plain now");
+    sync();
+    assert_eq!(env.read("etc/db.pass"), "no longer secret\n");
+    let audit = std::fs::read_to_string(env.state.path().join("audit.jsonl")).unwrap();
+    let updates: Vec<serde_json::Value> = audit
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .filter(|e: &serde_json::Value| e["action"] == "update")
+        .collect();
+    assert_eq!(updates.len(), 2, "{audit}");
+    for u in &updates {
+        assert_eq!(
+            u["backup"], "not kept: it held a decrypted secret",
+            "{audit}"
+        );
+    }
+    for (path, bytes) in util::snapshot_tree(env.state.path()) {
+        for marker in [one, two] {
+            assert!(
+                !bytes.windows(marker.len()).any(|w| w == marker.as_bytes()),
+                "{marker} is kept in {}",
+                path.display()
+            );
+        }
+    }
+}

@@ -20,7 +20,7 @@ use crate::ledger::{ResourceRecord, State};
 use crate::model::ResourceId;
 use crate::reconcile::{
     self, action_for, backoff, load_next, trust, Clock, Context, Next, Outcome, PassOptions,
-    PassReport, Recorder, Scope,
+    PassReport, Recorder, Revision, Scope,
 };
 use crate::target::Recheck;
 
@@ -68,6 +68,9 @@ pub(super) struct Loop {
     clock: Arc<dyn Clock>,
     /// The mirror's collection running beside the loop, if one is.
     collecting: Option<tokio::task::JoinHandle<()>>,
+    /// The current revision was read for the pass about to run: its keys
+    /// need no second reading.
+    just_read: bool,
 }
 
 impl Loop {
@@ -105,6 +108,7 @@ impl Loop {
             collecting: None,
             full_due: None,
             clock,
+            just_read: false,
         }
     }
 
@@ -382,7 +386,26 @@ impl Loop {
         let rev = Arc::new(rev);
         self.shared.set_current(rev);
         self.settled = None;
+        self.just_read = true;
         self.pass(scope).await;
+    }
+
+    /// The current revision read again (see [`crate::declare::Declared::reread`]):
+    /// a decryption waited on an identity file, which may be back.
+    async fn reread(&mut self, rev: Arc<Revision>) -> Arc<Revision> {
+        let (id, provenance) = (rev.id, rev.provenance.clone());
+        match self.blocking(move |ctx, _| reconcile::load(ctx, id)).await {
+            Ok(mut fresh) => {
+                fresh.provenance = provenance;
+                let fresh = Arc::new(fresh);
+                self.shared.set_current(fresh.clone());
+                fresh
+            }
+            Err(e) => {
+                tracing::warn!(revision = %id, error = %e, "cannot read the revision again; its last reading stays");
+                rev
+            }
+        }
     }
 
     pub(super) async fn pass(&mut self, scope: Scope) {
@@ -403,6 +426,11 @@ impl Loop {
                 self.queue.done(k);
             }
             return;
+        };
+        let fresh = std::mem::take(&mut self.just_read);
+        let rev = match rev.declared.reread && !fresh {
+            true => self.reread(rev).await,
+            false => rev,
         };
         let (opts, ctl) = (self.opts, self.shared.ctl.clone());
         let full = matches!(scope, Scope::All);

@@ -69,7 +69,8 @@ pub fn store(file: &Path, key: &[u8; 32], declared: &Declared) {
     // A secret lives nowhere but in the declaration (and the target): it
     // is not copied into the state dir. Such a revision is read from its
     // tree each time.
-    if holds_secret(declared) {
+    // Nor is one whose keys are to be read again.
+    if holds_secret(declared) || declared.reread {
         let _ = fs::remove_file(file);
         return;
     }

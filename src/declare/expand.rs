@@ -52,6 +52,11 @@ pub(super) struct Builder<'a> {
     /// The target of every mirrored file, picked once.
     mirror_target: Option<Result<String, String>>,
     owners: BTreeMap<ResourceId, crate::declare::WrittenOwner>,
+    /// A decryption failed on an identity file that could not be read.
+    reread: bool,
+    /// The reasons of decryptions that failed on an identity file
+    /// unreadable now: what they block is retried, not held.
+    key_waits: HashSet<String>,
 }
 
 impl<'a> Builder<'a> {
@@ -71,6 +76,8 @@ impl<'a> Builder<'a> {
             mirrored: Vec::new(),
             mirror_target: None,
             owners: BTreeMap::new(),
+            reread: false,
+            key_waits: HashSet::new(),
         }
     }
 
@@ -484,9 +491,17 @@ impl<'a> Builder<'a> {
             self.resources.remove(id);
         }
         self.notes.sort_by(|a, b| a.file.cmp(&b.file));
+        let waiting = self
+            .blocked
+            .iter()
+            .filter(|(_, why)| self.key_waits.iter().any(|w| why.contains(w.as_str())))
+            .map(|(id, _)| id.clone())
+            .collect();
         Declared {
             resources: self.resources,
             blocked: self.blocked,
+            waiting,
+            reread: self.reread,
             problems: self.problems,
             notes: self.notes,
             inline: self.inline,

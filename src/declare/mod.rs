@@ -108,6 +108,13 @@ pub struct Declared {
     /// Identities that are declared but cannot be applied (conflicts, bad
     /// sources, missing hooks): `Blocked` with the reason.
     pub blocked: BTreeMap<ResourceId, String>,
+    /// The blocked identities whose cause may pass by itself (an identity
+    /// file there but unreadable now): `Failed`, retried with backoff.
+    pub waiting: BTreeSet<ResourceId>,
+    /// A decryption failed on an identity file that could not be read
+    /// (missing or unreadable): the revision is read again before each
+    /// pass, and never cached, so a key brought back counts at once.
+    pub reread: bool,
     pub problems: Vec<Problem>,
     /// What the revision holds that is left out without blocking anything
     /// or holding prune (submodules), sorted by path: warnings for status.

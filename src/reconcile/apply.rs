@@ -78,7 +78,11 @@ pub fn apply(
         .iter()
         .filter(|(id, _)| p.scope.contains(id))
     {
-        run.set(id, State::Blocked, Some(reason.clone()));
+        let state = match rev.declared.waiting.contains(id) {
+            true => State::Failed,
+            false => State::Blocked,
+        };
+        run.set(id, state, Some(reason.clone()));
     }
 
     // Decide, then write: nothing is written before every check is made.

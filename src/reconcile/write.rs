@@ -64,7 +64,7 @@ pub(super) fn corrections(
             break;
         }
         let changes: Vec<&Change> = chunk.iter().map(|t| t.change).collect();
-        for (t, result) in chunk.iter().zip(write_batch(run, rec, &changes, &[])?) {
+        for (t, result) in chunk.iter().zip(write_batch(run, rec, &changes)?) {
             match result {
                 Ok(writes) => {
                     report.writes += writes;
@@ -127,14 +127,29 @@ pub(super) fn adopt(rec: &mut Recorder, adopted: &[&Desired]) -> Result<(), Ledg
 /// Writes one batch: intents (inventory for creates, pending hooks) in one
 /// transaction before any write, then the writes, then one audit append.
 /// Writes `changes` through their targets; what is replaced is backed up,
-/// but for the resources in `withheld` (pruned secrets), whose content is
-/// never kept.
+/// but where a secret is on either side: a change that writes a decrypted
+/// secret, or one that replaces or removes what tend last applied as one
+/// (its applied digest says so). A backup would keep a secret in clear, so
+/// none is kept and the audit line says so. This is the one place that
+/// rule is kept, for every target.
 fn write_batch(
     run: &Run,
     rec: &mut Recorder,
     changes: &[&Change],
-    withheld: &[ResourceId],
 ) -> Result<Vec<Result<u64, TargetError>>, LedgerError> {
+    let mut withheld = Vec::new();
+    {
+        let applied = rec.applied_digests(changes.len())?;
+        for c in changes {
+            let writes_secret = c.desired.as_ref().is_some_and(|d| d.decrypted);
+            let replaces_secret =
+                c.action != Action::Create && applied.get(&c.id)?.is_some_and(|d| holds_secret(&d));
+            if writes_secret || replaces_secret {
+                withheld.push(c.id.clone());
+            }
+        }
+    }
+    let withheld = &withheld[..];
     let swept = rec.temp_swept();
     rec.ledger.transaction(|tx| {
         if swept {
@@ -319,16 +334,8 @@ pub(super) fn deletes(
             }
             break;
         }
-        let applied = rec.applied_digests(chunk.len())?;
-        let mut secrets = Vec::new();
-        for c in chunk {
-            if applied.get(&c.id)?.is_some_and(|d| holds_secret(&d)) {
-                secrets.push(c.id.clone());
-            }
-        }
-        drop(applied);
         let mut gone = Vec::new();
-        for (c, result) in chunk.iter().zip(write_batch(run, rec, chunk, &secrets)?) {
+        for (c, result) in chunk.iter().zip(write_batch(run, rec, chunk)?) {
             match result {
                 Ok(writes) => {
                     report.writes += writes;
@@ -351,8 +358,7 @@ pub(super) fn deletes(
     Ok(())
 }
 
-/// The backups of a batch, less those of pruned secrets: their content is
-/// not kept, and the audit line says so.
+/// The backups of a batch, less those of secrets (see [`write_batch`]).
 struct Withheld<'a> {
     inner: &'a dyn Backup,
     withheld: &'a [ResourceId],

@@ -12,6 +12,20 @@ type Identity = Box<dyn age::Identity + Send + Sync>;
 pub struct KeyFile {
     path: PathBuf,
     loaded: Result<Vec<Identity>, String>,
+    unread: Unread,
+}
+
+/// Whether an identity file could not be read at all, and how: a file
+/// that is there but refused (its mode, its form) is neither.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Unread {
+    /// Read (or refused for what it holds).
+    No,
+    /// Not there: a human's to supply, seen at the next read.
+    Missing,
+    /// There but unreadable now (an I/O error, a mount gone, a path that
+    /// cannot be followed): it may come back by itself.
+    Unreadable,
 }
 
 impl KeyFile {
@@ -20,6 +34,9 @@ impl KeyFile {
     }
     pub fn identities(&self) -> Result<&[Identity], &str> {
         self.loaded.as_deref().map_err(String::as_str)
+    }
+    pub fn unread(&self) -> Unread {
+        self.unread
     }
 }
 
@@ -45,9 +62,16 @@ impl Keyring {
     pub fn load(paths: &[PathBuf]) -> Keyring {
         let files = paths
             .iter()
-            .map(|path| KeyFile {
-                path: path.clone(),
-                loaded: read(path),
+            .map(|path| {
+                let (loaded, unread) = match read(path) {
+                    Ok(ids) => (Ok(ids), Unread::No),
+                    Err((why, unread)) => (Err(why), unread),
+                };
+                KeyFile {
+                    path: path.clone(),
+                    loaded,
+                    unread,
+                }
             })
             .collect();
         Keyring { files }
@@ -58,30 +82,46 @@ impl Keyring {
     }
 }
 
-fn read(path: &Path) -> Result<Vec<Identity>, String> {
-    let meta = std::fs::metadata(path).map_err(|e| format!("cannot be read: {e}"))?;
+fn unread(e: std::io::Error) -> (String, Unread) {
+    match e.kind() {
+        std::io::ErrorKind::NotFound => (format!("cannot be read: {e}"), Unread::Missing),
+        _ => (format!("cannot be read: {e}"), Unread::Unreadable),
+    }
+}
+
+fn read(path: &Path) -> Result<Vec<Identity>, (String, Unread)> {
+    let refused = |why: String| (why, Unread::No);
+    read_identities(path).map_err(|e| match e {
+        Err(io) => unread(io),
+        Ok(why) => refused(why),
+    })
+}
+
+/// An identity file's identities; an I/O error (`Err`) or a refusal of
+/// what it holds (`Ok`).
+fn read_identities(path: &Path) -> Result<Vec<Identity>, Result<String, std::io::Error>> {
+    let meta = std::fs::metadata(path).map_err(Err)?;
     if !meta.is_file() {
-        return Err("is not a regular file".into());
+        return Err(Ok("is not a regular file".into()));
     }
     let mode = meta.permissions().mode() & 0o777;
     if mode & 0o077 != 0 {
-        return Err(format!(
+        return Err(Ok(format!(
             "is readable by others than its owner (mode {mode:04o}); refused, as ssh does: chmod 600 it"
-        ));
+        )));
     }
-    let bytes =
-        zeroize::Zeroizing::new(std::fs::read(path).map_err(|e| format!("cannot be read: {e}"))?);
-    let text = std::str::from_utf8(&bytes).map_err(|_| "is not text".to_string())?;
+    let bytes = zeroize::Zeroizing::new(std::fs::read(path).map_err(Err)?);
+    let text = std::str::from_utf8(&bytes).map_err(|_| Ok("is not text".to_string()))?;
     if text.trim_start().starts_with("-----BEGIN") {
-        return ssh(text, path);
+        return ssh(text, path).map_err(Ok);
     }
     let file = age::IdentityFile::from_buffer(BufReader::new(text.as_bytes()))
-        .map_err(|e| format!("is not an age identity file: {e}"))?;
+        .map_err(|e| Ok(format!("is not an age identity file: {e}")))?;
     let identities = file
         .into_identities()
-        .map_err(|_| "holds an identity tend cannot use (plugins are not supported)".to_string())?;
+        .map_err(|_| Ok("holds an identity tend cannot use (plugins are not supported)".into()))?;
     if identities.is_empty() {
-        return Err("holds no identity".into());
+        return Err(Ok("holds no identity".into()));
     }
     Ok(identities)
 }

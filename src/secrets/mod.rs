@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use zeroize::Zeroizing;
 
-pub use identity::{Keyring, NO_KEYS};
+pub use identity::{Keyring, Unread, NO_KEYS};
 pub use stanzas::{check_recipients, parse_recipient, Recipient};
 
 /// `secrets.age` as settled from flags, environment and the config file.
@@ -57,9 +57,41 @@ pub enum SecretError {
     /// sealed with a passphrase.
     #[error("{file} is not a usable age file: {why}")]
     Damaged { file: String, why: String },
-    /// No configured identity opens it; each identity file's answer.
-    #[error("{file}: no identity decrypts it (tried {})", tried_text(.tried))]
-    NoIdentity { file: String, tried: Vec<String> },
+    /// No configured identity opens it; each identity file's answer, and
+    /// the worst of them when one could not be read at all.
+    #[error("{file}: no identity decrypts it (tried {}){}", tried_text(.tried), unread_text(*.unread))]
+    NoIdentity {
+        file: String,
+        tried: Vec<String>,
+        unread: Unread,
+    },
+}
+
+impl SecretError {
+    /// An identity file could not be read: reading the keys again (the
+    /// next pass does) may open it without a new revision.
+    pub fn rereads(&self) -> bool {
+        matches!(self, SecretError::NoIdentity { unread, .. } if *unread != Unread::No)
+    }
+
+    /// The failure may pass by itself (an identity file there but
+    /// unreadable now): retried with backoff, not held for a human.
+    pub fn transient(&self) -> bool {
+        matches!(
+            self,
+            SecretError::NoIdentity {
+                unread: Unread::Unreadable,
+                ..
+            }
+        )
+    }
+}
+
+fn unread_text(unread: Unread) -> &'static str {
+    match unread {
+        Unread::Unreadable => "; retried, as an identity file that cannot be read may come back",
+        Unread::Missing | Unread::No => "",
+    }
 }
 
 fn tried_text(tried: &[String]) -> String {
@@ -114,11 +146,13 @@ pub fn check_format(file: &str, bytes: &[u8]) -> Result<(), SecretError> {
 pub fn decrypt(keyring: &Keyring, file: &str, bytes: &[u8]) -> Result<Plaintext, SecretError> {
     open(file, bytes)?;
     let mut tried = Vec::new();
+    let mut unread = Unread::No;
     for key in keyring.files() {
         let identities = match key.identities() {
             Ok(ids) => ids,
             Err(why) => {
                 tried.push(format!("{}: {why}", key.path().display()));
+                unread = unread.max(key.unread());
                 continue;
             }
         };
@@ -142,6 +176,7 @@ pub fn decrypt(keyring: &Keyring, file: &str, bytes: &[u8]) -> Result<Plaintext,
     Err(SecretError::NoIdentity {
         file: file.to_string(),
         tried,
+        unread,
     })
 }
 

@@ -142,3 +142,26 @@ fn ssh_recipients_are_checked_by_their_tag_and_x25519_ones_are_not() {
     assert!(check_format("db.age", &to_alice).is_ok());
     assert!(parse_recipient("ssh-dss AAAA").is_err());
 }
+
+#[test]
+fn a_key_that_cannot_be_read_now_is_transient_and_a_missing_one_is_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, theirs) = x25519(dir.path(), "theirs.key");
+    let sealed = seal(dir.path(), b"secret", &["-r", &theirs]);
+    let missing = dir.path().join("missing.key");
+    let looped = dir.path().join("loop.key");
+    std::os::unix::fs::symlink(&looped, &looped).unwrap();
+    let (wrong, _) = x25519(dir.path(), "wrong.key");
+
+    let e = decrypt(&Keyring::load(std::slice::from_ref(&wrong)), "a.age", &sealed).unwrap_err();
+    assert!(!e.rereads() && !e.transient(), "{e}");
+    let e = decrypt(&Keyring::load(&[wrong.clone(), missing]), "a.age", &sealed).unwrap_err();
+    assert!(e.rereads() && !e.transient(), "{e}");
+    let e = decrypt(&Keyring::load(&[wrong, looped.clone()]), "a.age", &sealed).unwrap_err();
+    assert!(e.rereads() && e.transient(), "{e}");
+    assert!(
+        e.to_string()
+            .contains(&format!("{}: cannot be read", looped.display())),
+        "{e}"
+    );
+}

@@ -23,7 +23,14 @@ impl Builder<'_> {
             };
         }
         let keyring = self.opts.keyring.unwrap_or(&secrets::NO_KEYS);
-        let plain = secrets::decrypt(keyring, file, &bytes).map_err(|e| e.to_string())?;
+        let plain = secrets::decrypt(keyring, file, &bytes).map_err(|e| {
+            self.reread |= e.rereads();
+            let why = e.to_string();
+            if e.transient() {
+                self.key_waits.insert(why.clone());
+            }
+            why
+        })?;
         // This host reads it; another one may not.
         for message in secrets::check_recipients(file, &bytes, self.opts.recipients) {
             self.notes.push(Problem {

@@ -150,10 +150,7 @@ impl EtcdTarget {
             _ => Some(value::desired(change, content).map_err(TargetError::Terminal)?),
         };
         let mut backups = Vec::new();
-        // What a decrypted secret overwrites is not kept: a backup would
-        // hold it in clear (the plaintext is never in the state dir).
-        let secret = change.desired.as_ref().is_some_and(|d| d.decrypted);
-        if let Some(bytes) = previous.as_ref().filter(|_| !secret) {
+        if let Some(bytes) = &previous {
             let reference = backup
                 .save(&change.id, bytes)
                 .map_err(|e| TargetError::Transient(format!("{}: back up: {e}", change.id)))?;

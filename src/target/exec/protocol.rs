@@ -136,9 +136,15 @@ pub fn parse_line(line: &str) -> Result<Incoming, String> {
     Ok(Incoming::Response { id, result })
 }
 
-/// A request line (without the newline).
-pub fn request(id: u64, method: &str, params: Value) -> String {
-    serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string()
+/// A request line (without the newline). Its params may hold values
+/// decrypted from `decrypt: age` sources: the line and the params are
+/// wiped once sent.
+pub fn request(id: u64, method: &str, params: Value) -> zeroize::Zeroizing<String> {
+    let mut message =
+        serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+    let line = zeroize::Zeroizing::new(message.to_string());
+    crate::model::wipe(&mut message);
+    line
 }
 
 /// Specs for the conformance checker: one to create the object with, and

@@ -225,7 +225,6 @@ impl FilesTarget {
         Ops {
             id: &change.id,
             backup,
-            unkept: change.desired.as_ref().is_some_and(|d| d.decrypted),
             writes: 0,
             backups: Vec::new(),
             dir_syncs: &self.dir_syncs,
@@ -379,9 +378,6 @@ impl Target for FilesTarget {
 pub(super) struct Ops<'a> {
     id: &'a ResourceId,
     backup: &'a dyn Backup,
-    /// What this change overwrites is not backed up: it writes a decrypted
-    /// secret, and a copy in clear of the one before would outlive it.
-    unkept: bool,
     writes: u64,
     backups: Vec<String>,
     dir_syncs: &'a AtomicU64,
@@ -412,9 +408,6 @@ impl Ops<'_> {
     /// Saves content about to be overwritten or removed; the write must not
     /// go ahead when this fails.
     fn save(&mut self, path: &str, bytes: &[u8]) -> Result<(), TargetError> {
-        if self.unkept {
-            return Ok(());
-        }
         let reference = self
             .backup
             .save(self.id, bytes)
