@@ -266,3 +266,84 @@ fn an_error_page_after_authentication_leaks_nothing() {
     canary.assert_not_in_run("sync", &run);
     canary.assert_not_stored(&env);
 }
+
+/// Issue 22: a remote's first fetch brings the revision, not its history
+/// (`source.depth`, default 1); history is fetched, whole and once, when
+/// the anti-rollback check first needs it (a later revision, or a mirror
+/// made afresh under an old mark); one that does not descend is refused.
+/// `source.depth: 0` fetches all of history at once.
+#[test]
+fn a_remote_s_first_fetch_is_shallow_and_deepens_only_for_the_rollback_check() {
+    let canary = Canary::new();
+    let Some((env, server)) = serve(canary.value()) else {
+        return;
+    };
+    let token = canary.secret_file("token");
+    let cfg = config(&env, Some(&token), Some(&server.ca_file()));
+    let url = server.url("ops.git");
+    let commits = |n: usize, tag: &str| {
+        for i in 0..n {
+            env.repo.write("motd", format!("{tag} {i}\n"));
+            env.repo.commit(&format!("{tag} {i}"));
+        }
+    };
+    let in_mirror = || {
+        let dir = env.mirror_dir();
+        let out = std::process::Command::new("git")
+            .arg("--git-dir")
+            .arg(&dir)
+            .args(["rev-list", "--all", "--count"])
+            .output()
+            .unwrap();
+        let count: usize = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+        (count, dir.join("shallow").exists())
+    };
+    let sync = |cfg: &Path| {
+        let run = run_remote(&env, &url, Some(cfg), &["sync", "--log-level", "info"]);
+        assert_eq!(run.code, 0, "{run:?}");
+        run
+    };
+    commits(30, "old");
+    sync(&cfg);
+    assert_eq!(env.read("etc/motd"), "old 29\n");
+    assert_eq!(in_mirror(), (1, true), "one commit of 31 fetched");
+    commits(3, "new");
+    let run = sync(&cfg);
+    assert_eq!(env.read("etc/motd"), "new 2\n");
+    assert!(run.all().contains("mirror history deepened"), "{run:?}");
+    assert_eq!(in_mirror(), (34, false), "the history, once");
+    commits(2, "plain");
+    let run = sync(&cfg);
+    assert_eq!(env.read("etc/motd"), "plain 1\n");
+    assert!(!run.all().contains("deepened"), "{run:?}");
+    assert_eq!(in_mirror(), (36, false));
+
+    // A fresh mirror, the mark 20 commits back: shallow, then deepened.
+    std::fs::remove_dir_all(env.mirror_dir()).unwrap();
+    commits(18, "later");
+    let run = sync(&cfg);
+    assert_eq!(env.read("etc/motd"), "later 17\n");
+    assert!(run.all().contains("mirror history deepened"), "{run:?}");
+    assert_eq!(in_mirror(), (54, false));
+
+    // The branch rewound past the mark, seen by a fresh mirror: deepened
+    // to the whole history, then refused.
+    env.repo.git(&["reset", "-q", "--hard", "HEAD~5"]);
+    std::fs::remove_dir_all(env.mirror_dir()).unwrap();
+    let run = run_remote(&env, &url, Some(&cfg), &["sync"]);
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(run.stderr.contains("rewind"), "{run:?}");
+    assert_eq!(env.read("etc/motd"), "later 17\n");
+    assert_eq!(in_mirror(), (49, false), "the whole history, to be sure");
+
+    // `source.depth: 0`: all of history at once.
+    let full = env.config(&format!(
+        "source:\n  depth: 0\n  allow_rewind: true\n  auth:\n    token_file: {}\n    ca_file: {}\n",
+        token.display(),
+        server.ca_file().display()
+    ));
+    std::fs::remove_dir_all(env.mirror_dir()).unwrap();
+    sync(&full);
+    assert_eq!(in_mirror(), (49, false));
+    assert_eq!(env.read("etc/motd"), "later 12\n");
+}

@@ -53,6 +53,7 @@ impl<'a> Revisions<'a> {
             reference: rev.map(str::to_string),
             timeout: s.timeout,
             auth: s.auth.clone(),
+            depth: s.depth,
         };
         let mirror = Mirror::open(dir.path(), spec)?;
         let commit = mirror.fetch()?;

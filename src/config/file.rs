@@ -47,6 +47,8 @@ pub struct SourceConfig {
     pub max_failures: Option<u32>,
     pub verify: Option<VerifyConfig>,
     pub allow_rewind: Option<bool>,
+    /// Commits of history a remote's first fetch brings (0: all of it).
+    pub depth: Option<u32>,
     /// Mirror mode: age files published decrypted (SPEC §13).
     pub decrypt: Option<super::secrets::DecryptConfig>,
     /// `source.gc`: pruning the mirror of what nothing reaches.

@@ -113,6 +113,9 @@ pub struct SourceSettings {
     /// Apply a fetched revision that does not descend from the newest one
     /// applied before.
     pub allow_rewind: bool,
+    /// Commits of history a remote's first fetch brings (0: all of it);
+    /// deepened only as far as the anti-rollback check needs.
+    pub depth: u32,
     /// When the mirror is pruned, and what it keeps (`source.gc`).
     pub gc: crate::source::GcSpec,
     /// Mirror mode: files ending so are age files, published decrypted
@@ -353,6 +356,7 @@ fn resolve_with(args: &Flags, any_target: bool) -> Result<Settings, ConfigError>
         max_failures: args.max_failures.or(src.max_failures),
         verify,
         allow_rewind: args.allow_rewind.or(src.allow_rewind).unwrap_or(false),
+        depth: src.depth.unwrap_or(crate::source::DEFAULT_DEPTH),
         gc: {
             let g = src.gc.unwrap_or_default();
             let d = crate::source::GcSpec::default();

@@ -17,6 +17,7 @@ pub(super) fn snapshot_of(repo: &TestRepo) -> Fixture {
         reference: None,
         timeout: std::time::Duration::from_secs(30),
         auth: Default::default(),
+        depth: crate::source::DEFAULT_DEPTH,
     };
     let mirror = Mirror::open(state.path(), spec).unwrap();
     let rev = mirror.fetch().unwrap();

@@ -20,6 +20,7 @@ fn mirror_of(repo: &TestRepo) -> (tempfile::TempDir, Mirror) {
         reference: None,
         timeout: std::time::Duration::from_secs(30),
         auth: Default::default(),
+        depth: crate::source::DEFAULT_DEPTH,
     };
     let mirror = Mirror::open(state.path(), spec).unwrap();
     (state, mirror)

@@ -258,6 +258,7 @@ pub fn mirror_spec(settings: &Settings) -> SourceSpec {
         reference: s.reference.clone(),
         timeout: s.timeout,
         auth: s.auth.clone(),
+        depth: s.depth,
     }
 }
 

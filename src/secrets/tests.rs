@@ -153,7 +153,12 @@ fn a_key_that_cannot_be_read_now_is_transient_and_a_missing_one_is_not() {
     std::os::unix::fs::symlink(&looped, &looped).unwrap();
     let (wrong, _) = x25519(dir.path(), "wrong.key");
 
-    let e = decrypt(&Keyring::load(std::slice::from_ref(&wrong)), "a.age", &sealed).unwrap_err();
+    let e = decrypt(
+        &Keyring::load(std::slice::from_ref(&wrong)),
+        "a.age",
+        &sealed,
+    )
+    .unwrap_err();
     assert!(!e.rereads() && !e.transient(), "{e}");
     let e = decrypt(&Keyring::load(&[wrong.clone(), missing]), "a.age", &sealed).unwrap_err();
     assert!(e.rereads() && !e.transient(), "{e}");

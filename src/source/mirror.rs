@@ -21,10 +21,10 @@ use super::{SourceError, SourceSpec};
 const REMOTE_HEAD_REF: &str = "refs/tend/remote-head";
 
 pub struct Mirror {
-    dir: PathBuf,
-    url: RepoUrl,
+    pub(super) dir: PathBuf,
+    pub(super) url: RepoUrl,
     wanted: Wanted,
-    spec: SourceSpec,
+    pub(super) spec: SourceSpec,
     /// The commit whose objects this process last found all present; a
     /// later one is checked only where its tree differs.
     verified: Mutex<Option<Oid>>,
@@ -203,6 +203,9 @@ impl Mirror {
             session.check_deadline()?;
             // Reuses the connection that read the default branch.
             let mut options = session.fetch_options();
+            if let Some(depth) = self.first_depth(repo) {
+                options.depth(depth);
+            }
             options
                 .prune(FetchPrune::On)
                 .download_tags(AutotagOption::None)
@@ -243,6 +246,9 @@ impl Mirror {
         };
         session.check_deadline()?;
         let mut options = session.fetch_options();
+        if let Some(depth) = self.first_depth(repo) {
+            options.depth(depth);
+        }
         options
             .download_tags(AutotagOption::None)
             .update_fetchhead(false);
@@ -293,12 +299,6 @@ impl Mirror {
     ) -> Result<Result<super::verify::Signer, super::verify::Refusal>, SourceError> {
         let repo = open_mirror(&self.dir)?;
         super::signed::verify(&repo, &self.wanted, anchors, commit, via_ref)
-    }
-
-    /// Whether `commit` is `ancestor` or descends from it.
-    pub fn descends(&self, commit: Oid, ancestor: Oid) -> Result<bool, SourceError> {
-        let repo = open_mirror(&self.dir)?;
-        Ok(super::signed::descends(&repo, commit, ancestor))
     }
 
     /// A revision as an operator writes it (a commit id, abbreviated or

@@ -16,6 +16,7 @@ mod refs;
 mod remote;
 mod repair;
 mod seed;
+mod shallow;
 mod signed;
 mod sizes;
 mod snapshot;
@@ -37,6 +38,7 @@ pub use gc::{mirrors_bytes, Collected, GcSpec};
 pub use local::{local_repository, snapshot_at};
 pub use mirror::{CommitInfo, Mirror};
 pub(crate) use names::refused as refused_name;
+pub use shallow::DEFAULT_DEPTH;
 pub use snapshot::{routes_through_lfs, BlobReader, Entry, EntryMode, Snapshot};
 pub use transport::{configure_transport, may_use_tls};
 pub use url::redact_url;
@@ -72,6 +74,9 @@ pub struct SourceSpec {
     /// Deadline for one fetch; a hung remote is abandoned after it.
     pub timeout: Duration,
     pub auth: Auth,
+    /// Commits of history a remote's first fetch brings (0: all of it);
+    /// deepened only as far as the anti-rollback check needs.
+    pub depth: u32,
 }
 
 impl SourceSpec {
@@ -82,6 +87,7 @@ impl SourceSpec {
             reference: None,
             timeout: Duration::from_secs(120),
             auth: Auth::default(),
+            depth: shallow::DEFAULT_DEPTH,
         }
     }
 

@@ -29,6 +29,7 @@ pub(super) fn spec(repo: &str, reference: Option<&str>) -> SourceSpec {
         reference: reference.map(str::to_string),
         timeout: Duration::from_secs(30),
         auth: Default::default(),
+        depth: crate::source::DEFAULT_DEPTH,
     }
 }
 
