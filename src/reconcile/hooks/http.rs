@@ -1,7 +1,8 @@
 //! HTTP hooks: one HTTP/1.1 request over a plain TCP connection (http://
 //! only, no TLS: the application is a neighbour in the pod or on the host),
 //! body `{"revision", "changed"}`; any 2xx answer is success. Written by
-//! hand over `std::net` so the pass needs no async runtime.
+//! hand over `std::net` so the pass needs no async runtime. Every wait is
+//! cut into short slices, so a stop asked for ends the call within one.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
@@ -13,27 +14,37 @@ use crate::config::HttpHook;
 /// The status line and headers read at most; the body is never read.
 const HEAD_MAX: usize = 16 << 10;
 
+/// The longest wait between two looks at whether tend is stopping.
+const SLICE: Duration = Duration::from_millis(200);
+
+/// Why a call ended early: tend is stopping.
+const STOPPING: &str = "ended, tend is stopping";
+
+/// Calls the hook, bounded by `timeout` and by `stop`, which says tend is
+/// stopping.
 pub(super) fn call(
     name: &str,
     hook: &HttpHook,
     timeout: Duration,
     delivery: &Delivery,
+    stop: &dyn Fn() -> bool,
 ) -> Result<(), String> {
     let fail = |what: String| format!("hook {name}: {} {}: {what}", hook.method, hook.url);
     let deadline = Instant::now() + timeout;
     let body =
         serde_json::json!({"revision": delivery.revision, "changed": delivery.changed}).to_string();
-    let mut stream = connect(hook, deadline).map_err(fail)?;
+    let mut stream = connect(hook, deadline, stop).map_err(fail)?;
     let request = request(hook, &body);
     let mut exchange = || -> std::io::Result<Vec<u8>> {
         stream.set_write_timeout(Some(left(deadline)?))?;
         stream.write_all(request.as_bytes())?;
-        read_head(&mut stream, deadline)
+        read_head(&mut stream, deadline, stop)
     };
     let head = exchange().map_err(|e| match e.kind() {
         std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => {
             fail(format!("timed out after {timeout:?}"))
         }
+        std::io::ErrorKind::Interrupted => fail(STOPPING.into()),
         _ => fail(e.to_string()),
     })?;
     if head.is_empty() {
@@ -71,35 +82,66 @@ fn left(deadline: Instant) -> std::io::Result<Duration> {
     Ok(rest)
 }
 
-/// The first address of the host that accepts a connection in time.
-fn connect(hook: &HttpHook, deadline: Instant) -> Result<TcpStream, String> {
+/// The first address of the host that accepts a connection in time. A
+/// host that does not answer is tried again slice by slice, so a stop is
+/// seen.
+fn connect(
+    hook: &HttpHook,
+    deadline: Instant,
+    stop: &dyn Fn() -> bool,
+) -> Result<TcpStream, String> {
     let addrs: Vec<SocketAddr> = (hook.host.as_str(), hook.port)
         .to_socket_addrs()
         .map_err(|e| format!("cannot resolve {}: {e}", hook.host))?
         .collect();
     let mut last = format!("{} has no address", hook.host);
     for addr in addrs {
-        let Ok(rest) = left(deadline) else {
-            return Err("timed out connecting".into());
-        };
-        match TcpStream::connect_timeout(&addr, rest) {
-            Ok(stream) => return Ok(stream),
-            Err(e) => last = format!("cannot connect to {addr}: {e}"),
+        loop {
+            if stop() {
+                return Err(STOPPING.into());
+            }
+            let Ok(rest) = left(deadline) else {
+                return Err("timed out connecting".into());
+            };
+            match TcpStream::connect_timeout(&addr, rest.min(SLICE)) {
+                Ok(stream) => return Ok(stream),
+                Err(e) if e.kind() == std::io::ErrorKind::TimedOut => continue,
+                Err(e) => {
+                    last = format!("cannot connect to {addr}: {e}");
+                    break;
+                }
+            }
         }
     }
     Err(last)
 }
 
 /// Reads until the end of the headers (or of the stream), at most
-/// [`HEAD_MAX`] bytes, each read bounded by what is left of the time.
-fn read_head(stream: &mut TcpStream, deadline: Instant) -> std::io::Result<Vec<u8>> {
+/// [`HEAD_MAX`] bytes, within the time left; `Interrupted` when `stop`
+/// says tend is stopping.
+fn read_head(
+    stream: &mut TcpStream,
+    deadline: Instant,
+    stop: &dyn Fn() -> bool,
+) -> std::io::Result<Vec<u8>> {
     let mut head = Vec::new();
     let mut buf = [0u8; 1024];
     while head.len() < HEAD_MAX && !head.windows(4).any(|w| w == b"\r\n\r\n") {
-        stream.set_read_timeout(Some(left(deadline)?))?;
+        if stop() {
+            return Err(std::io::ErrorKind::Interrupted.into());
+        }
+        stream.set_read_timeout(Some(left(deadline)?.min(SLICE)))?;
         match stream.read(&mut buf) {
             Ok(0) => break,
             Ok(n) => head.extend_from_slice(&buf[..n]),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                left(deadline)?;
+            }
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             Err(e) => return Err(e),
         }
@@ -179,8 +221,8 @@ mod tests {
             "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n",
         ]);
         let h = hook(port);
-        call("reload", &h, Duration::from_secs(10), &DELIVERY).unwrap();
-        let err = call("reload", &h, Duration::from_secs(10), &DELIVERY).unwrap_err();
+        call("reload", &h, Duration::from_secs(10), &DELIVERY, &|| false).unwrap();
+        let err = call("reload", &h, Duration::from_secs(10), &DELIVERY, &|| false).unwrap_err();
         assert!(err.contains("answered 503 Service Unavailable"), "{err}");
         let got = server.join().unwrap();
         let first = &got[0];
@@ -199,13 +241,49 @@ mod tests {
         // Accepts and reads, never answers.
         let (port, _server) = server(vec![""]);
         let started = Instant::now();
-        let err = call("slow", &hook(port), Duration::from_millis(300), &DELIVERY).unwrap_err();
+        let err = call(
+            "slow",
+            &hook(port),
+            Duration::from_millis(300),
+            &DELIVERY,
+            &|| false,
+        )
+        .unwrap_err();
         assert!(err.contains("timed out"), "{err}");
         assert!(started.elapsed() < Duration::from_secs(5));
         let closed = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = closed.local_addr().unwrap().port();
         drop(closed);
-        let err = call("gone", &hook(port), Duration::from_secs(5), &DELIVERY).unwrap_err();
+        let err = call(
+            "gone",
+            &hook(port),
+            Duration::from_secs(5),
+            &DELIVERY,
+            &|| false,
+        )
+        .unwrap_err();
         assert!(err.contains("cannot connect"), "{err}");
+    }
+
+    #[test]
+    fn a_stop_ends_a_call_to_a_silent_server_at_once() {
+        let (port, _server) = server(vec![""]);
+        let started = Instant::now();
+        let asked = Instant::now() + Duration::from_millis(300);
+        let stop = || Instant::now() >= asked;
+        let err = call(
+            "slow",
+            &hook(port),
+            Duration::from_secs(60),
+            &DELIVERY,
+            &stop,
+        )
+        .unwrap_err();
+        assert!(err.contains("tend is stopping"), "{err}");
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "{:?}",
+            started.elapsed()
+        );
     }
 }

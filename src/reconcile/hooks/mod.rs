@@ -19,8 +19,8 @@ pub struct Delivery<'a> {
     pub changed: usize,
 }
 
-/// Runs `hook` once, bounded by its timeout (a command also by `stop`, which
-/// says tend is stopping); an error says why it failed.
+/// Runs `hook` once, bounded by its timeout and by `stop`, which says tend
+/// is stopping; an error says why it failed.
 pub fn run(
     name: &str,
     hook: &Hook,
@@ -29,7 +29,7 @@ pub fn run(
 ) -> Result<(), String> {
     match &hook.action {
         HookAction::Run(argv) => command::run(name, argv, hook.timeout, delivery, stop),
-        HookAction::Http(http) => http::call(name, http, hook.timeout, delivery),
+        HookAction::Http(http) => http::call(name, http, hook.timeout, delivery, stop),
         HookAction::Signal { pidfile, signal } => signal::send(name, pidfile, *signal),
     }?;
     tracing::info!(
