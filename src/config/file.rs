@@ -1,13 +1,12 @@
-//! The config file as written (SPEC §3): typed, unknown keys refused with
-//! file and line. Only this module reads the config's YAML.
+//! The config file as written (SPEC §3): each section typed, unknown keys
+//! refused (config/load.rs reads the YAML and names each with its line).
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use serde::Deserialize;
 
 use super::hooks::HookConfig;
-use super::ConfigError;
 use crate::duration::Dur;
 
 /// The config file as written (SPEC §3). Unknown keys are errors.
@@ -165,86 +164,4 @@ pub struct WebhookConfig {
 pub struct LogConfig {
     pub format: Option<String>,
     pub level: Option<String>,
-}
-
-/// Reads and parses a config file; errors name the file and line.
-pub fn load_file(path: &Path) -> Result<FileConfig, ConfigError> {
-    load_file_and_text(path).map(|(config, _)| config)
-}
-
-/// [`load_file`], with the file's text, for locating keys in messages.
-pub fn load_file_and_text(path: &Path) -> Result<(FileConfig, String), ConfigError> {
-    let file = path.display().to_string();
-    let text = std::fs::read(path).map_err(|e| ConfigError::Invalid {
-        file: file.clone(),
-        message: format!("cannot read: {e}"),
-    })?;
-    if text.len() > 1 << 20 {
-        return Err(ConfigError::Invalid {
-            file,
-            message: "larger than 1 MiB".into(),
-        });
-    }
-    let text = String::from_utf8(text).map_err(|e| ConfigError::Invalid {
-        file: file.clone(),
-        message: format!("not valid UTF-8 (at byte {})", e.utf8_error().valid_up_to()),
-    })?;
-    if text.trim().is_empty() {
-        return Ok((FileConfig::default(), text));
-    }
-    let config = serde_yaml::from_str(&text).map_err(|e| ConfigError::Invalid {
-        file,
-        message: crate::declare::yaml_message(&e),
-    })?;
-    Ok((config, text))
-}
-
-/// The line (from 1) of a dotted key (`policy.max_prune`) in a config
-/// file's block-style YAML; the deepest part found when the rest is written
-/// inline (`policy: {max_prune: 90%}`), `None` when not even the first is.
-pub fn line_of_key(text: &str, dotted: &str) -> Option<usize> {
-    let mut parts = dotted.split('.');
-    let mut want = parts.next()?;
-    let mut found: Option<(usize, usize)> = None;
-    for (i, line) in text.lines().enumerate() {
-        let trimmed = line.trim_start();
-        if trimmed.is_empty() || trimmed.starts_with('#') {
-            continue;
-        }
-        let indent = line.len() - trimmed.len();
-        if let Some((_, parent)) = found {
-            if indent <= parent {
-                break;
-            }
-        }
-        let unquoted = trimmed.trim_start_matches(['"', '\'']);
-        let key = unquoted
-            .strip_prefix(want)
-            .map(|rest| rest.trim_start_matches(['"', '\'']))
-            .is_some_and(|rest| rest.trim_start().starts_with(':'));
-        if key {
-            found = Some((i + 1, indent));
-            match parts.next() {
-                Some(next) => want = next,
-                None => break,
-            }
-        }
-    }
-    found.map(|(line, _)| line)
-}
-
-#[cfg(test)]
-mod key_line_tests {
-    use super::line_of_key;
-
-    #[test]
-    fn finds_nested_keys_and_the_deepest_part_written_inline() {
-        let text = "# tend\nsource:\n  repo: x\npolicy:\n  prune: true\n\n  max_prune: 90%\nlog: {level: loud}\n";
-        assert_eq!(line_of_key(text, "policy.max_prune"), Some(7));
-        assert_eq!(line_of_key(text, "source.repo"), Some(3));
-        assert_eq!(line_of_key(text, "log.level"), Some(8));
-        assert_eq!(line_of_key(text, "hooks.reload"), None);
-        // A key of the same name under another section is not taken.
-        assert_eq!(line_of_key("a:\n  x: 1\nb:\n  y: 2\n", "a.y"), Some(1));
-    }
 }

@@ -76,25 +76,22 @@ pub(super) fn resolve(
         let key = format!("hooks.{name}");
         let action = match (h.run, h.http, h.signal) {
             (Some(run), None, None) if run.is_empty() => {
-                Err((key, format!("hook {name}: `run` is empty")))
+                Err((format!("{key}.run"), "`run` is empty".to_string()))
             }
             (Some(run), None, None) => Ok(HookAction::Run(run)),
             (None, Some(http), None) => parse_http(&http.url, http.method.as_deref())
                 .map(HookAction::Http)
-                .map_err(|m| (format!("{key}.http"), format!("hook {name}: {m}"))),
+                .map_err(|m| (format!("{key}.http"), m)),
             (None, None, Some(s)) => parse_signal(s.signal.as_deref().unwrap_or("HUP"))
                 .map(|signal| HookAction::Signal {
                     signal,
                     pidfile: s.pidfile,
                 })
-                .map_err(|m| (format!("{key}.signal"), format!("hook {name}: {m}"))),
-            (None, None, None) => Err((
-                key,
-                format!("hook {name}: give one of `run`, `http` or `signal`"),
-            )),
+                .map_err(|m| (format!("{key}.signal"), m)),
+            (None, None, None) => Err((key, "give one of `run`, `http` or `signal`".to_string())),
             _ => Err((
                 key,
-                format!("hook {name}: give only one of `run`, `http` or `signal`"),
+                "give only one of `run`, `http` or `signal`".to_string(),
             )),
         };
         match action {

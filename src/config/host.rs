@@ -39,9 +39,7 @@ pub fn resolve(
     if !host::valid_name(&name) {
         problems.push(HostProblem {
             key: "host.name".into(),
-            message: format!(
-                "host.name {name:?} is not a host name (letters, digits, `.`, `_`, `-`)"
-            ),
+            message: format!("{name:?} is not a host name (letters, digits, `.`, `_`, `-`)"),
         });
     }
     // Labels given as flags stand for the whole set, as a test of what
@@ -56,8 +54,8 @@ pub fn resolve(
                     given.insert(k.to_string(), v.to_string());
                 }
                 None => problems.push(HostProblem {
-                    key: "host.labels".into(),
-                    message: format!("--label {l:?}: expected KEY=VALUE"),
+                    key: "--label".into(),
+                    message: format!("{l:?}: expected KEY=VALUE"),
                 }),
             }
         }
@@ -68,7 +66,7 @@ pub fn resolve(
             problems.push(HostProblem {
                 key: "host.labels".into(),
                 message: format!(
-                    "host.labels: {k:?}: {v:?}: keys and values are letters, digits, `.`, `_`, `-`"
+                    "{k:?}: {v:?}: keys and values are letters, digits, `.`, `_`, `-`"
                 ),
             });
         }

@@ -46,12 +46,7 @@ pub fn resolve(args: &Flags, file: Option<SecretsConfig>) -> (AgeSettings, Vec<(
     let problems = recipients
         .iter()
         .filter_map(|r| parse_recipient(r).err())
-        .map(|m| {
-            (
-                "secrets.age.recipients".to_string(),
-                format!("secrets.age.recipients: {m}"),
-            )
-        })
+        .map(|m| ("secrets.age.recipients".to_string(), m))
         .collect();
     let identities = identities
         .into_iter()
@@ -72,7 +67,7 @@ pub fn suffix(decrypt: Option<DecryptConfig>) -> Result<Option<String>, String> 
         None => Ok(None),
         Some(d) if d.suffix.len() < 2 || !d.suffix.starts_with('.') || d.suffix.contains('/') => {
             Err(format!(
-                "source.decrypt.suffix: {:?} is not a file name suffix such as \".age\"",
+                "{:?} is not a file name suffix such as \".age\"",
                 d.suffix
             ))
         }

@@ -6,6 +6,9 @@ use std::collections::BTreeMap;
 
 use serde_yaml::Value;
 
+use super::load::typed;
+use super::problem::Problems;
+
 use crate::target::etcd::EtcdConfig;
 use crate::target::exec::ExecConfig;
 use crate::target::files::FilesConfig;
@@ -25,12 +28,6 @@ pub const TYPES: &str = "files, exec, etcd";
 pub struct TargetSettings {
     pub name: String,
     pub kind: TargetKind,
-}
-
-/// A problem of the section, with the dotted key whose line it names.
-pub struct Problem {
-    pub key: String,
-    pub message: String,
 }
 
 impl TargetKind {
@@ -68,7 +65,7 @@ impl TargetKind {
         }
     }
 
-    fn validate(&self) -> Vec<String> {
+    fn validate(&self) -> Vec<(&'static str, String)> {
         match self {
             TargetKind::Files(c) => c.validate(),
             TargetKind::Exec(c) => c.validate(),
@@ -77,74 +74,73 @@ impl TargetKind {
     }
 }
 
-/// Every target of the section, and every problem found in it.
-pub fn resolve(section: BTreeMap<String, Value>) -> (Vec<TargetSettings>, Vec<Problem>) {
+/// Every sound target of the section; each problem of the others goes to
+/// `problems` under its key (`targets.NAME.KEY`).
+pub(super) fn resolve(
+    section: BTreeMap<String, Value>,
+    problems: &mut Problems,
+) -> Vec<TargetSettings> {
     let mut targets = Vec::new();
-    let mut problems = Vec::new();
     for (name, block) in section {
-        let mut problem = |key: Option<&str>, message: String| {
-            problems.push(Problem {
-                key: match key {
-                    Some(k) => format!("targets.{name}.{k}"),
-                    None => format!("targets.{name}"),
-                },
-                message: format!("target {name}: {message}"),
-            })
-        };
+        let at = format!("targets.{name}");
         if name.is_empty() || name.contains('/') {
-            problem(None, "a target name may not be empty or contain `/`".into());
+            problems.at(at, "a target name may not be empty or contain `/`");
             continue;
         }
         let Value::Mapping(mut fields) = block else {
-            problem(None, format!("needs a block with `type` ({TYPES})"));
+            problems.at(at, format!("needs a block with `type` ({TYPES})"));
             continue;
         };
         let type_name = match fields.remove("type") {
             Some(Value::String(t)) => t,
             Some(_) => {
-                problem(Some("type"), format!("`type` must be one of {TYPES}"));
+                problems.at(
+                    format!("{at}.type"),
+                    format!("`type` must be one of {TYPES}"),
+                );
                 continue;
             }
             None => {
-                problem(None, format!("needs `type` ({TYPES})"));
+                problems.at(at, format!("needs `type` ({TYPES})"));
                 continue;
             }
         };
-        let rest = Value::Mapping(fields);
-        let parsed = match type_name.as_str() {
-            "files" => serde_yaml::from_value(rest).map(TargetKind::Files),
-            "exec" => serde_yaml::from_value(rest).map(TargetKind::Exec),
-            "etcd" => serde_yaml::from_value(rest).map(TargetKind::Etcd),
+        let rest = serde_yaml::to_string(&Value::Mapping(fields)).unwrap_or_default();
+        let mut refused = |key: String, serde: String| {
+            let (key, message) = explain(&type_name, &key, &serde);
+            problems.at(format!("{at}{key}"), message);
+        };
+        let kind = match type_name.as_str() {
+            "files" => typed(&rest, &mut refused).map(TargetKind::Files),
+            "exec" => typed(&rest, &mut refused).map(TargetKind::Exec),
+            "etcd" => typed(&rest, &mut refused).map(TargetKind::Etcd),
             other => {
-                problem(
-                    Some("type"),
+                problems.at(
+                    format!("{at}.type"),
                     format!("unknown type {other:?} (known: {TYPES})"),
                 );
                 continue;
             }
         };
-        match parsed {
-            Ok(kind) => {
-                let found = kind.validate();
-                for message in found.iter() {
-                    problem(None, message.clone());
-                }
-                if found.is_empty() {
-                    targets.push(TargetSettings { name, kind });
-                }
-            }
-            Err(e) => {
-                let (key, message) = explain(&type_name, &e.to_string());
-                problem(key.as_deref(), message);
-            }
+        let Some(kind) = kind else { continue };
+        let found = kind.validate();
+        if found.is_empty() {
+            targets.push(TargetSettings { name, kind });
+        }
+        for (key, message) in found {
+            problems.at(format!("{at}.{key}"), message);
         }
     }
-    (targets, problems)
+    targets
 }
 
-/// serde's words for a block, in the config's terms, with the key they
-/// are about when they name one.
-fn explain(type_name: &str, serde: &str) -> (Option<String>, String) {
+/// serde's words for a key of a block, in the config's terms: the key
+/// (`.KEY`, or empty for the block) and the message.
+fn explain(type_name: &str, key: &str, serde: &str) -> (String, String) {
+    let dotted = match key.is_empty() {
+        true => String::new(),
+        false => format!(".{key}"),
+    };
     let quoted = |prefix: &str| {
         serde
             .strip_prefix(prefix)
@@ -154,10 +150,10 @@ fn explain(type_name: &str, serde: &str) -> (Option<String>, String) {
     if let Some(field) = quoted("unknown field `") {
         let accepted = serde.split_once("expected ").map(|(_, e)| e).unwrap_or("");
         let message = format!("`{field}` does not apply to type {type_name} (it takes {accepted})");
-        return (Some(field), message);
+        return (dotted, message);
     }
     if let Some(field) = quoted("missing field `") {
-        return (None, format!("type {type_name} needs `{field}`"));
+        return (dotted, format!("type {type_name} needs `{field}`"));
     }
-    (None, serde.to_string())
+    (dotted, serde.to_string())
 }

@@ -49,41 +49,60 @@ fn default_timeout() -> Dur {
 }
 
 impl EtcdConfig {
-    /// What is wrong with the block, without reading a file or connecting.
-    pub fn validate(&self) -> Vec<String> {
+    /// What is wrong with the block, without reading a file or connecting:
+    /// each problem with the key of the block it is about.
+    pub fn validate(&self) -> Vec<(&'static str, String)> {
         let mut problems = Vec::new();
         if self.endpoints.is_empty() {
-            problems.push("`endpoints` needs at least one URL".to_string());
+            problems.push((
+                "endpoints",
+                "`endpoints` needs at least one URL".to_string(),
+            ));
         }
         for e in &self.endpoints {
             let scheme_ok = e.starts_with("http://") || e.starts_with("https://");
             if !scheme_ok {
-                problems.push(format!("endpoint {e:?} must be an http:// or https:// URL"));
+                problems.push((
+                    "endpoints",
+                    format!("endpoint {e:?} must be an http:// or https:// URL"),
+                ));
             } else if e.starts_with("https://") && self.tls.is_none() {
-                problems.push(format!("endpoint {e:?} is https:// but there is no `tls`"));
+                problems.push((
+                    "endpoints",
+                    format!("endpoint {e:?} is https:// but there is no `tls`"),
+                ));
             }
         }
         if !self.prefix.starts_with('/') || !self.prefix.ends_with('/') {
-            problems.push(format!(
-                "`prefix` {:?} must start and end with `/` (like /app/config/), so no key outside it can match",
-                self.prefix
+            problems.push((
+                "prefix",
+                format!(
+                    "`prefix` {:?} must start and end with `/` (like /app/config/), so no key outside it can match",
+                    self.prefix
+                ),
             ));
         }
         if let Some(a) = &self.auth {
             if a.user.is_empty() {
-                problems.push("`auth.user` is empty".to_string());
+                problems.push(("auth.user", "`auth.user` is empty".to_string()));
             }
             if a.password_file.as_os_str().is_empty() {
-                problems.push("`auth.password_file` is empty".to_string());
+                problems.push((
+                    "auth.password_file",
+                    "`auth.password_file` is empty".to_string(),
+                ));
             }
         }
         if let Some(t) = &self.tls {
             if t.cert_file.is_some() != t.key_file.is_some() {
-                problems.push("`tls.cert_file` and `tls.key_file` go together".to_string());
+                problems.push((
+                    "tls.cert_file",
+                    "`tls.cert_file` and `tls.key_file` go together".to_string(),
+                ));
             }
         }
         if self.timeout.0.is_zero() {
-            problems.push("`timeout` must be more than zero".to_string());
+            problems.push(("timeout", "`timeout` must be more than zero".to_string()));
         }
         problems
     }
@@ -112,9 +131,9 @@ mod tests {
         .unwrap();
         let p = c.validate();
         assert_eq!(p.len(), 5, "{p:?}");
-        assert!(p.iter().any(|m| m.contains("ftp://x")), "{p:?}");
-        assert!(p.iter().any(|m| m.contains("`prefix`")), "{p:?}");
-        assert!(p.iter().any(|m| m.contains("go together")), "{p:?}");
+        assert!(p.iter().any(|(_, m)| m.contains("ftp://x")), "{p:?}");
+        assert!(p.iter().any(|(k, _)| *k == "prefix"), "{p:?}");
+        assert!(p.iter().any(|(_, m)| m.contains("go together")), "{p:?}");
     }
 
     #[test]

@@ -23,11 +23,12 @@ fn default_timeout() -> Dur {
 }
 
 impl ExecConfig {
-    /// What is wrong with the block, without starting anything.
-    pub fn validate(&self) -> Vec<String> {
+    /// What is wrong with the block, without starting anything: each
+    /// problem with the key of the block it is about.
+    pub fn validate(&self) -> Vec<(&'static str, String)> {
         let mut problems = Vec::new();
         if self.command.first().is_none_or(|p| p.is_empty()) {
-            problems.push("`command` needs a program".to_string());
+            problems.push(("command", "`command` needs a program".to_string()));
         }
         problems
     }

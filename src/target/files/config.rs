@@ -41,17 +41,18 @@ impl FilesConfig {
         }
     }
 
-    /// What is wrong with the block, without touching the file system.
-    pub fn validate(&self) -> Vec<String> {
+    /// What is wrong with the block, without touching the file system:
+    /// each problem with the key of the block it is about.
+    pub fn validate(&self) -> Vec<(&'static str, String)> {
         let mut problems = Vec::new();
         if self.root.as_os_str().is_empty() {
-            problems.push("`root` is empty".to_string());
+            problems.push(("root", "`root` is empty".to_string()));
         }
         if let Some(name) = &self.link {
-            problems.extend(check_link_name(name).err());
+            problems.extend(check_link_name(name).err().map(|m| ("link", m)));
         }
         if self.link_keep.is_some() && self.link.is_none() {
-            problems.push("`link_keep` needs `link`".to_string());
+            problems.push(("link_keep", "`link_keep` needs `link`".to_string()));
         }
         problems
     }
@@ -95,7 +96,10 @@ mod tests {
         }
         let mut c = FilesConfig::at("/srv");
         c.link_keep = Some(3);
-        assert_eq!(c.validate(), ["`link_keep` needs `link`"]);
+        assert_eq!(
+            c.validate(),
+            [("link_keep", "`link_keep` needs `link`".to_string())]
+        );
         c.link = Some("current".into());
         assert!(c.validate().is_empty());
         assert_eq!(
