@@ -6,8 +6,9 @@
 use std::fmt::Debug;
 
 use super::driver::Loop;
-use crate::config::Settings;
+use crate::config::{Policy, Settings, SourceSettings};
 use crate::reconcile;
+use crate::source::Auth;
 
 /// Reads and checks the config as at start, without starting anything.
 pub type ReadConfig = Box<dyn Fn() -> Result<Settings, String> + Send + Sync>;
@@ -28,56 +29,177 @@ fn differ<T: Debug>(a: &T, b: &T) -> bool {
     format!("{a:?}") != format!("{b:?}")
 }
 
-/// What of `new` the running daemon can take from `old`.
-pub fn plan(old: &Settings, mut new: Settings) -> Plan {
-    let mut needs_restart = Vec::new();
-    // Bound once at start: the state dir (and its lock), the listener with
-    // its secrets, the log format.
-    if new.state_dir != old.state_dir {
-        needs_restart.push("state_dir");
-        new.state_dir = old.state_dir.clone();
+/// Sorts each setting into taken or kept as it was. [`plan`] takes every
+/// settings struct apart and builds it again field by field, so a new
+/// field does not compile until it says here which it is.
+#[derive(Default)]
+struct Sort {
+    changed: Vec<&'static str>,
+    needs_restart: Vec<&'static str>,
+}
+
+impl Sort {
+    /// Taken while running: the rebuilt context and [`take`] follow it.
+    fn live<T: Debug>(&mut self, name: &'static str, new: T, old: &T) -> T {
+        if differ(&new, old) && !self.changed.contains(&name) {
+            self.changed.push(name);
+        }
+        new
     }
-    if differ(&new.server, &old.server) {
-        needs_restart.push("server");
-        new.server = old.server.clone();
-    }
-    if new.log_format != old.log_format {
-        needs_restart.push("log.format");
-        new.log_format = old.log_format.clone();
-    }
-    // libgit2's timeouts and certificates are process-wide, set before any
-    // thread started.
-    if new.source.timeout != old.source.timeout {
-        needs_restart.push("source.timeout");
-        new.source.timeout = old.source.timeout;
-    }
-    if new.source.auth.ca_file != old.source.auth.ca_file {
-        needs_restart.push("source.auth.ca_file");
-        new.source.auth.ca_file = old.source.auth.ca_file.clone();
-    }
-    let tls = crate::source::may_use_tls;
-    if tls(&new.source.repo) && !tls(&old.source.repo) {
-        // Started without the system's certificates (no remote needed
-        // them): the whole source stays.
-        needs_restart.push("source (a repository over https)");
-        new.source = old.source.clone();
-    }
-    let mut changed = Vec::new();
-    for (name, differs) in [
-        ("source", differ(&new.source, &old.source)),
-        ("targets", differ(&new.targets, &old.targets)),
-        ("hooks", differ(&new.hooks, &old.hooks)),
-        ("policy", differ(&new.policy, &old.policy)),
-        ("log.level", new.log_level != old.log_level),
-    ] {
-        if differs {
-            changed.push(name);
+
+    /// Bound once at start: kept as it was, and named as needing a restart.
+    fn bound<T: Debug + Clone>(&mut self, name: &'static str, new: T, old: &T) -> T {
+        match differ(&new, old) {
+            true => {
+                self.needs_restart.push(name);
+                old.clone()
+            }
+            false => new,
         }
     }
+}
+
+/// What of `new` the running daemon can take from `old`.
+pub fn plan(old: &Settings, new: Settings) -> Plan {
+    let mut sort = Sort::default();
+    let Settings {
+        source,
+        targets,
+        hooks,
+        policy,
+        state_dir,
+        server,
+        log_format,
+        log_level,
+        host,
+        host_named,
+        secrets,
+    } = new;
+    // Bound once at start: the state dir (and its lock), the listener with
+    // its secrets, the log format.
+    let state_dir = sort.bound("state_dir", state_dir, &old.state_dir);
+    let server = sort.bound("server", server, &old.server);
+    let log_format = sort.bound("log.format", log_format, &old.log_format);
+    let source = plan_source(&mut sort, source, &old.source);
+    let settings = Settings {
+        state_dir,
+        server,
+        log_format,
+        source,
+        targets: sort.live("targets", targets, &old.targets),
+        hooks: sort.live("hooks", hooks, &old.hooks),
+        policy: plan_policy(&mut sort, policy, &old.policy),
+        log_level: sort.live("log.level", log_level, &old.log_level),
+        host: sort.live("host", host, &old.host),
+        host_named: sort.live("host", host_named, &old.host_named),
+        secrets: sort.live("secrets", secrets, &old.secrets),
+    };
     Plan {
-        settings: new,
-        changed,
-        needs_restart,
+        settings,
+        changed: sort.changed,
+        needs_restart: sort.needs_restart,
+    }
+}
+
+/// `source:` is taken but for what libgit2 holds process-wide, set before
+/// any thread started: its timeouts and certificates.
+fn plan_source(sort: &mut Sort, new: SourceSettings, old: &SourceSettings) -> SourceSettings {
+    let tls = crate::source::may_use_tls;
+    if tls(&new.repo) && !tls(&old.repo) {
+        // Started without the system's certificates (no remote needed
+        // them): the whole source stays.
+        sort.needs_restart.push("source (a repository over https)");
+        return old.clone();
+    }
+    let SourceSettings {
+        repo,
+        reference,
+        path,
+        mirror,
+        interval,
+        timeout,
+        auth,
+        on_change,
+        max_failures,
+        verify,
+        allow_rewind,
+        depth,
+        gc,
+        decrypt_suffix,
+    } = new;
+    let Auth {
+        ssh_key,
+        ssh_key_passphrase_file,
+        known_hosts,
+        token_file,
+        ca_file,
+    } = auth;
+    let o = &old.auth;
+    let name = "source";
+    SourceSettings {
+        timeout: sort.bound("source.timeout", timeout, &old.timeout),
+        auth: Auth {
+            ca_file: sort.bound("source.auth.ca_file", ca_file, &o.ca_file),
+            ssh_key: sort.live(name, ssh_key, &o.ssh_key),
+            ssh_key_passphrase_file: sort.live(
+                name,
+                ssh_key_passphrase_file,
+                &o.ssh_key_passphrase_file,
+            ),
+            known_hosts: sort.live(name, known_hosts, &o.known_hosts),
+            token_file: sort.live(name, token_file, &o.token_file),
+        },
+        repo: sort.live(name, repo, &old.repo),
+        reference: sort.live(name, reference, &old.reference),
+        path: sort.live(name, path, &old.path),
+        mirror: sort.live(name, mirror, &old.mirror),
+        interval: sort.live(name, interval, &old.interval),
+        on_change: sort.live(name, on_change, &old.on_change),
+        max_failures: sort.live(name, max_failures, &old.max_failures),
+        verify: sort.live(name, verify, &old.verify),
+        allow_rewind: sort.live(name, allow_rewind, &old.allow_rewind),
+        // A remote's first fetch only: a new repository's mirror takes it.
+        depth: sort.live(name, depth, &old.depth),
+        gc: sort.live(name, gc, &old.gc),
+        decrypt_suffix: sort.live(name, decrypt_suffix, &old.decrypt_suffix),
+    }
+}
+
+/// `policy:` is taken whole: the pass reads it from the rebuilt context,
+/// and [`take`] follows `dry_run`, `watch` and the audit log's bounds.
+fn plan_policy(sort: &mut Sort, new: Policy, old: &Policy) -> Policy {
+    let Policy {
+        prune,
+        max_prune,
+        self_heal,
+        adopt,
+        allow_empty,
+        resync,
+        contested_corrections,
+        contested_window,
+        backup_retention,
+        backup_max,
+        audit_max,
+        audit_retention,
+        dry_run,
+        watch,
+    } = new;
+    let name = "policy";
+    Policy {
+        prune: sort.live(name, prune, &old.prune),
+        max_prune: sort.live(name, max_prune, &old.max_prune),
+        self_heal: sort.live(name, self_heal, &old.self_heal),
+        adopt: sort.live(name, adopt, &old.adopt),
+        allow_empty: sort.live(name, allow_empty, &old.allow_empty),
+        resync: sort.live(name, resync, &old.resync),
+        contested_corrections: sort.live(name, contested_corrections, &old.contested_corrections),
+        contested_window: sort.live(name, contested_window, &old.contested_window),
+        backup_retention: sort.live(name, backup_retention, &old.backup_retention),
+        backup_max: sort.live(name, backup_max, &old.backup_max),
+        audit_max: sort.live(name, audit_max, &old.audit_max),
+        audit_retention: sort.live(name, audit_retention, &old.audit_retention),
+        dry_run: sort.live(name, dry_run, &old.dry_run),
+        watch: sort.live(name, watch, &old.watch),
     }
 }
 
@@ -235,6 +357,23 @@ mod tests {
         assert_eq!(p.settings.state_dir, old.state_dir);
         assert_eq!(p.settings.server.listen, "127.0.0.1:9420");
         assert_eq!(p.settings.source.timeout, old.source.timeout);
+    }
+
+    #[test]
+    fn every_setting_is_sorted_even_those_of_no_section_of_their_own() {
+        let old = settings(&format!("{BASE}host: {{name: web-1}}\n"), &[]);
+        let new = settings(
+            &format!(
+                "{}host: {{name: web-2}}\n",
+                BASE.replace("timeout: 2m}", "timeout: 2m, allow_rewind: true}")
+            ),
+            &[],
+        );
+        let p = plan(&old, new);
+        assert_eq!(p.changed, ["source", "host"], "{p:?}");
+        assert_eq!(p.settings.host.name, "web-2");
+        assert!(p.settings.source.allow_rewind);
+        assert!(p.needs_restart.is_empty(), "{p:?}");
     }
 
     #[test]
