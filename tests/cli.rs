@@ -168,3 +168,58 @@ fn counts_agree_in_number() {
         "{v:?}"
     );
 }
+
+/// Issue 23: eight problems across sections, the blocks of three adapters
+/// and unknown keys come out in one run, one a line with file, line and
+/// key; `sync` refuses the same eight before touching anything.
+#[test]
+fn a_config_with_eight_problems_reports_all_eight_with_their_lines() {
+    let env = Env::new();
+    env.repo
+        .write("a.tend.yaml", "kind: file\npath: etc/motd\ncontent: hi\n");
+    env.repo.commit("init");
+    let site = env.root().join("site");
+    let cfg = env.config(&format!(
+        "source:\n  interval: 1m\n  intervall: 5m\n\
+         policy:\n  max_prune: lots\n\
+         server:\n  max_connections: 0\n\
+         log:\n  levl: debug\n\
+         targets:\n  site:\n    type: files\n    root: {}\n    link: a/b\n    owner: root\n\
+         \x20 app:\n    type: exec\n    command: [\"\"]\n\
+         \x20 kv:\n    type: etcd\n    endpoints: [http://127.0.0.1:2379]\n    prefix: app\n",
+        site.display()
+    ));
+    let cfg = cfg.to_str().unwrap();
+    let want = [
+        (3, "source.intervall", "unknown key"),
+        (5, "policy.max_prune", "lots"),
+        (7, "server.max_connections", "must be more than 0"),
+        (9, "log.levl", "unknown key"),
+        (14, "targets.site.link", "a/b"),
+        (15, "targets.site.owner", "does not apply to type files"),
+        (18, "targets.app.command", "needs a program"),
+        (22, "targets.kv.prefix", "must start and end with `/`"),
+    ];
+    let (repo, state) = (env.repo.url(), env.state.path().to_str().unwrap());
+    for command in ["validate", "sync"] {
+        let r = env.raw(&[command, "-c", cfg, "--repo", &repo, "--state-dir", state]);
+        assert_eq!(r.code, 2, "{command}: {r:?}");
+        let lines: Vec<&str> = r
+            .stderr
+            .lines()
+            .map(|l| l.strip_prefix("tend: ").unwrap_or(l))
+            .collect();
+        assert_eq!(lines.len(), want.len(), "{command}: {lines:#?}");
+        for (line, key, says) in want {
+            let head = format!("{cfg}:{line}: {key}: ");
+            assert!(
+                lines
+                    .iter()
+                    .any(|l| l.starts_with(&head) && l.contains(says)),
+                "{command}: no `{head}... {says}` in {lines:#?}"
+            );
+        }
+    }
+    assert!(!site.exists(), "a refused config wrote the target");
+    assert!(!env.root().join("etc/motd").exists());
+}

@@ -16,7 +16,7 @@ mod validate;
 use std::process::ExitCode;
 
 use crate::cli::{BackupCommand, Cli, Command, Flags, PluginCommand};
-use crate::config::{self, Settings};
+use crate::config::{self, ConfigError, Settings};
 
 /// Exit code for errors of usage, config, source or lock.
 pub const ERROR: u8 = 2;
@@ -31,8 +31,20 @@ fn fail(message: impl std::fmt::Display) -> ExitCode {
     ExitCode::from(ERROR)
 }
 
+/// Says why the config was refused: each problem on a line of its own,
+/// escaped as [`fail`] escapes.
+fn refused(e: ConfigError) -> ExitCode {
+    for problem in e.problems() {
+        eprintln!(
+            "tend: {}",
+            crate::render::quote::escape_controls(&problem.to_string())
+        );
+    }
+    ExitCode::from(ERROR)
+}
+
 fn settings(args: &Flags) -> Result<Settings, ExitCode> {
-    configured(config::resolve(args).map_err(fail)?)
+    configured(config::resolve(args).map_err(refused)?)
 }
 
 /// Settings with libgit2 configured for them.
@@ -115,7 +127,7 @@ pub fn run(cli: Cli) -> ExitCode {
             Err(code) => code,
         },
         Command::Validate(a) => match config::resolve_for_validate(&g)
-            .map_err(fail)
+            .map_err(refused)
             .and_then(configured)
         {
             Ok(s) => validate::run(&g, s, a.as_written),
@@ -123,7 +135,7 @@ pub fn run(cli: Cli) -> ExitCode {
         },
         Command::Diff(a) => match &a.against {
             Some(rev) => match config::resolve_for_validate(&g)
-                .map_err(fail)
+                .map_err(refused)
                 .and_then(configured)
             {
                 Ok(s) => against::run(&g, s, rev),

@@ -10,7 +10,7 @@ use crate::ledger::Ledger;
 use crate::render::quote::name;
 
 fn open(g: &Flags) -> Result<Ledger, ExitCode> {
-    let dir = crate::config::state_dir_only(g).map_err(fail)?;
+    let dir = crate::config::state_dir_only(g).map_err(super::refused)?;
     Ledger::open(&dir).map_err(fail)
 }
 

@@ -79,7 +79,7 @@ pub fn pin(settings: Settings, rev: &str, duration: Option<Duration>) -> ExitCod
 pub fn unpin(g: &Flags) -> ExitCode {
     let dir = match crate::config::state_dir_only(g) {
         Ok(d) => d,
-        Err(e) => return fail(e),
+        Err(e) => return super::refused(e),
     };
     let ledger = match Ledger::open(&dir) {
         Ok(l) => l,

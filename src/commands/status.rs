@@ -11,7 +11,7 @@ use crate::ledger::Ledger;
 pub fn run(g: &Flags) -> ExitCode {
     let dir = match crate::config::state_dir_only(g) {
         Ok(d) => d,
-        Err(e) => return fail(e),
+        Err(e) => return super::refused(e),
     };
     let ledger = match Ledger::open_read_only(&dir) {
         Ok(l) => l,

@@ -43,7 +43,7 @@ impl Problem {
     }
 }
 
-/// Every problem found, in the order of the checks; never empty.
+/// Every problem found; never empty.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub struct ConfigError {
     problems: Vec<Problem>,
@@ -115,8 +115,10 @@ impl<'a> Problems<'a> {
         self.found.is_empty()
     }
 
-    /// `Ok(value)` when nothing was found, else every problem.
-    pub fn finish<T>(self, value: T) -> Result<T, ConfigError> {
+    /// `Ok(value)` when nothing was found, else every problem: those of
+    /// flags and of the whole config first, then by line.
+    pub fn finish<T>(mut self, value: T) -> Result<T, ConfigError> {
+        self.found.sort_by_key(|p| p.line);
         match self.found.is_empty() {
             true => Ok(value),
             false => Err(ConfigError::new(self.found)),
