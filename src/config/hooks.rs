@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use super::problem::Problems;
 use crate::duration::Dur;
 
 #[derive(Debug, Clone, Deserialize)]
@@ -65,13 +66,13 @@ pub struct HttpHook {
 
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// The config's hooks that are sound, and every problem of the others,
-/// each with the dotted key whose line it names.
+/// The config's hooks that are sound; each problem of the others goes to
+/// `problems` under its key (`hooks.NAME...`).
 pub(super) fn resolve(
     hooks: Option<BTreeMap<String, HookConfig>>,
-) -> (BTreeMap<String, Hook>, Vec<(String, String)>) {
+    problems: &mut Problems,
+) -> BTreeMap<String, Hook> {
     let mut out = BTreeMap::new();
-    let mut problems = Vec::new();
     for (name, h) in hooks.unwrap_or_default() {
         let key = format!("hooks.{name}");
         let action = match (h.run, h.http, h.signal) {
@@ -99,10 +100,10 @@ pub(super) fn resolve(
                 let timeout = h.timeout.map(|d| d.0).unwrap_or(DEFAULT_TIMEOUT);
                 out.insert(name, Hook { action, timeout });
             }
-            Err(problem) => problems.push(problem),
+            Err((key, message)) => problems.at(key, message),
         }
     }
-    (out, problems)
+    out
 }
 
 /// `http://host[:port][/path][?query]`; a fragment is dropped.

@@ -40,10 +40,7 @@ pub(super) fn resolve(args: &Flags, any_target: bool) -> Result<Settings, Config
         }
     };
     let source = source::resolve(args, file.source, &host, &mut problems);
-    let (age, found) = secrets::resolve(args, file.secrets);
-    for (key, message) in found {
-        problems.at(key, message);
-    }
+    let age = secrets::resolve(args, file.secrets, &mut problems);
 
     let mut targets = targets::resolve(file.targets.unwrap_or_default(), &mut problems);
     target_flags::apply(args, &mut targets, any_target, &mut problems);
@@ -51,10 +48,7 @@ pub(super) fn resolve(args: &Flags, any_target: bool) -> Result<Settings, Config
         problems.general("", "no target: give --root DIR or `targets:` in the config");
     }
 
-    let (hooks, found) = hooks::resolve(file.hooks);
-    for (key, message) in found {
-        problems.at(key, message);
-    }
+    let hooks = hooks::resolve(file.hooks, &mut problems);
     if let Some(name) = source
         .on_change
         .as_ref()

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use serde::Deserialize;
 
+use super::problem::Problems;
 use crate::cli::Flags;
 use crate::secrets::{parse_recipient, AgeSettings};
 
@@ -32,33 +33,32 @@ pub struct DecryptConfig {
 
 /// The identities and recipients in force: flags (and their environment
 /// variables) replace the config's lists. Each recipient that is not a
-/// public key is a problem, as `(key, message)`.
-pub fn resolve(args: &Flags, file: Option<SecretsConfig>) -> (AgeSettings, Vec<(String, String)>) {
+/// public key is a problem of `secrets.age.recipients`.
+pub fn resolve(args: &Flags, file: Option<SecretsConfig>, problems: &mut Problems) -> AgeSettings {
     let age = file.and_then(|s| s.age).unwrap_or_default();
     let identities = match args.age_identities.is_empty() {
         true => age.identities.unwrap_or_default(),
         false => args.age_identities.clone(),
     };
-    let recipients = match args.age_recipients.is_empty() {
-        true => age.recipients.unwrap_or_default(),
-        false => args.age_recipients.clone(),
+    let from_flags = !args.age_recipients.is_empty();
+    let recipients = match from_flags {
+        false => age.recipients.unwrap_or_default(),
+        true => args.age_recipients.clone(),
     };
-    let problems = recipients
-        .iter()
-        .filter_map(|r| parse_recipient(r).err())
-        .map(|m| ("secrets.age.recipients".to_string(), m))
-        .collect();
+    for m in recipients.iter().filter_map(|r| parse_recipient(r).err()) {
+        match from_flags {
+            true => problems.general("--age-recipient", m),
+            false => problems.at("secrets.age.recipients", m),
+        }
+    }
     let identities = identities
         .into_iter()
         .filter(|p| !p.as_os_str().is_empty())
         .collect();
-    (
-        AgeSettings {
-            identities,
-            recipients,
-        },
-        problems,
-    )
+    AgeSettings {
+        identities,
+        recipients,
+    }
 }
 
 /// The suffix of `source.decrypt`, refused when empty or a whole name.
