@@ -13,6 +13,7 @@ use crate::server::Limits as ServerLimits;
 use crate::target::files::FilesConfig;
 
 mod file;
+mod ha;
 mod hooks;
 mod host;
 mod secrets;
@@ -22,6 +23,7 @@ pub use file::{
     load_file, AuthConfig, ContestedConfig, FileConfig, LogConfig, PolicyConfig, ServerConfig,
     SourceConfig, VerifyConfig, WebhookConfig,
 };
+pub use ha::HaSettings;
 pub use hooks::{parse_http, parse_signal, Hook, HookAction, HookConfig, HttpHook};
 pub use targets::{TargetKind, TargetSettings};
 
@@ -149,6 +151,9 @@ pub struct Settings {
     pub host_named: bool,
     /// Identities and recipients of age-encrypted sources (SPEC §13).
     pub secrets: crate::secrets::AgeSettings,
+    /// The election this replica takes part in, when replicas share the
+    /// writing (SPEC §11); `None`: this tend alone writes.
+    pub ha: Option<HaSettings>,
 }
 
 /// Under systemd, with stderr connected to the journal, lines go to the
@@ -419,6 +424,13 @@ fn resolve_with(args: &Flags, any_target: bool) -> Result<Settings, ConfigError>
         }
     }
 
+    let ha = ha::resolve(file.ha).unwrap_or_else(|found| {
+        for (key, message) in found {
+            problems.push(bad(&key, message));
+        }
+        None
+    });
+
     let (hooks, found) = hooks::resolve(file.hooks);
     for (key, message) in found {
         problems.push(bad(&key, message));
@@ -534,6 +546,7 @@ fn resolve_with(args: &Flags, any_target: bool) -> Result<Settings, ConfigError>
     }
     Ok(Settings {
         secrets: age,
+        ha,
         source,
         targets,
         hooks,
@@ -868,6 +881,42 @@ mod tests {
         ]);
         let err = resolve(&cli.command.flags()).unwrap_err().to_string();
         assert!(err.contains("--link-keep needs --link"), "{err}");
+    }
+
+    #[test]
+    fn ha_takes_a_cluster_an_election_and_a_lease_and_names_each_problem_by_line() {
+        let t = "targets:\n  f: {type: files, root: /}\n";
+        assert!(resolve_config(t).unwrap().ha.is_none());
+        let s = resolve_config(&format!(
+            "{t}ha:\n  etcd: {{endpoints: [\"http://127.0.0.1:2379\"]}}\n  election: tend/web\n  lease_ttl: 3s\n"
+        ))
+        .unwrap();
+        let ha = s.ha.unwrap();
+        assert_eq!(ha.election, "tend/web");
+        assert_eq!(ha.lease_ttl, Duration::from_secs(3));
+        assert_eq!(ha.etcd.endpoints, ["http://127.0.0.1:2379"]);
+        let s = resolve_config(&format!(
+            "{t}ha:\n  etcd: {{endpoints: [\"http://a:1\"]}}\n  election: e\n"
+        ))
+        .unwrap();
+        assert_eq!(s.ha.unwrap().lease_ttl, Duration::from_secs(10));
+        let err = resolve_config(&format!(
+            "{t}ha:\n  etcd:\n    endpoints: [ftp://x]\n  election: ''\n  lease_ttl: 500ms\n"
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("tend.yaml:4: ha.etcd: endpoint \"ftp://x\""),
+            "{err}"
+        );
+        assert!(err.contains("tend.yaml:6: ha.election: is empty"), "{err}");
+        assert!(err.contains("tend.yaml:7: ha.lease_ttl"), "{err}");
+        let err = resolve_config(&format!(
+            "{t}ha:\n  etcd: {{endpoints: [\"http://a:1\"], prefix: /x/}}\n  election: e\n"
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("prefix"), "{err}");
     }
 
     #[test]

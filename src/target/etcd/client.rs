@@ -9,7 +9,7 @@ use std::time::Duration;
 use etcd_client::{Certificate, Client, ConnectOptions, Identity, TlsOptions};
 use tokio::runtime::Handle;
 
-use super::config::EtcdConfig;
+use super::config::ClusterConfig;
 
 /// Largest answer read: a range read of the whole prefix comes in one.
 const MAX_MESSAGE: usize = 256 << 20;
@@ -29,7 +29,7 @@ struct Runtime {
 }
 
 pub struct Connection {
-    config: EtcdConfig,
+    config: ClusterConfig,
     runtime: Runtime,
     client: Mutex<Option<Client>>,
 }
@@ -37,7 +37,7 @@ pub struct Connection {
 impl Connection {
     /// A connection that connects on first use: an unreachable cluster at
     /// start makes keys unknown, not the target fail to build.
-    pub fn new(config: &EtcdConfig) -> Result<Arc<Connection>, String> {
+    pub fn new(config: &ClusterConfig) -> Result<Arc<Connection>, String> {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()

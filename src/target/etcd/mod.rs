@@ -15,12 +15,12 @@ mod tests;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-pub use config::{AuthConfig, EtcdConfig, TlsConfig};
+pub use client::{describe, Connection, Unreachable};
+pub use config::{AuthConfig, ClusterConfig, EtcdConfig, TlsConfig};
 use etcd_client::{Compare, CompareOp, GetOptions, Txn, TxnOp};
 
 use crate::model::{Action, Backup, Change, ContentSource, Live, Observed, RelPath, Spec};
 use crate::target::{Applied, ChangeSink, Probe, Subscription, Swept, Target, TargetError};
-use client::Connection;
 use value::Seen;
 
 /// Most writes in one transaction: etcd refuses more than 128 operations
@@ -81,7 +81,7 @@ impl EtcdTarget {
         Ok(EtcdTarget {
             name: name.to_string(),
             prefix: config.prefix.clone(),
-            conn: Connection::new(config)?,
+            conn: Connection::new(&config.cluster())?,
             seen: Mutex::new(HashMap::new()),
             echoes: watch::Echoes::default(),
             observed_at: Arc::new(std::sync::atomic::AtomicI64::new(0)),
