@@ -85,6 +85,7 @@ impl Loop {
             opts: PassOptions {
                 allow_mass_prune: false,
                 dry_run: settings.policy.dry_run,
+                follower: false,
             },
             settings,
             shared,
@@ -453,7 +454,7 @@ impl Loop {
             let whole = report.prune_blocked.is_none()
                 && report.unpublished.is_none()
                 && !report.cancelled
-                && !opts.dry_run
+                && !report.dry_run
                 && rev.declared.is_complete()
                 && !report.outcomes.keys().any(|id| {
                     // A member no longer declared that still has an outcome

@@ -135,6 +135,14 @@ fn write_batch(
     changes: &[&Change],
     withheld: &[ResourceId],
 ) -> Result<Vec<Result<u64, TargetError>>, LedgerError> {
+    // With `ha`, leadership lost during the pass stops its writes here:
+    // nothing more is written, and the next pass is a follower's.
+    if let Err(why) = run.ctx.fence.token() {
+        return Ok(changes
+            .iter()
+            .map(|c| Err(TargetError::Transient(format!("{}: {why}", c.id))))
+            .collect());
+    }
     let swept = rec.temp_swept();
     rec.ledger.transaction(|tx| {
         if swept {
