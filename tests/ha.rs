@@ -88,6 +88,31 @@ impl Replica {
             .to_string()
     }
 
+    /// `tend_ha_leader` as its /metrics says, read over HTTP at the
+    /// address it logged.
+    fn leader_metric(&self) -> Option<String> {
+        use std::io::{Read, Write};
+        let log = self.log();
+        let addr = log
+            .lines()
+            .find_map(|l| l.split("listening addr=").nth(1))?
+            .split_whitespace()
+            .next()?
+            .to_string();
+        let mut c = std::net::TcpStream::connect(&addr).ok()?;
+        c.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+        write!(
+            c,
+            "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        )
+        .ok()?;
+        let mut body = String::new();
+        c.read_to_string(&mut body).ok()?;
+        body.lines()
+            .find_map(|l| l.strip_prefix("tend_ha_leader "))
+            .map(str::to_string)
+    }
+
     fn leads(&self) -> bool {
         self.role() == "leader"
     }
@@ -166,6 +191,8 @@ fn two_replicas(repo: &TestRepo, cfg: &Path, cluster: &Cluster) -> (Replica, Rep
     });
     assert!(named, "{}", follower.status());
     assert_eq!(leader.status()["ha"]["leader"], leader.name.as_str());
+    assert_eq!(leader.leader_metric().as_deref(), Some("1"));
+    assert_eq!(follower.leader_metric().as_deref(), Some("0"));
     (leader, follower)
 }
 
