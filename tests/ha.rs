@@ -192,6 +192,18 @@ fn two_replicas(repo: &TestRepo, cfg: &Path, cluster: &Cluster) -> (Replica, Rep
     assert!(named, "{}", follower.status());
     assert_eq!(leader.status()["ha"]["leader"], leader.name.as_str());
     assert_eq!(leader.leader_metric().as_deref(), Some("1"));
+    let text = |r: &Replica| {
+        let out = tend_cmd()
+            .args(["status", "--state-dir"])
+            .arg(r.state.path())
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let says = format!("role     follower (leader: {})", leader.name);
+    assert!(text(&follower).contains(&says), "{}", text(&follower));
+    let says = format!("role     leader (leader: {})", leader.name);
+    assert!(text(&leader).contains(&says), "{}", text(&leader));
     assert_eq!(follower.leader_metric().as_deref(), Some("0"));
     (leader, follower)
 }
