@@ -353,3 +353,43 @@ fn one_member_down_still_writes_two_down_writes_nothing_until_they_return() {
     );
     assert!(wait_until(10, || leader.leads() != follower.leads()));
 }
+
+#[test]
+fn every_member_restarted_in_turn_under_a_running_leader_loses_and_doubles_nothing() {
+    if !etcd_here() {
+        return;
+    }
+    let mut cluster = Cluster::start(3);
+    let repo = TestRepo::new();
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), &cluster);
+    let (a, b) = two_replicas(&repo, &cfg, &cluster);
+    let mut want = vec!["v1".to_string()];
+    for i in 0..3 {
+        cluster.members[i].kill();
+        std::thread::sleep(Duration::from_secs(1));
+        cluster.members[i].resume();
+        let v = format!("v{}", i + 2);
+        declare(&repo, &v);
+        let wrote = wait_until(30, || {
+            cluster.any().get("/app/greeting").as_deref() == Some(v.as_str())
+        });
+        assert!(
+            wrote,
+            "after member {i} restarted:\n{}\n{}",
+            a.log(),
+            b.log()
+        );
+        want.push(v);
+    }
+    // A key changed by hand is restored by the leader's watch, which came
+    // back by itself on every restart.
+    cluster.any().put("/app/greeting", "by hand");
+    let restored = wait_until(15, || {
+        cluster.any().get("/app/greeting").as_deref() == Some("v4")
+    });
+    assert!(restored, "{}\n{}", a.log(), b.log());
+    want.extend(["by hand".to_string(), "v4".to_string()]);
+    assert_eq!(cluster.any().history("/app/greeting"), want);
+    assert!(wait_until(10, || a.leads() != b.leads()));
+}
