@@ -376,7 +376,9 @@ fn every_member_restarted_in_turn_under_a_running_leader_loses_and_doubles_nothi
         });
         assert!(
             wrote,
-            "after member {i} restarted:\n{}\n{}",
+            "after member {i} restarted:\n{}\n{}\n{}\n{}",
+            a.status(),
+            b.status(),
             a.log(),
             b.log()
         );
@@ -392,4 +394,40 @@ fn every_member_restarted_in_turn_under_a_running_leader_loses_and_doubles_nothi
     want.extend(["by hand".to_string(), "v4".to_string()]);
     assert_eq!(cluster.any().history("/app/greeting"), want);
     assert!(wait_until(10, || a.leads() != b.leads()));
+}
+
+#[test]
+fn a_leader_stopped_by_sigterm_hands_over_before_its_lease_would_expire() {
+    if !etcd_here() {
+        return;
+    }
+    let cluster = Cluster::start(3);
+    let repo = TestRepo::new();
+    let dir = tempfile::tempdir().unwrap();
+    // A long lease: only a revoked one hands over within the wait below.
+    let long = std::fs::read_to_string(config(dir.path(), &cluster))
+        .unwrap()
+        .replace("lease_ttl: 3s", "lease_ttl: 30s");
+    let cfg = dir.path().join("long.yaml");
+    std::fs::write(&cfg, long).unwrap();
+    let (mut leader, follower) = two_replicas(&repo, &cfg, &cluster);
+    let stopped = Instant::now();
+    leader.signal(rustix::process::Signal::TERM);
+    let exited = wait_until(10, || {
+        matches!(leader.child.as_mut().unwrap().try_wait(), Ok(Some(_)))
+    });
+    assert!(exited, "{}", leader.log());
+    leader.child = None;
+    assert!(
+        wait_until(15, || follower.leads()),
+        "{}\n{}",
+        follower.status(),
+        follower.log()
+    );
+    assert!(stopped.elapsed() < Duration::from_secs(20));
+    assert!(
+        leader.log().contains("stopped campaigning"),
+        "{}",
+        leader.log()
+    );
 }

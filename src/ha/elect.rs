@@ -171,6 +171,19 @@ impl Campaign {
         let (won_tx, mut won) = tokio::sync::mpsc::channel(1);
         let mut campaign = Some(self.campaign(client.clone(), id, won_tx.clone()));
         let mut leading: Option<Token> = None;
+        // Whether this replica could write when last looked at: becoming
+        // able to (winning with a fresh renewal, or the first renewal
+        // answered after winning) asks for a full pass, so the passes run
+        // while it could not are not the last word.
+        let mut writing = false;
+        let may_now = |writing: &mut bool| {
+            let now = self.fence.may_write();
+            let denied = self.fence.take_lapsed();
+            if now && (!*writing || denied) {
+                (self.on_lead)();
+            }
+            *writing = now;
+        };
         // Several renewals fit in the half lease the leader writes for:
         // one slow answer does not make it step down.
         let mut tick = tokio::time::interval(ttl / 6);
@@ -184,7 +197,7 @@ impl Campaign {
                             tracing::info!(election = %self.settings.election, key = %String::from_utf8_lossy(&token.key), token = token.revision, "leading");
                             self.fence.lead(token.clone(), (lease.renewed + ttl / 2).into_std());
                             leading = Some(token);
-                            (self.on_lead)();
+                            may_now(&mut writing);
                         }
                         Some(Err(e)) => {
                             // The campaign's call ended (a member
@@ -210,6 +223,7 @@ impl Campaign {
                     tracing::debug!(error = %e, "lease renewal failed; the keep-alive stream is made again");
                 }
             }
+            may_now(&mut writing);
             let since = lease.renewed.elapsed();
             if leading.is_some() && since >= ttl / 2 {
                 break format!(

@@ -54,6 +54,10 @@ struct Inner {
     /// A store refused a write fenced with the token: the elector gives the
     /// lease up and campaigns again.
     refused: AtomicBool,
+    /// A write was denied because the renewal came late, while the
+    /// election was still won: once renewed, the elector asks for a full
+    /// pass, since what was denied is not retried by itself.
+    lapsed: AtomicBool,
 }
 
 /// The shared role; cloned into the targets that fence their writes.
@@ -76,6 +80,7 @@ impl Fence {
                 leader: None,
             }),
             refused: AtomicBool::new(false),
+            lapsed: AtomicBool::new(false),
         })))
     }
 
@@ -90,12 +95,16 @@ impl Fence {
     /// The token a write carries now: `Ok(None)` without `ha`; an error
     /// naming the leader when this replica may not write.
     pub fn token(&self) -> Result<Option<Token>, String> {
-        let Some(s) = self.state() else {
+        let Some(inner) = &self.0 else {
             return Ok(None);
         };
+        let s = inner.state.lock().expect("role lock");
         match (&s.leading, s.valid_until) {
             (Some(t), Some(until)) if Instant::now() < until => Ok(Some(t.clone())),
-            (Some(_), _) => Err("not the leader: its lease was not renewed in time".into()),
+            (Some(_), _) => {
+                inner.lapsed.store(true, Ordering::SeqCst);
+                Err("not the leader: its lease was not renewed in time".into())
+            }
             (None, _) => Err(match &s.leader {
                 Some(l) => format!("not the leader: {l} is"),
                 None => "not the leader: no leader is known".into(),
@@ -174,6 +183,14 @@ impl Fence {
             s.leader = None;
             inner.refused.store(true, Ordering::SeqCst);
         }
+    }
+
+    /// Whether a write was denied for a late renewal since the elector
+    /// last asked.
+    pub fn take_lapsed(&self) -> bool {
+        self.0
+            .as_ref()
+            .is_some_and(|i| i.lapsed.swap(false, Ordering::SeqCst))
     }
 
     /// Whether a write was refused since the elector last asked.

@@ -213,8 +213,20 @@ impl Etcd {
             .collect()
     }
 
-    /// [`Etcd::history`] with each change's mod revision.
+    /// [`Etcd::history`] with each change's mod revision. etcdctl's watch
+    /// prints what it replays and is stopped after a while: a slow machine
+    /// is given longer when nothing came in time.
     pub fn history_revisions(&self, key: &str) -> Vec<(i64, String)> {
+        for wait in [700, 2000, 5000] {
+            let found = self.replay(key, Duration::from_millis(wait));
+            if !found.is_empty() {
+                return found;
+            }
+        }
+        Vec::new()
+    }
+
+    fn replay(&self, key: &str, wait: Duration) -> Vec<(i64, String)> {
         let mut child = Command::new(ETCDCTL)
             .env("ETCDCTL_API", "3")
             .arg("--endpoints")
@@ -223,7 +235,7 @@ impl Etcd {
             .stdout(Stdio::piped())
             .spawn()
             .unwrap();
-        std::thread::sleep(Duration::from_millis(700));
+        std::thread::sleep(wait);
         let _ = child.kill();
         let out = child.wait_with_output().unwrap();
         let mut values = Vec::new();
