@@ -232,6 +232,11 @@ mod tests {
         let e = f.token().unwrap_err();
         assert!(e.contains("not renewed in time"), "{e}");
         assert_eq!(f.role().unwrap().name(), "follower");
+        assert!(f.take_lapsed(), "a denied write is told to the elector");
+        assert!(!f.take_lapsed());
+        f.renewed(Instant::now() + Duration::from_secs(60));
+        assert!(f.may_write());
+        assert!(!f.take_lapsed());
     }
 
     #[test]
