@@ -55,6 +55,12 @@ pub fn plan(old: &Settings, mut new: Settings) -> Plan {
         needs_restart.push("source.auth.ca_file");
         new.source.auth.ca_file = old.source.auth.ca_file.clone();
     }
+    // The elector runs with the election it started in; the role it sets
+    // stays the one the targets and the pass read.
+    if differ(&new.ha, &old.ha) {
+        needs_restart.push("ha");
+        new.ha = old.ha.clone();
+    }
     let tls = crate::source::may_use_tls;
     if tls(&new.source.repo) && !tls(&old.source.repo) {
         // Started without the system's certificates (no remote needed
@@ -192,6 +198,21 @@ mod tests {
         let p = plan(&old, settings(BASE, &[]));
         assert!(p.changed.is_empty(), "{p:?}");
         assert!(p.needs_restart.is_empty(), "{p:?}");
+    }
+
+    #[test]
+    fn the_election_is_kept_until_a_restart() {
+        let old = settings(BASE, &[]);
+        let with_ha = format!(
+            "{BASE}ha: {{etcd: {{endpoints: [\"http://127.0.0.1:2379\"]}}, election: e, lease_ttl: 3s}}\n"
+        );
+        let p = plan(&old, settings(&with_ha, &[]));
+        assert_eq!(p.needs_restart, ["ha"]);
+        assert!(p.settings.ha.is_none(), "{p:?}");
+        let old = settings(&with_ha, &[]);
+        let p = plan(&old, settings(&with_ha.replace("3s", "5s"), &[]));
+        assert_eq!(p.needs_restart, ["ha"]);
+        assert_eq!(p.settings.ha.unwrap().lease_ttl.as_secs(), 3);
     }
 
     #[test]
