@@ -431,3 +431,31 @@ fn a_leader_stopped_by_sigterm_hands_over_before_its_lease_would_expire() {
         leader.log()
     );
 }
+
+#[test]
+fn tend_sync_with_ha_never_campaigns_and_writes_nothing() {
+    if !etcd_here() {
+        return;
+    }
+    let cluster = Cluster::start(1);
+    let repo = TestRepo::new();
+    declare(&repo, "v1");
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), &cluster);
+    let out = tend_cmd()
+        .args(["sync", "--repo"])
+        .arg(repo.url())
+        .arg("--state-dir")
+        .arg(dir.path().join("state"))
+        .arg("-c")
+        .arg(&cfg)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("`tend sync` writes nothing"), "{stderr}");
+    assert_eq!(cluster.any().get("/app/greeting"), None, "{stderr}");
+    assert!(
+        cluster.any().keys("/").is_empty(),
+        "no lease, no campaign key"
+    );
+}
