@@ -101,6 +101,7 @@ pub struct Metrics {
     revision: Family<RevisionLabel, Gauge>,
     last_converged: FloatGauge,
     queue_depth: Gauge,
+    ha_leader: Gauge,
     declaration_problems: Gauge,
     last_successful_fetch: FloatGauge,
     mirror_bytes: Gauge,
@@ -140,6 +141,7 @@ impl Metrics {
             revision: Family::default(),
             last_converged: FloatGauge::default(),
             queue_depth: Gauge::default(),
+            ha_leader: Gauge::default(),
             declaration_problems: Gauge::default(),
             last_successful_fetch: FloatGauge::default(),
             mirror_bytes: Gauge::default(),
@@ -220,6 +222,11 @@ impl Metrics {
             "tend_queue_depth",
             "Resources waiting to be reconciled",
             self.queue_depth.clone(),
+        );
+        r.register(
+            "tend_ha_leader",
+            "1 while this replica is the leader that writes (ha), 0 otherwise",
+            self.ha_leader.clone(),
         );
         r.register(
             "tend_declaration_problems",
@@ -355,6 +362,10 @@ impl Metrics {
 
     pub fn set_queue_depth(&self, n: usize) {
         self.queue_depth.set(n as i64);
+    }
+
+    pub fn set_ha_leader(&self, leading: bool) {
+        self.ha_leader.set(i64::from(leading));
     }
 
     pub fn set_ledger_write_failing(&self, failing: bool) {

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use git2::Oid;
 
 pub mod host;
+pub mod role;
 mod shared;
 pub use shared::SharedStr;
 

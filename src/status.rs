@@ -99,6 +99,9 @@ pub struct StatusDoc {
     /// the resync timer.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub watcher: Option<String>,
+    /// With `ha`: this replica's role and whom it follows.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ha: Option<HaStatus>,
     pub counts: BTreeMap<String, usize>,
     /// What is wrong with the declarations of the revision last worked on
     /// (`file:line: message`); while there are any, nothing is pruned.
@@ -108,6 +111,15 @@ pub struct StatusDoc {
     #[serde(skip_serializing_if = "LedgerHealth::is_sound")]
     pub ledger: LedgerHealth,
     pub resources: Vec<ResourceStatus>,
+}
+
+/// A replica's part among replicas with `ha` (SPEC §11).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct HaStatus {
+    /// `leader` (it writes) or `follower` (it observes, writes nothing).
+    pub role: String,
+    /// The leader's name, when known (its own when it leads).
+    pub leader: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, PartialEq)]
@@ -304,6 +316,9 @@ fn document(
             .map(|s| source_status(ledger, s, now))
             .transpose()?,
         watcher: ledger.watcher()?.filter(|w| !w.is_empty()),
+        ha: ledger
+            .ha_role()?
+            .map(|(role, leader)| HaStatus { role, leader }),
         counts,
         problems: ledger.declaration_problems()?,
         ledger: LedgerHealth {
@@ -389,6 +404,14 @@ pub fn text(doc: &StatusDoc, all: bool) -> String {
     }
     if let Some(w) = &doc.watcher {
         out.push_str(&format!("watcher  {w}\n"));
+    }
+    if let Some(ha) = &doc.ha {
+        let leader = ha.leader.as_deref().unwrap_or("unknown");
+        out.push_str(&format!(
+            "role     {} (leader: {})\n",
+            ha.role,
+            said(leader)
+        ));
     }
     let counts: Vec<String> = doc
         .counts

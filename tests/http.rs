@@ -123,6 +123,8 @@ fn every_spec_metric_is_present_and_moves() {
     assert!(m
         .0
         .contains("# TYPE tend_reconcile_duration_seconds histogram"));
+    // Without `ha` this tend is no leader among replicas.
+    assert!(m.0.contains("\ntend_ha_leader 0\n"), "{}", m.0);
     assert_eq!(
         m.label_values("tend_source_revision_info", "revision"),
         [first]

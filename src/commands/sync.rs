@@ -15,7 +15,12 @@ use crate::render::quote::{escape_controls as said, name};
 pub fn run(g: &Flags, settings: Settings, allow_mass_prune: bool) -> ExitCode {
     // `--dry-run` (or TEND_DRY_RUN, or policy.dry_run) is honoured here too:
     // a user who asked for no writes gets none, whichever command ran.
-    let dry_run = settings.policy.dry_run;
+    // With `ha`, one sync never campaigns: only the daemon's leader
+    // writes, so a sync observes as a follower does.
+    let dry_run = settings.policy.dry_run || settings.ha.is_some();
+    if settings.ha.is_some() && !settings.policy.dry_run {
+        eprintln!("tend: ha is configured: `tend sync` writes nothing (only the leader of `tend run` replicas writes); this is a dry run");
+    }
     let (_lock, ctx, mut rec) = match reconcile::open_writer(settings, "tend sync") {
         Ok(w) => w,
         Err(e) => return fail(e),
@@ -47,6 +52,7 @@ pub fn run(g: &Flags, settings: Settings, allow_mass_prune: bool) -> ExitCode {
     let opts = PassOptions {
         allow_mass_prune,
         dry_run,
+        follower: false,
     };
     let mut rev = match reconcile::load(&ctx, revision) {
         Ok(r) => r,

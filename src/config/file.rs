@@ -23,6 +23,8 @@ pub struct FileConfig {
     pub log: Option<LogConfig>,
     pub host: Option<super::host::HostConfig>,
     pub secrets: Option<super::secrets::SecretsConfig>,
+    /// Replicas electing one writer (SPEC §11).
+    pub ha: Option<super::ha::HaConfig>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use crate::cli::Flags;
 
 mod file;
+mod ha;
 mod hooks;
 mod host;
 mod load;
@@ -28,6 +29,7 @@ pub use file::{
     AuthConfig, ContestedConfig, FileConfig, LogConfig, PolicyConfig, ServerConfig, SourceConfig,
     VerifyConfig, WebhookConfig,
 };
+pub use ha::HaSettings;
 pub use hooks::{parse_http, parse_signal, Hook, HookAction, HookConfig, HttpHook};
 pub use load::load_file;
 pub use log::check_log_level;

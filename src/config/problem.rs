@@ -115,6 +115,10 @@ impl<'a> Problems<'a> {
         self.found.is_empty()
     }
 
+    pub fn len(&self) -> usize {
+        self.found.len()
+    }
+
     /// `Ok(value)` when nothing was found, else every problem: those of
     /// flags and of the whole config first, then by line.
     pub fn finish<T>(mut self, value: T) -> Result<T, ConfigError> {

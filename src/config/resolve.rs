@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use super::file::FileConfig;
 use super::problem::{ConfigError, Problems};
 use super::settings::Settings;
-use super::{hooks, host, load, log, policy, secrets, server, source, target_flags, targets};
+use super::{ha, hooks, host, load, log, policy, secrets, server, source, target_flags, targets};
 use crate::cli::Flags;
 use crate::model::host::Host;
 
@@ -48,6 +48,7 @@ pub(super) fn resolve(args: &Flags, any_target: bool) -> Result<Settings, Config
         problems.general("", "no target: give --root DIR or `targets:` in the config");
     }
 
+    let ha = ha::resolve(file.ha, &mut problems);
     let hooks = hooks::resolve(file.hooks, &mut problems);
     if let Some(name) = source
         .on_change
@@ -70,6 +71,7 @@ pub(super) fn resolve(args: &Flags, any_target: bool) -> Result<Settings, Config
         .unwrap_or_else(default_state_dir);
     problems.finish(Settings {
         secrets: age,
+        ha,
         source,
         targets,
         hooks,

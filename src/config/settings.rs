@@ -69,4 +69,7 @@ pub struct Settings {
     pub host_named: bool,
     /// Identities and recipients of age-encrypted sources (SPEC §13).
     pub secrets: crate::secrets::AgeSettings,
+    /// The election this replica takes part in, when replicas share the
+    /// writing (SPEC §11); `None`: this tend alone writes.
+    pub ha: Option<super::HaSettings>,
 }

@@ -229,3 +229,39 @@ fn unknown_key_names_line() {
         "{err}"
     );
 }
+
+#[test]
+fn ha_takes_a_cluster_an_election_and_a_lease_and_names_each_problem_by_line() {
+    let t = "targets:\n  f: {type: files, root: /}\n";
+    assert!(resolve_config(t).unwrap().ha.is_none());
+    let s = resolve_config(&format!(
+        "{t}ha:\n  etcd: {{endpoints: [\"http://127.0.0.1:2379\"]}}\n  election: tend/web\n  lease_ttl: 3s\n"
+    ))
+    .unwrap();
+    let ha = s.ha.unwrap();
+    assert_eq!(ha.election, "tend/web");
+    assert_eq!(ha.lease_ttl, Duration::from_secs(3));
+    assert_eq!(ha.etcd.endpoints, ["http://127.0.0.1:2379"]);
+    let s = resolve_config(&format!(
+        "{t}ha:\n  etcd: {{endpoints: [\"http://a:1\"]}}\n  election: e\n"
+    ))
+    .unwrap();
+    assert_eq!(s.ha.unwrap().lease_ttl, Duration::from_secs(10));
+    let err = resolve_config(&format!(
+        "{t}ha:\n  etcd:\n    endpoints: [ftp://x]\n  election: ''\n  lease_ttl: 500ms\n"
+    ))
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("tend.yaml:5: ha.etcd.endpoints: endpoint \"ftp://x\""),
+        "{err}"
+    );
+    assert!(err.contains("tend.yaml:6: ha.election: is empty"), "{err}");
+    assert!(err.contains("tend.yaml:7: ha.lease_ttl"), "{err}");
+    let err = resolve_config(&format!(
+        "{t}ha:\n  etcd: {{endpoints: [\"http://a:1\"], prefix: /x/}}\n  election: e\n"
+    ))
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("prefix"), "{err}");
+}

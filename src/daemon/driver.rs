@@ -17,6 +17,7 @@ use super::unrecorded::{self, Unrecorded};
 use super::{publish, Shared, Worker};
 use crate::config::Settings;
 use crate::ledger::{ResourceRecord, State};
+use crate::model::role::Fence;
 use crate::model::ResourceId;
 use crate::reconcile::{
     self, action_for, backoff, load_next, trust, Clock, Context, Next, Outcome, PassOptions,
@@ -71,6 +72,10 @@ pub(super) struct Loop {
     /// The current revision was read for the pass about to run: its keys
     /// need no second reading.
     just_read: bool,
+    /// This replica's role with `ha` (the elector sets it), and the role
+    /// last published.
+    fence: Fence,
+    role_seen: Option<(String, Option<String>)>,
 }
 
 impl Loop {
@@ -83,11 +88,15 @@ impl Loop {
         if let Some(why) = crate::ledger::reserve_write_failure_note(&settings.state_dir) {
             *shared.unrecorded.lock().expect("unrecorded outcomes") = Unrecorded::resume(why);
         }
-        let clock = shared.worker.lock().expect("worker lock").ctx.clock.clone();
+        let (clock, fence) = {
+            let w = shared.worker.lock().expect("worker lock");
+            (w.ctx.clock.clone(), w.ctx.fence.clone())
+        };
         Loop {
             opts: PassOptions {
                 allow_mass_prune: false,
                 dry_run: settings.policy.dry_run,
+                follower: false,
             },
             settings,
             shared,
@@ -109,6 +118,8 @@ impl Loop {
             full_due: None,
             clock,
             just_read: false,
+            fence,
+            role_seen: None,
         }
     }
 
@@ -154,11 +165,17 @@ impl Loop {
                 self.admit(id, false).await;
             }
         }
-        let stale = self.ages_grow
-            && self
-                .last_published
-                .is_some_and(|t| t.elapsed() >= AGES_EVERY);
-        if self.publish_pending || stale {
+        // A new role is shown at once (becoming the leader also asks for a
+        // full pass, through the elector).
+        let role_changed = self.role() != self.role_seen;
+        let stale = role_changed
+            || self.ages_grow
+                && self
+                    .last_published
+                    .is_some_and(|t| t.elapsed() >= AGES_EVERY);
+        if role_changed {
+            self.publish(true).await;
+        } else if self.publish_pending || stale {
             self.publish(false).await;
         }
     }
@@ -481,7 +498,7 @@ impl Loop {
             let whole = report.prune_blocked.is_none()
                 && report.unpublished.is_none()
                 && !report.cancelled
-                && !opts.dry_run
+                && !report.dry_run
                 && rev.declared.is_complete()
                 && !report.outcomes.keys().any(|id| {
                     // A member no longer declared that still has an outcome
@@ -709,6 +726,12 @@ impl Loop {
                 kept.failure().is_some(),
             )
         };
+        let role = self.role();
+        self.shared
+            .metrics
+            .set_ha_leader(role.as_ref().is_some_and(|(r, _)| r == "leader"));
+        let write_role = role.clone().filter(|r| Some(r) != self.role_seen.as_ref());
+        self.role_seen = role;
         let line = Some(self.watch.describe());
         let write_line = line.clone().filter(|l| Some(l) != self.watch_line.as_ref());
         self.watch_line = line;
@@ -717,10 +740,19 @@ impl Loop {
                 if let Some(line) = write_line {
                     let _ = rec.ledger.set_watcher(&line);
                 }
+                if let Some((role, leader)) = write_role {
+                    let _ = rec.ledger.set_ha_role(&role, leader.as_deref());
+                }
                 publish::ledger(&metrics, &rec.ledger, &kept, failing)
             })
             .await;
         self.shared.metrics.set_queue_depth(self.queue.depth());
+    }
+
+    /// This replica's role and the leader's name, with `ha`.
+    fn role(&self) -> Option<(String, Option<String>)> {
+        let role = self.fence.role()?;
+        Some((role.name().to_string(), self.fence.leader_name()))
     }
 
     /// Schedules what the error policy calls for after a pass: each

@@ -82,6 +82,21 @@ async fn run_loop(
     let (tx, rx) = mpsc::unbounded_channel();
     watch_hangup(hangup, tx.clone());
     let settings = ctx.settings.clone();
+    // With `ha`, the elector sets the role the passes read; becoming the
+    // leader asks for a full pass.
+    let _elector = match &settings.ha {
+        Some(ha) => {
+            let to_loop = tx.clone();
+            let on_lead: crate::ha::OnLead = Arc::new(move || {
+                let _ = to_loop.send(Trigger::FullPass);
+            });
+            match crate::ha::Elector::start(ha, &settings.host.name, ctx.fence.clone(), on_lead) {
+                Ok(e) => Some(e),
+                Err(e) => return fail(format!("ha: {e}")),
+            }
+        }
+        None => None,
+    };
     let events = EventLoop::new(ctx, rec, ctl.clone(), tx.clone());
     let fetches = match http::start(&settings, events.shared(), stop.clone()).await {
         Ok(rx) => rx,

@@ -74,6 +74,7 @@ pub fn plan(old: &Settings, new: Settings) -> Plan {
         host,
         host_named,
         secrets,
+        ha,
     } = new;
     // Bound once at start: the state dir (and its lock), the listener with
     // its secrets, the log format.
@@ -93,6 +94,9 @@ pub fn plan(old: &Settings, new: Settings) -> Plan {
         host: sort.live("host", host, &old.host),
         host_named: sort.live("host", host_named, &old.host_named),
         secrets: sort.live("secrets", secrets, &old.secrets),
+        // The elector runs with the election it started in; the role it
+        // sets stays the one the targets and the pass read.
+        ha: sort.bound("ha", ha, &old.ha),
     };
     Plan {
         settings,
@@ -397,5 +401,20 @@ mod tests {
         );
         assert!(p.changed.is_empty(), "{p:?}");
         assert_eq!(p.settings.source.interval.as_secs(), 7);
+    }
+
+    #[test]
+    fn the_election_is_kept_until_a_restart() {
+        let old = settings(BASE, &[]);
+        let with_ha = format!(
+            "{BASE}ha: {{etcd: {{endpoints: [\"http://127.0.0.1:2379\"]}}, election: e, lease_ttl: 3s}}\n"
+        );
+        let p = plan(&old, settings(&with_ha, &[]));
+        assert_eq!(p.needs_restart, ["ha"]);
+        assert!(p.settings.ha.is_none(), "{p:?}");
+        let old = settings(&with_ha, &[]);
+        let p = plan(&old, settings(&with_ha.replace("3s", "5s"), &[]));
+        assert_eq!(p.needs_restart, ["ha"]);
+        assert_eq!(p.settings.ha.unwrap().lease_ttl.as_secs(), 3);
     }
 }

@@ -334,6 +334,12 @@ impl Ledger {
     pub fn set_source_warnings(&self, warnings: &[String]) -> Res<()> {
         self.q().set_source_warnings(warnings)
     }
+    pub fn ha_role(&self) -> Res<Option<(String, Option<String>)>> {
+        self.q().ha_role()
+    }
+    pub fn set_ha_role(&self, role: &str, leader: Option<&str>) -> Res<()> {
+        self.q().set_ha_role(role, leader)
+    }
     pub fn mirror_repaired(&self) -> Res<Option<String>> {
         self.q().mirror_repaired()
     }

@@ -164,6 +164,23 @@ impl Tx<'_> {
         self.exec("UPDATE overall SET source_warnings = ?1", params![text])
     }
 
+    /// With `ha`: this replica's role and the leader's name, when known.
+    pub fn ha_role(&self) -> Res<Option<(String, Option<String>)>> {
+        let row: Option<(Option<String>, Option<String>)> = self
+            .conn
+            .prepare_cached("SELECT ha_role, ha_leader FROM overall")
+            .and_then(|mut s| s.query_row([], |r| Ok((r.get(0)?, r.get(1)?))).optional())
+            .map_err(|e| self.err(e))?;
+        Ok(row.and_then(|(role, leader)| role.map(|role| (role, leader))))
+    }
+
+    pub fn set_ha_role(&self, role: &str, leader: Option<&str>) -> Res<()> {
+        self.exec(
+            "UPDATE overall SET ha_role = ?1, ha_leader = ?2",
+            params![role, leader],
+        )
+    }
+
     /// When and how the mirror was last repaired.
     pub fn mirror_repaired(&self) -> Res<Option<String>> {
         self.one("SELECT mirror_repaired FROM overall", [])

@@ -9,7 +9,7 @@ use super::LedgerError;
 
 /// Migration `i` takes a database from version `i` to `i + 1`. Append only:
 /// a released migration is never edited, a change is a new entry.
-const MIGRATIONS: &[&str] = &[FIRST_SCHEMA, TYPED_META, TRUST, SOURCE_NOTES];
+const MIGRATIONS: &[&str] = &[FIRST_SCHEMA, TYPED_META, TRUST, SOURCE_NOTES, HA_ROLE];
 
 /// 1: the first schema. Times are unix milliseconds.
 pub(crate) const FIRST_SCHEMA: &str = "
@@ -145,6 +145,13 @@ const TRUST: &str = "
 const SOURCE_NOTES: &str = "
     ALTER TABLE overall ADD COLUMN source_warnings TEXT;
     ALTER TABLE overall ADD COLUMN mirror_repaired TEXT;
+    ";
+
+/// 5: with `ha`, this replica's role (`leader`, `follower`) and the
+/// leader's name as the daemon last saw them.
+const HA_ROLE: &str = "
+    ALTER TABLE overall ADD COLUMN ha_role TEXT;
+    ALTER TABLE overall ADD COLUMN ha_leader TEXT;
     ";
 
 /// The schema version this build reads and writes.

@@ -47,6 +47,7 @@ pub fn apply(
     let mut report = PassReport {
         revision: Some(rev.id),
         problems: rev.declared.problems.clone(),
+        dry_run: opts.dry_run,
         ..Default::default()
     };
     // A pass that prunes also drops the records of identities in its scope

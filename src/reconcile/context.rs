@@ -9,6 +9,7 @@ use git2::Oid;
 use super::clock::{Clock, SystemClock};
 use crate::config::{Settings, TargetKind};
 use crate::declare::{self, Declared, TargetInfo};
+use crate::model::role::Fence;
 use crate::model::{ContentSource, Observed, RelPath, ResourceId, Spec};
 use crate::source::{BlobReader, Mirror, Snapshot, SourceSpec};
 use crate::target::etcd::EtcdTarget;
@@ -35,6 +36,9 @@ pub struct Context {
     /// What the pass reads the time from: the system's clock, except in
     /// tests that move time themselves.
     pub clock: Arc<dyn Clock>,
+    /// This replica's role with `ha`: whether the pass may write, and the
+    /// token the targets fence each write with (SPEC §11).
+    pub fence: Fence,
 }
 
 impl Context {
@@ -64,6 +68,13 @@ impl Context {
         // Trust files first: a bad one is named before any target starts.
         let trust =
             crate::source::verify::TrustAnchors::load(&settings.source.verify)?.map(Arc::new);
+        // The role outlives a reload: the elector of the running daemon
+        // keeps setting it.
+        let fence = match (old, &settings.ha) {
+            (_, None) => Fence::off(),
+            (Some(o), Some(_)) if o.fence.enabled() => o.fence.clone(),
+            (_, Some(_)) => Fence::on(&settings.host.name),
+        };
         let mut targets: BTreeMap<String, Arc<dyn Target>> = BTreeMap::new();
         for t in &settings.targets {
             let unchanged = old.and_then(|old| {
@@ -83,11 +94,11 @@ impl Context {
                         .map(|f| Arc::new(f) as Arc<dyn Target>)
                 }
                 TargetKind::Exec(c) => ExecTarget::start(&t.name, &c.command, c.timeout.0)
+                    .map(|e| e.fenced(fence.clone()))
                     .map(|e| Arc::new(e) as Arc<dyn Target>)
                     .map_err(|e| e.to_string()),
-                TargetKind::Etcd(c) => {
-                    EtcdTarget::build(&t.name, c).map(|e| Arc::new(e) as Arc<dyn Target>)
-                }
+                TargetKind::Etcd(c) => EtcdTarget::build(&t.name, c, fence.clone())
+                    .map(|e| Arc::new(e) as Arc<dyn Target>),
             };
             let target = built.map_err(|message| BuildError::Target {
                 name: t.name.clone(),
@@ -107,6 +118,7 @@ impl Context {
             targets,
             trust,
             clock,
+            fence,
         })
     }
 
@@ -121,6 +133,7 @@ impl Context {
             targets: self.targets.clone(),
             trust: self.trust.clone(),
             clock: self.clock.clone(),
+            fence: self.fence.clone(),
         })
     }
 

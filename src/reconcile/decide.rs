@@ -65,7 +65,9 @@ pub(super) fn corrections<'a>(
         }
         let heal = d.self_heal.unwrap_or(policy.self_heal);
         if opts.dry_run || (!heal && drift_of_applied) {
-            let reason = if opts.dry_run {
+            let reason = if opts.follower {
+                "not the leader"
+            } else if opts.dry_run {
                 "dry run"
             } else {
                 "self_heal is off"

@@ -87,7 +87,7 @@ fn recheck_damage(ledger: &Ledger) {
 pub fn recover(ctx: &Context, rec: &mut Recorder) -> Result<(), LedgerError> {
     // A dry run touches no target and runs no command: what is pending
     // waits for a process that may act.
-    if ctx.settings.policy.dry_run {
+    if ctx.settings.policy.dry_run || !ctx.fence.may_write() {
         return Ok(());
     }
     if !rec.temp_swept() {
@@ -259,6 +259,7 @@ pub fn pruning_pass(
     ctl: &Control,
 ) -> Result<PassReport, PassError> {
     debug_assert!(scope.prunes());
+    let opts = opts.for_role(&ctx.fence);
     if !opts.dry_run {
         publish::begin(ctx, rec, rev);
     }
@@ -288,6 +289,7 @@ pub fn keyed_pass(
     opts: PassOptions,
     ctl: &Control,
 ) -> Result<PassReport, PassError> {
+    let opts = opts.for_role(&ctx.fence);
     if !opts.dry_run {
         publish::begin(ctx, rec, rev);
     }

@@ -9,6 +9,7 @@ use git2::Oid;
 use super::context::{Context, PassContent};
 use super::outcome::Outcome;
 use crate::declare::{Declared, Problem};
+use crate::model::role::Fence;
 use crate::model::ResourceId;
 
 #[derive(Debug, Clone, Copy, Default)]
@@ -16,6 +17,22 @@ pub struct PassOptions {
     pub allow_mass_prune: bool,
     /// Observe and record, never write.
     pub dry_run: bool,
+    /// Set by the pass from the role (`ha`): this replica is not the
+    /// leader, so the pass is a dry run.
+    pub follower: bool,
+}
+
+impl PassOptions {
+    /// The options this replica's role allows: with `ha`, a replica that is
+    /// not the leader observes and records drift but writes nothing.
+    pub fn for_role(self, fence: &Fence) -> PassOptions {
+        let follower = !fence.may_write();
+        PassOptions {
+            dry_run: self.dry_run || follower,
+            follower,
+            ..self
+        }
+    }
 }
 
 /// Which resources a pass looks at.
@@ -72,6 +89,8 @@ pub struct PassReport {
     /// publishes whole trees could not publish this revision's); hooks
     /// wait, and the revision is not recorded applied.
     pub unpublished: Option<String>,
+    /// The pass wrote nothing by design: a dry run, or a follower's pass.
+    pub dry_run: bool,
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -137,6 +137,14 @@ fn write_batch(
     rec: &mut Recorder,
     changes: &[&Change],
 ) -> Result<Vec<Result<u64, TargetError>>, LedgerError> {
+    // With `ha`, leadership lost during the pass stops its writes here:
+    // nothing more is written, and the next pass is a follower's.
+    if let Err(why) = run.ctx.fence.token() {
+        return Ok(changes
+            .iter()
+            .map(|c| Err(TargetError::Transient(format!("{}: {why}", c.id))))
+            .collect());
+    }
     let mut withheld = Vec::new();
     {
         let applied = rec.applied_digests(changes.len())?;

@@ -183,6 +183,7 @@ mod tests {
             generated_at: humantime::format_rfc3339_seconds(now).to_string(),
             source: None,
             watcher: None,
+            ha: None,
             counts: Default::default(),
             problems: Vec::new(),
             ledger: Default::default(),

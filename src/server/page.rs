@@ -162,6 +162,23 @@ fn ledger_section(out: &mut String, doc: &StatusDoc) {
     out.push_str("</ul>");
 }
 
+/// With `ha`: whether this replica writes, and who does.
+fn role_section(out: &mut String, doc: &StatusDoc) {
+    let Some(ha) = &doc.ha else {
+        return;
+    };
+    let (class, says) = match ha.role.as_str() {
+        "leader" => ("ok", "writes"),
+        _ => ("muted", "observes and records drift, writes nothing"),
+    };
+    let _ = write!(
+        out,
+        "<h2>Role</h2><p class=\"{class}\"><b>{}</b>: {says} (leader: {})</p>",
+        escape(&ha.role),
+        escape(ha.leader.as_deref().unwrap_or("unknown"))
+    );
+}
+
 fn problems_section(out: &mut String, doc: &StatusDoc) {
     if doc.problems.is_empty() {
         return;
@@ -341,6 +358,7 @@ pub fn render_index(doc: Result<&StatusDoc, &str>, audit: Result<&Tail, &str>) -
         None => out.push_str("<h2>Source</h2><p class=\"muted\">Never fetched.</p>"),
     }
     ledger_section(&mut out, doc);
+    role_section(&mut out, doc);
     counts_section(&mut out, doc);
     problems_section(&mut out, doc);
     if let Ok(tail) = audit {

@@ -32,6 +32,8 @@ pub struct Etcd {
     child: Option<Child>,
     /// `NAME:PASSWORD` etcdctl gives once auth is on.
     user: Option<String>,
+    /// `--initial-cluster`: this member alone, or every member of a cluster.
+    initial_cluster: String,
 }
 
 impl Etcd {
@@ -41,13 +43,15 @@ impl Etcd {
             .prefix("tend-etcd-")
             .tempdir()
             .unwrap();
+        let peer_port = free_port();
         let mut e = Etcd {
             name: "m1".into(),
             client_port: free_port(),
-            peer_port: free_port(),
+            peer_port,
             dir,
             child: None,
             user: None,
+            initial_cluster: format!("m1=http://127.0.0.1:{peer_port}"),
         };
         e.resume();
         e
@@ -64,6 +68,22 @@ impl Etcd {
     /// Starts the member again on its data dir and ports, and waits until
     /// it answers.
     pub fn resume(&mut self) {
+        self.spawn();
+        self.wait_healthy();
+    }
+
+    /// Waits until this member answers a health check (which needs a
+    /// quorum of its cluster).
+    pub fn wait_healthy(&self) {
+        let up = wait(30, || {
+            TcpStream::connect(("127.0.0.1", self.client_port)).is_ok()
+                && self.ctl(&["endpoint", "health"]).status.success()
+        });
+        assert!(up, "etcd did not come up:\n{}", self.log());
+    }
+
+    /// Starts the member's process, not waiting for it.
+    fn spawn(&mut self) {
         assert!(self.child.is_none(), "etcd is already running");
         let log = std::fs::OpenOptions::new()
             .create(true)
@@ -85,18 +105,13 @@ impl Etcd {
             .arg("--initial-advertise-peer-urls")
             .arg(&peer)
             .arg("--initial-cluster")
-            .arg(format!("{}={peer}", self.name))
+            .arg(&self.initial_cluster)
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
             .stderr(log)
             .spawn()
             .expect("start etcd");
         self.child = Some(child);
-        let up = wait(20, || {
-            TcpStream::connect(("127.0.0.1", self.client_port)).is_ok()
-                && self.ctl(&["endpoint", "health"]).status.success()
-        });
-        assert!(up, "etcd did not come up:\n{}", self.log());
     }
 
     /// Kills the member (SIGKILL, as a crash) and waits for it to be gone.
@@ -192,6 +207,26 @@ impl Etcd {
     /// Every change of `key` in the history that is not compacted: its
     /// values, oldest first (an empty string for a delete).
     pub fn history(&self, key: &str) -> Vec<String> {
+        self.history_revisions(key)
+            .into_iter()
+            .map(|(_, v)| v)
+            .collect()
+    }
+
+    /// [`Etcd::history`] with each change's mod revision. etcdctl's watch
+    /// prints what it replays and is stopped after a while: a slow machine
+    /// is given longer when nothing came in time.
+    pub fn history_revisions(&self, key: &str) -> Vec<(i64, String)> {
+        for wait in [700, 2000, 5000] {
+            let found = self.replay(key, Duration::from_millis(wait));
+            if !found.is_empty() {
+                return found;
+            }
+        }
+        Vec::new()
+    }
+
+    fn replay(&self, key: &str, wait: Duration) -> Vec<(i64, String)> {
         let mut child = Command::new(ETCDCTL)
             .env("ETCDCTL_API", "3")
             .arg("--endpoints")
@@ -200,7 +235,7 @@ impl Etcd {
             .stdout(Stdio::piped())
             .spawn()
             .unwrap();
-        std::thread::sleep(Duration::from_millis(700));
+        std::thread::sleep(wait);
         let _ = child.kill();
         let out = child.wait_with_output().unwrap();
         let mut values = Vec::new();
@@ -210,10 +245,71 @@ impl Etcd {
             };
             for e in v["Events"].as_array().into_iter().flatten() {
                 let value = e["kv"]["value"].as_str().unwrap_or("");
-                values.push(decode(value));
+                let rev = e["kv"]["mod_revision"].as_i64().unwrap_or(0);
+                values.push((rev, decode(value)));
             }
         }
         values
+    }
+}
+
+/// A cluster of members on loopback ports, each killed on drop.
+pub struct Cluster {
+    pub members: Vec<Etcd>,
+}
+
+impl Cluster {
+    /// `n` members, started together and answering.
+    pub fn start(n: usize) -> Cluster {
+        let ports: Vec<(u16, u16)> = (0..n).map(|_| (free_port(), free_port())).collect();
+        let initial = ports
+            .iter()
+            .enumerate()
+            .map(|(i, (_, peer))| format!("m{}=http://127.0.0.1:{peer}", i + 1))
+            .collect::<Vec<_>>()
+            .join(",");
+        let mut members: Vec<Etcd> = ports
+            .iter()
+            .enumerate()
+            .map(|(i, (client, peer))| Etcd {
+                name: format!("m{}", i + 1),
+                client_port: *client,
+                peer_port: *peer,
+                dir: tempfile::Builder::new()
+                    .prefix("tend-etcd-")
+                    .tempdir()
+                    .unwrap(),
+                child: None,
+                user: None,
+                initial_cluster: initial.clone(),
+            })
+            .collect();
+        for m in &mut members {
+            m.spawn();
+        }
+        for m in &members {
+            m.wait_healthy();
+        }
+        Cluster { members }
+    }
+
+    /// Every member's client URL, as a YAML flow list.
+    pub fn endpoints(&self) -> String {
+        let urls: Vec<String> = self.members.iter().map(Etcd::endpoint).collect();
+        format!("[{}]", urls.join(", "))
+    }
+
+    /// A member that is running, for etcdctl.
+    pub fn any(&self) -> &Etcd {
+        self.members
+            .iter()
+            .find(|m| m.child.is_some())
+            .expect("a running member")
+    }
+
+    /// Every change of `key` still in the history, with its mod revision.
+    pub fn history_revisions(&self, key: &str) -> Vec<(i64, String)> {
+        self.any().history_revisions(key)
     }
 }
 

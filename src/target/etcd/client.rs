@@ -9,7 +9,7 @@ use std::time::Duration;
 use etcd_client::{Certificate, Client, ConnectOptions, Identity, TlsOptions};
 use tokio::runtime::Handle;
 
-use super::config::EtcdConfig;
+use super::config::ClusterConfig;
 
 /// Largest answer read: a range read of the whole prefix comes in one.
 const MAX_MESSAGE: usize = 256 << 20;
@@ -29,7 +29,7 @@ struct Runtime {
 }
 
 pub struct Connection {
-    config: EtcdConfig,
+    config: ClusterConfig,
     runtime: Runtime,
     client: Mutex<Option<Client>>,
 }
@@ -37,7 +37,7 @@ pub struct Connection {
 impl Connection {
     /// A connection that connects on first use: an unreachable cluster at
     /// start makes keys unknown, not the target fail to build.
-    pub fn new(config: &EtcdConfig) -> Result<Arc<Connection>, String> {
+    pub fn new(config: &ClusterConfig) -> Result<Arc<Connection>, String> {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -99,15 +99,15 @@ impl Connection {
             Ok(Err(e)) => {
                 // A broken client is made again next time; an answer that
                 // is an error (a refused permission) keeps it.
-                if matches!(
-                    e,
-                    etcd_client::Error::TransportError(_) | etcd_client::Error::IoError(_)
-                ) {
+                if broken(&e) {
                     *self.client.lock().expect("client lock") = None;
                 }
                 Err(self.unreachable(describe(&e)))
             }
-            Err(_) => Err(self.unreachable(format!("no answer within {timeout:?}"))),
+            Err(_) => {
+                *self.client.lock().expect("client lock") = None;
+                Err(self.unreachable(format!("no answer within {timeout:?}")))
+            }
         }
     }
 
@@ -183,6 +183,18 @@ impl Connection {
     /// The client's options for the range reads of a whole prefix.
     pub fn max_message() -> usize {
         MAX_MESSAGE
+    }
+}
+
+/// Whether the error says the connection is broken rather than the call
+/// refused: a member that restarted leaves HTTP/2 connections that fail
+/// with gRPC's Unknown or Unavailable, not a transport error.
+fn broken(e: &etcd_client::Error) -> bool {
+    // gRPC's codes: Cancelled 1, Unknown 2, DeadlineExceeded 4, Unavailable 14.
+    match e {
+        etcd_client::Error::TransportError(_) | etcd_client::Error::IoError(_) => true,
+        etcd_client::Error::GRpcStatus(s) => matches!(s.code() as i32, 1 | 2 | 4 | 14),
+        _ => false,
     }
 }
 

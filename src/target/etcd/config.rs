@@ -1,7 +1,8 @@
 //! The `etcd` target's block in the config: `{type: etcd, endpoints: [URL],
 //! prefix: /app/, auth: {user, password_file}, tls: {ca_file, cert_file,
 //! key_file}, timeout: 5s}`. Its fields alone; a key of another adapter is
-//! an unknown key here.
+//! an unknown key here. [`ClusterConfig`] is the connection part alone, as
+//! `ha.etcd` names the cluster replicas elect a writer on.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -44,13 +45,54 @@ pub struct TlsConfig {
     pub key_file: Option<PathBuf>,
 }
 
+/// How to reach a cluster: what the target's block and `ha.etcd` share.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterConfig {
+    pub endpoints: Vec<String>,
+    #[serde(default)]
+    pub auth: Option<AuthConfig>,
+    #[serde(default)]
+    pub tls: Option<TlsConfig>,
+    #[serde(default = "default_timeout")]
+    pub timeout: Dur,
+}
+
 fn default_timeout() -> Dur {
     Dur(Duration::from_secs(5))
 }
 
 impl EtcdConfig {
+    /// The connection part of the block.
+    pub fn cluster(&self) -> ClusterConfig {
+        ClusterConfig {
+            endpoints: self.endpoints.clone(),
+            auth: self.auth.clone(),
+            tls: self.tls.clone(),
+            timeout: self.timeout,
+        }
+    }
+
     /// What is wrong with the block, without reading a file or connecting:
     /// each problem with the key of the block it is about.
+    pub fn validate(&self) -> Vec<(&'static str, String)> {
+        let mut problems = self.cluster().validate();
+        if !self.prefix.starts_with('/') || !self.prefix.ends_with('/') {
+            problems.push((
+                "prefix",
+                format!(
+                    "`prefix` {:?} must start and end with `/` (like /app/config/), so no key outside it can match",
+                    self.prefix
+                ),
+            ));
+        }
+        problems
+    }
+}
+
+impl ClusterConfig {
+    /// What is wrong with the connection settings, without reading a file
+    /// or connecting: each problem with its key.
     pub fn validate(&self) -> Vec<(&'static str, String)> {
         let mut problems = Vec::new();
         if self.endpoints.is_empty() {
@@ -72,15 +114,6 @@ impl EtcdConfig {
                     format!("endpoint {e:?} is https:// but there is no `tls`"),
                 ));
             }
-        }
-        if !self.prefix.starts_with('/') || !self.prefix.ends_with('/') {
-            problems.push((
-                "prefix",
-                format!(
-                    "`prefix` {:?} must start and end with `/` (like /app/config/), so no key outside it can match",
-                    self.prefix
-                ),
-            ));
         }
         if let Some(a) = &self.auth {
             if a.user.is_empty() {

@@ -15,12 +15,13 @@ mod tests;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-pub use config::{AuthConfig, EtcdConfig, TlsConfig};
-use etcd_client::{Compare, CompareOp, GetOptions, Txn, TxnOp};
+pub use client::{describe, Connection, Unreachable};
+pub use config::{AuthConfig, ClusterConfig, EtcdConfig, TlsConfig};
+use etcd_client::{Compare, CompareOp, GetOptions, Txn, TxnOp, TxnOpResponse};
 
+use crate::model::role::Fence;
 use crate::model::{Action, Backup, Change, ContentSource, Live, Observed, RelPath, Spec};
 use crate::target::{Applied, ChangeSink, Probe, Subscription, Swept, Target, TargetError};
-use client::Connection;
 use value::Seen;
 
 /// Most writes in one transaction: etcd refuses more than 128 operations
@@ -49,12 +50,27 @@ impl Write {
         }
     }
 
+    fn fenced(&self, why: &str) -> TargetError {
+        TargetError::Transient(format!("{}: {why}; nothing was written", self.id))
+    }
+
     fn lost(&self) -> TargetError {
         TargetError::Transient(format!(
             "{}: changed by another writer since it was observed at revision {}; nothing was written, it is observed again",
             self.id, self.revision
         ))
     }
+}
+
+/// How a transaction ended.
+enum Committed {
+    /// Every compare held: all was written.
+    Written,
+    /// A key was changed by another writer: nothing was written.
+    Lost,
+    /// This replica may not write (`ha`): the leader key is gone or not
+    /// its own, or its lease was not renewed in time. Nothing was written.
+    Fenced(String),
 }
 
 /// The one kind this target serves.
@@ -73,18 +89,22 @@ pub struct EtcdTarget {
     /// The revision of the last range read: a watch begun later starts
     /// just after it, so no change between the two is missed.
     observed_at: Arc<std::sync::atomic::AtomicI64>,
+    /// With `ha`, each write also compares the leader key's create
+    /// revision with this replica's token.
+    fence: Fence,
 }
 
 impl EtcdTarget {
     /// The target; nothing is connected until it is first used.
-    pub fn build(name: &str, config: &EtcdConfig) -> Result<EtcdTarget, String> {
+    pub fn build(name: &str, config: &EtcdConfig, fence: Fence) -> Result<EtcdTarget, String> {
         Ok(EtcdTarget {
             name: name.to_string(),
             prefix: config.prefix.clone(),
-            conn: Connection::new(config)?,
+            conn: Connection::new(&config.cluster())?,
             seen: Mutex::new(HashMap::new()),
             echoes: watch::Echoes::default(),
             observed_at: Arc::new(std::sync::atomic::AtomicI64::new(0)),
+            fence,
         })
     }
 
@@ -166,13 +186,26 @@ impl EtcdTarget {
         })
     }
 
-    /// One transaction of `writes`: true when every compare held and all
-    /// were written, false when none was.
-    fn commit(&self, writes: &[Write]) -> Result<bool, client::Unreachable> {
-        let compares: Vec<Compare> = writes
+    /// One transaction of `writes`: all written, or none. With `ha` it
+    /// also compares the leader key's create revision with this replica's
+    /// token, and reads the leader key when a compare fails, to tell a
+    /// lost leadership from another writer's change.
+    fn commit(&self, writes: &[Write]) -> Result<Committed, client::Unreachable> {
+        let token = match self.fence.token() {
+            Ok(t) => t,
+            Err(why) => return Ok(Committed::Fenced(why)),
+        };
+        let mut compares: Vec<Compare> = writes
             .iter()
             .map(|w| Compare::mod_revision(w.key.clone(), CompareOp::Equal, w.revision))
             .collect();
+        if let Some(t) = &token {
+            compares.push(Compare::create_revision(
+                t.key.clone(),
+                CompareOp::Equal,
+                t.revision,
+            ));
+        }
         let ops: Vec<TxnOp> = writes
             .iter()
             .map(|w| match &w.put {
@@ -183,11 +216,35 @@ impl EtcdTarget {
         for w in writes {
             self.echoes.writing(&w.path, w.put.as_deref());
         }
-        let txn = Txn::new().when(compares).and_then(ops);
+        let mut txn = Txn::new().when(compares).and_then(ops);
+        if let Some(t) = &token {
+            txn = txn.or_else(vec![TxnOp::get(t.key.clone(), None)]);
+        }
         let answer = self
             .conn
             .call(move |mut c| async move { c.txn(txn).await })?;
-        Ok(answer.succeeded())
+        if answer.succeeded() {
+            return Ok(Committed::Written);
+        }
+        let Some(t) = token else {
+            return Ok(Committed::Lost);
+        };
+        let held = answer.op_responses().into_iter().any(|r| match r {
+            TxnOpResponse::Get(g) => g
+                .kvs()
+                .first()
+                .is_some_and(|kv| kv.create_revision() == t.revision),
+            _ => false,
+        });
+        if held {
+            return Ok(Committed::Lost);
+        }
+        self.fence.refused(&t);
+        Ok(Committed::Fenced(format!(
+            "not the leader: etcd refused the write, the leader key {} is no longer at revision {}",
+            String::from_utf8_lossy(&t.key),
+            t.revision
+        )))
     }
 
     /// The revision the key must still be at for `change` to be written:
@@ -262,10 +319,12 @@ impl Target for EtcdTarget {
         backup: &dyn Backup,
     ) -> Result<Applied, TargetError> {
         let write = self.prepare(change, content, backup)?;
-        self.commit(std::slice::from_ref(&write))
-            .map_err(|e| TargetError::Transient(e.to_string()))?
-            .then(|| write.applied())
-            .ok_or_else(|| write.lost())
+        match self.commit(std::slice::from_ref(&write)) {
+            Ok(Committed::Written) => Ok(write.applied()),
+            Ok(Committed::Lost) => Err(write.lost()),
+            Ok(Committed::Fenced(why)) => Err(write.fenced(&why)),
+            Err(e) => Err(TargetError::Transient(e.to_string())),
+        }
     }
 
     /// Up to [`TXN_BATCH`] changes in one transaction, each still compared
@@ -291,16 +350,24 @@ impl Target for EtcdTarget {
         for chunk in ready.chunks(TXN_BATCH) {
             let writes: Vec<Write> = chunk.iter().map(|(_, w)| (*w).clone()).collect();
             match self.commit(&writes) {
-                Ok(true) => {
+                Ok(Committed::Written) => {
                     for (i, w) in chunk {
                         out[*i] = Some(Ok(w.applied()));
                     }
                 }
-                Ok(false) => {
+                // A lost leadership is no conflict to try again: nothing
+                // of the batch is written.
+                Ok(Committed::Fenced(why)) => {
+                    for (i, w) in chunk {
+                        out[*i] = Some(Err(w.fenced(&why)));
+                    }
+                }
+                Ok(Committed::Lost) => {
                     for (i, w) in chunk {
                         out[*i] = Some(match self.commit(std::slice::from_ref(*w)) {
-                            Ok(true) => Ok(w.applied()),
-                            Ok(false) => Err(w.lost()),
+                            Ok(Committed::Written) => Ok(w.applied()),
+                            Ok(Committed::Lost) => Err(w.lost()),
+                            Ok(Committed::Fenced(why)) => Err(w.fenced(&why)),
                             Err(e) => Err(TargetError::Transient(e.to_string())),
                         });
                     }

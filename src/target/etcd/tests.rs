@@ -12,6 +12,7 @@ use git2::Oid;
 
 use super::{EtcdConfig, EtcdTarget};
 use crate::duration::Dur;
+use crate::model::role::{Fence, Token};
 use crate::model::{
     blob_id, Action, Backup, Change, ContentSource, Desired, Field, FileSpec, Observed, Origin,
     RelPath, ResourceId, Spec,
@@ -106,7 +107,7 @@ fn a_writer_between_observe_and_write_is_not_overwritten() {
     }
     let etcd = server::Etcd::start();
     etcd.put("/app/flags", "old");
-    let t = EtcdTarget::build("kv", &config(etcd.endpoint())).unwrap();
+    let t = EtcdTarget::build("kv", &config(etcd.endpoint()), Fence::off()).unwrap();
     let want = value("flags", b"declared");
     let content = Content([(blob_id(b"declared"), b"declared".to_vec())].into());
     let observed = observe(&t, &want);
@@ -141,7 +142,7 @@ fn a_create_loses_to_a_key_made_meanwhile() {
         return;
     }
     let etcd = server::Etcd::start();
-    let t = EtcdTarget::build("kv", &config(etcd.endpoint())).unwrap();
+    let t = EtcdTarget::build("kv", &config(etcd.endpoint()), Fence::off()).unwrap();
     let want = value("new", b"declared");
     let content = Content([(blob_id(b"declared"), b"declared".to_vec())].into());
     assert_eq!(observe(&t, &want), Observed::Absent);
@@ -159,7 +160,7 @@ fn an_unreachable_cluster_is_unknown() {
         return;
     }
     let mut etcd = server::Etcd::start();
-    let t = EtcdTarget::build("kv", &config(etcd.endpoint())).unwrap();
+    let t = EtcdTarget::build("kv", &config(etcd.endpoint()), Fence::off()).unwrap();
     let want = value("flags", b"x");
     assert_eq!(observe(&t, &want), Observed::Absent);
     etcd.kill();
@@ -178,7 +179,7 @@ fn a_batch_writes_the_others_when_one_lost_to_another_writer() {
         return;
     }
     let etcd = server::Etcd::start();
-    let t = EtcdTarget::build("kv", &config(etcd.endpoint())).unwrap();
+    let t = EtcdTarget::build("kv", &config(etcd.endpoint()), Fence::off()).unwrap();
     let wants: Vec<Desired> = ["a", "b", "c"].iter().map(|k| value(k, b"v")).collect();
     let content = Content([(blob_id(b"v"), b"v".to_vec())].into());
     let changes: Vec<Change> = wants
@@ -215,4 +216,62 @@ fn a_batch_writes_the_others_when_one_lost_to_another_writer() {
     let results = t.apply_batch(&refs, &content, &Backups::default());
     assert!(results.iter().all(Result::is_ok), "{results:?}");
     assert_eq!(etcd.revision(), before + 1, "one transaction");
+}
+
+#[test]
+fn with_ha_a_write_is_fenced_by_the_leader_key_in_the_same_transaction() {
+    if !etcd_here() {
+        return;
+    }
+    let etcd = server::Etcd::start();
+    etcd.put("/tend/web/leader", "web-1");
+    let token = Token {
+        key: b"/tend/web/leader".to_vec(),
+        revision: etcd.revision(),
+    };
+    let fence = Fence::on("web-1");
+    fence.lead(
+        token.clone(),
+        std::time::Instant::now() + std::time::Duration::from_secs(60),
+    );
+    let t = EtcdTarget::build("kv", &config(etcd.endpoint()), fence.clone()).unwrap();
+    let content = Content(
+        [
+            (blob_id(b"one"), b"one".to_vec()),
+            (blob_id(b"two"), b"two".to_vec()),
+        ]
+        .into(),
+    );
+    let one = value("flags", b"one");
+    let observed = observe(&t, &one);
+    let create = Change {
+        action: Action::Create,
+        ..update(&one, observed)
+    };
+    t.apply(&create, &content, &Backups::default()).unwrap();
+    assert_eq!(etcd.get("/app/flags").as_deref(), Some("one"));
+    // Another replica's key now: the lease ran out and someone else won.
+    etcd.ctl(&["del", "/tend/web/leader"]);
+    etcd.put("/tend/web/leader", "web-2");
+    let two = value("flags", b"two");
+    let observed = observe(&t, &two);
+    let before = etcd.revision();
+    let err = t
+        .apply(&update(&two, observed), &content, &Backups::default())
+        .unwrap_err();
+    assert!(
+        matches!(&err, TargetError::Transient(m) if m.contains("not the leader")),
+        "{err:?}"
+    );
+    assert_eq!(etcd.get("/app/flags").as_deref(), Some("one"));
+    assert_eq!(etcd.revision(), before, "nothing was written");
+    assert!(!fence.may_write(), "the refusal makes the replica follow");
+    assert!(fence.take_refused());
+    // A follower sends nothing at all.
+    let observed = observe(&t, &two);
+    let err = t
+        .apply(&update(&two, observed), &content, &Backups::default())
+        .unwrap_err();
+    assert!(matches!(&err, TargetError::Transient(m) if m.contains("not the leader")));
+    assert_eq!(etcd.revision(), before);
 }

@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
+use crate::model::role::Fence;
 use crate::model::{
     Action, Backup, Change, ContentSource, Live, Observed, RelPath, ResourceId, Spec,
 };
@@ -58,6 +59,9 @@ pub struct ExecTarget {
     /// Identities observed through this target: announced as possibly
     /// changed when the plugin dies on its own, since it can no longer say.
     watched: Arc<Mutex<BTreeSet<ResourceId>>>,
+    /// With `ha`: the leader's fencing token goes in each `apply` and
+    /// `delete`, so the plugin's own store can check it too.
+    fence: Fence,
 }
 
 fn restart_delay(failures: u32) -> Duration {
@@ -83,6 +87,7 @@ impl ExecTarget {
             kinds: Mutex::new(Err("the plugin has not started".into())),
             sink: Arc::new(Mutex::new(None)),
             watched: Arc::new(Mutex::new(BTreeSet::new())),
+            fence: Fence::off(),
         };
         {
             let mut slot = t.slot.lock().expect("slot lock");
@@ -93,6 +98,12 @@ impl ExecTarget {
             }
         }
         Ok(t)
+    }
+
+    /// The target, its writes fenced by `fence`.
+    pub fn fenced(mut self, fence: Fence) -> ExecTarget {
+        self.fence = fence;
+        self
     }
 
     fn launch(&self) -> Result<Plugin, Launch> {
@@ -336,7 +347,13 @@ impl Target for ExecTarget {
             }
             _ => Value::Null,
         };
-        let (method, params) = match (change.action, declared) {
+        // With `ha`, a replica that is not the leader sends nothing.
+        let fence = self
+            .fence
+            .token()
+            .map_err(|why| TargetError::Transient(format!("{}: {why}", change.id)))?
+            .map(|t| json!({"key": String::from_utf8_lossy(&t.key), "revision": t.revision}));
+        let (method, mut params) = match (change.action, declared) {
             (Action::Delete, _) => (
                 "delete",
                 json!({"kind": object.kind, "name": object.name, "observed": observed}),
@@ -356,6 +373,9 @@ impl Target for ExecTarget {
                 )))
             }
         };
+        if let Some(fence) = fence {
+            params["fence"] = fence;
+        }
         match self.call(method, params) {
             Ok(v) => {
                 let r: ApplyResult = serde_json::from_value(v).unwrap_or_default();

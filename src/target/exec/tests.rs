@@ -242,3 +242,41 @@ fn changed_notifications_reach_the_subscriber_as_identities() {
     t.apply(&change, &NoContent, &NoBackup).unwrap();
     assert!(!store.join("web").exists());
 }
+
+#[test]
+fn with_ha_each_apply_carries_the_fencing_token_and_a_follower_sends_none() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("flags.json");
+    let cmd: Vec<String> = [&plugin("faulty"), "--store", store.to_str().unwrap()]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let fence = crate::model::role::Fence::on("web-1");
+    fence.lead(
+        crate::model::role::Token {
+            key: b"tend/web/694d".to_vec(),
+            revision: 42,
+        },
+        Instant::now() + Duration::from_secs(60),
+    );
+    let t = ExecTarget::start("flags", &cmd, Duration::from_secs(5))
+        .unwrap()
+        .fenced(fence.clone());
+    let d = desired("flags", "flag", "beta", json!({"on": true}));
+    create(&t, &d).unwrap();
+    let doc: Value = serde_json::from_slice(&std::fs::read(&store).unwrap()).unwrap();
+    assert_eq!(
+        doc["fence"],
+        json!({"key": "tend/web/694d", "revision": 42})
+    );
+    assert_eq!(doc["objects"]["beta"], json!({"on": true}));
+
+    fence.follow(Some("web-2".into()));
+    std::fs::remove_file(&store).unwrap();
+    let err = create(&t, &d).unwrap_err();
+    assert!(
+        matches!(&err, TargetError::Transient(m) if m.contains("not the leader: web-2 is")),
+        "{err:?}"
+    );
+    assert!(!store.exists(), "a follower sends no apply");
+}
