@@ -3,7 +3,8 @@
 //! a second pass writes nothing; fields others own survive; an unreachable
 //! cluster is unknown and nothing is pruned; the daemon restores a key
 //! changed with etcdctl, also after etcd restarts and after the watch's
-//! revision was compacted away.
+//! revision was compacted away; TLS with a client certificate; a key
+//! another writer keeps changing left Contested.
 
 mod util;
 
@@ -341,4 +342,112 @@ fn explain_finds_a_key_by_its_whole_name_or_relative_to_the_prefix() {
         assert!(r.stdout.contains("kv/key/feature/flags"), "{what}: {r:?}");
         assert!(r.stdout.contains("kv.tend.yaml"), "{what}: {r:?}");
     }
+}
+
+/// TLS: a member that serves clients over TLS and asks each for a
+/// certificate. With the CA and a client certificate tend writes; with the
+/// CA alone, or a CA that did not sign the server's, it writes nothing and
+/// the key is Unknown.
+#[test]
+fn tls_with_a_client_certificate_writes_and_without_one_writes_nothing() {
+    if !etcd_here() {
+        return;
+    }
+    let etcd = Etcd::start_tls();
+    let tls = etcd.tls_dir().unwrap().to_path_buf();
+    let env = Env::new();
+    env.repo
+        .write("kv.tend.yaml", "kind: key\nkey: mode\nvalue: secure\n");
+    env.repo.commit("mode");
+    let with = |tls_block: &str| {
+        env.config(&format!(
+            "targets:\n  kv:\n    type: etcd\n    endpoints: [{}]\n    prefix: /app/\n    timeout: 2s\n    tls: {tls_block}\n",
+            etcd.endpoint()
+        ))
+    };
+    let p = |name: &str| tls.join(name).display().to_string();
+    // No client certificate: the member refuses the handshake.
+    let cfg = with(&format!("{{ca_file: {}}}", p("ca.pem")));
+    let r = sync(&env, &cfg);
+    assert_eq!(r.code, 3, "{r:?}");
+    assert_eq!(
+        env.resource("kv/key/mode").unwrap()["state"],
+        "Unknown",
+        "{r:?}"
+    );
+    assert_eq!(etcd.get("/app/mode"), None);
+    // A CA that did not sign the server's certificate: refused by tend.
+    let other = tempfile::tempdir().unwrap();
+    std::fs::write(
+        other.path().join("ca.pem"),
+        std::fs::read(tls.join("client.pem")).unwrap(),
+    )
+    .unwrap();
+    let cfg = with(&format!(
+        "{{ca_file: {}, cert_file: {}, key_file: {}}}",
+        other.path().join("ca.pem").display(),
+        p("client.pem"),
+        p("client.key")
+    ));
+    let r = sync(&env, &cfg);
+    assert_eq!(r.code, 3, "{r:?}");
+    assert_eq!(etcd.get("/app/mode"), None);
+    // The CA and the client's certificate: written.
+    let cfg = with(&format!(
+        "{{ca_file: {}, cert_file: {}, key_file: {}}}",
+        p("ca.pem"),
+        p("client.pem"),
+        p("client.key")
+    ));
+    let r = sync(&env, &cfg);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(etcd.get("/app/mode").as_deref(), Some("secure"));
+}
+
+/// Another writer that keeps changing a key: tend restores it until the
+/// contested threshold, then leaves it Contested and writes no more.
+#[test]
+fn a_key_another_writer_keeps_changing_becomes_contested_and_is_left_alone() {
+    if !etcd_here() {
+        return;
+    }
+    let etcd = Etcd::start();
+    let env = Env::new();
+    let cfg = env.config(&format!(
+        "targets:\n  kv:\n    type: etcd\n    endpoints: [{}]\n    prefix: /app/\n    timeout: 2s\npolicy:\n  resync: 1h\n  contested: {{corrections: 3, window: 10m}}\n",
+        etcd.endpoint()
+    ));
+    env.repo
+        .write("kv.tend.yaml", "kind: key\nkey: mode\nvalue: safe\n");
+    env.repo.commit("mode");
+    let _d = daemon(&env, &cfg);
+    assert!(
+        wait_until(15, || etcd.get("/app/mode").as_deref() == Some("safe")),
+        "{}",
+        env.daemon_log()
+    );
+    let contested = wait_until(30, || {
+        etcd.put("/app/mode", "theirs");
+        std::thread::sleep(Duration::from_millis(200));
+        env.resource("kv/key/mode")
+            .is_some_and(|r| r["state"] == "Contested")
+    });
+    assert!(
+        contested,
+        "{:?}\n{}",
+        env.resource("kv/key/mode"),
+        env.daemon_log()
+    );
+    // Left alone from then on: the other writer's value stays, and tend
+    // writes the key no more.
+    etcd.put("/app/mode", "theirs, last");
+    let before = etcd.history("/app/mode").len();
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(etcd.get("/app/mode").as_deref(), Some("theirs, last"));
+    assert_eq!(
+        etcd.history("/app/mode").len(),
+        before,
+        "{:?}",
+        etcd.history("/app/mode")
+    );
 }

@@ -34,6 +34,10 @@ pub struct Etcd {
     user: Option<String>,
     /// `--initial-cluster`: this member alone, or every member of a cluster.
     initial_cluster: String,
+    /// With TLS: the directory of `ca.pem`, `server.pem`/`server.key` and a
+    /// client's `client.pem`/`client.key`; clients must show a certificate
+    /// the CA signed.
+    tls: Option<PathBuf>,
 }
 
 impl Etcd {
@@ -52,13 +56,49 @@ impl Etcd {
             child: None,
             user: None,
             initial_cluster: format!("m1=http://127.0.0.1:{peer_port}"),
+            tls: None,
         };
         e.resume();
         e
     }
 
+    /// One member serving clients over TLS only, asking each for a client
+    /// certificate; its CA and a client's certificate are made by openssl
+    /// in [`Etcd::tls_dir`].
+    pub fn start_tls() -> Etcd {
+        let dir = tempfile::Builder::new()
+            .prefix("tend-etcd-")
+            .tempdir()
+            .unwrap();
+        let certs = dir.path().join("tls");
+        std::fs::create_dir(&certs).unwrap();
+        make_certificates(&certs);
+        let peer_port = free_port();
+        let mut e = Etcd {
+            name: "m1".into(),
+            client_port: free_port(),
+            peer_port,
+            dir,
+            child: None,
+            user: None,
+            initial_cluster: format!("m1=http://127.0.0.1:{peer_port}"),
+            tls: Some(certs),
+        };
+        e.resume();
+        e
+    }
+
+    /// The certificates of a TLS member.
+    pub fn tls_dir(&self) -> Option<&Path> {
+        self.tls.as_deref()
+    }
+
     pub fn endpoint(&self) -> String {
-        format!("http://127.0.0.1:{}", self.client_port)
+        let scheme = match self.tls {
+            Some(_) => "https",
+            None => "http",
+        };
+        format!("{scheme}://127.0.0.1:{}", self.client_port)
     }
 
     pub fn data_dir(&self) -> PathBuf {
@@ -106,6 +146,17 @@ impl Etcd {
             .arg(&peer)
             .arg("--initial-cluster")
             .arg(&self.initial_cluster)
+            .args(self.tls.iter().flat_map(|d| {
+                [
+                    "--cert-file".into(),
+                    d.join("server.pem").into_os_string(),
+                    "--key-file".into(),
+                    d.join("server.key").into_os_string(),
+                    "--trusted-ca-file".into(),
+                    d.join("ca.pem").into_os_string(),
+                    "--client-cert-auth".into(),
+                ]
+            }))
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
             .stderr(log)
@@ -131,6 +182,14 @@ impl Etcd {
         let mut c = Command::new(ETCDCTL);
         if let Some(user) = &self.user {
             c.arg("--user").arg(user);
+        }
+        if let Some(d) = &self.tls {
+            c.arg("--cacert")
+                .arg(d.join("ca.pem"))
+                .arg("--cert")
+                .arg(d.join("client.pem"))
+                .arg("--key")
+                .arg(d.join("client.key"));
         }
         c.env("ETCDCTL_API", "3")
             .arg("--endpoints")
@@ -282,6 +341,7 @@ impl Cluster {
                 child: None,
                 user: None,
                 initial_cluster: initial.clone(),
+                tls: None,
             })
             .collect();
         for m in &mut members {
@@ -349,4 +409,59 @@ pub fn wait(secs: u64, mut check: impl FnMut() -> bool) -> bool {
         std::thread::sleep(Duration::from_millis(50));
     }
     check()
+}
+
+/// A CA, a server certificate for 127.0.0.1 and a client certificate, all
+/// EC P-256, made by openssl in `dir`.
+fn make_certificates(dir: &Path) {
+    let openssl = |args: &[&str]| {
+        let out = Command::new("openssl")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .expect("run openssl");
+        assert!(
+            out.status.success(),
+            "openssl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1"];
+    let mut ca = vec!["req", "-x509", "-nodes", "-days", "2"];
+    ca.extend(ec);
+    ca.extend([
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.pem",
+        "-subj",
+        "/CN=tend etcd test CA",
+    ]);
+    ca.extend(["-addext", "basicConstraints=critical,CA:TRUE"]);
+    ca.extend(["-addext", "keyUsage=critical,keyCertSign"]);
+    openssl(&ca);
+    for (name, ext) in [
+        (
+            "server",
+            "subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n",
+        ),
+        ("client", "basicConstraints=CA:FALSE\nextendedKeyUsage=clientAuth\n"),
+    ] {
+        let (key, csr, pem, extfile) = (
+            format!("{name}.key"),
+            format!("{name}.csr"),
+            format!("{name}.pem"),
+            format!("{name}.ext"),
+        );
+        let mut req = vec!["req", "-nodes"];
+        req.extend(ec);
+        let subject = format!("/CN={name}");
+        req.extend(["-keyout", &key, "-out", &csr, "-subj", &subject]);
+        openssl(&req);
+        std::fs::write(dir.join(&extfile), ext).unwrap();
+        openssl(&[
+            "x509", "-req", "-in", &csr, "-CA", "ca.pem", "-CAkey", "ca.key",
+            "-CAcreateserial", "-days", "2", "-out", &pem, "-extfile", &extfile,
+        ]);
+    }
 }
