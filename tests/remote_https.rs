@@ -336,6 +336,30 @@ fn a_remote_s_first_fetch_is_shallow_and_deepens_only_for_the_rollback_check() {
     assert_eq!(env.read("etc/motd"), "later 17\n");
     assert_eq!(in_mirror(), (49, false), "the whole history, to be sure");
 
+    // A pin to an older revision on a shallow mirror: the history is
+    // fetched to find it, and the pin applies.
+    let old = env.repo.git(&["rev-parse", "HEAD~3"]).trim().to_string();
+    std::fs::remove_dir_all(env.mirror_dir()).unwrap();
+    let allow = env.config(&format!(
+        "source:\n  repo: {url}\n  allow_rewind: true\n  auth:\n    token_file: {}\n    ca_file: {}\n",
+        token.display(),
+        server.ca_file().display()
+    ));
+    // Rewound on purpose: the mark moves to the tip; then a fresh mirror
+    // stays shallow.
+    sync(&allow);
+    std::fs::remove_dir_all(env.mirror_dir()).unwrap();
+    sync(&allow);
+    assert_eq!(in_mirror(), (1, true));
+    let cfg_arg = allow.to_str().unwrap();
+    let pin = run_remote(&env, &url, Some(&allow), &["pin", &old[..10]]);
+    assert_eq!(pin.code, 0, "{pin:?}");
+    sync(&allow);
+    assert_eq!(env.read("etc/motd"), "later 9\n");
+    assert_eq!(in_mirror(), (49, false));
+    let unpin = env.tend(&["unpin", "-c", cfg_arg]);
+    assert_eq!(unpin.code, 0, "{unpin:?}");
+
     // `source.depth: 0`: all of history at once.
     let full = env.config(&format!(
         "source:\n  depth: 0\n  allow_rewind: true\n  auth:\n    token_file: {}\n    ca_file: {}\n",

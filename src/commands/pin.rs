@@ -27,9 +27,9 @@ pub fn pin(settings: Settings, rev: &str, duration: Option<Duration>) -> ExitCod
     };
     let commit = match mirror.find_revision(rev) {
         Ok(c) => c,
-        Err(_) => {
+        Err(e) => {
             return fail(format!(
-                "revision {rev:?} is not in the mirror; a pin names a revision tend has fetched (see `tend status`)"
+                "revision {rev:?} is not in the mirror ({e}); a pin names a revision tend has fetched (see `tend status`)"
             ))
         }
     };

@@ -244,11 +244,18 @@ impl Mirror {
             id: commit,
             url: self.url.redacted().to_string(),
         };
+        // A shallow first fetch may have cut the commit off: the history,
+        // whole, may hold it (servers that refuse a fetch by id still serve
+        // that).
+        if repo.is_shallow() {
+            session.check_deadline()?;
+            super::shallow::unshallow(repo, remote, session)?;
+            if repo.find_commit(commit).is_ok() {
+                return Ok(commit);
+            }
+        }
         session.check_deadline()?;
         let mut options = session.fetch_options();
-        if let Some(depth) = self.first_depth(repo) {
-            options.depth(depth);
-        }
         options
             .download_tags(AutotagOption::None)
             .update_fetchhead(false);
@@ -278,7 +285,7 @@ impl Mirror {
     /// A reader of one revision's tree and blobs, with its own handle on the
     /// mirror so it can move to another thread.
     pub fn snapshot(&self, commit: Oid) -> Result<Snapshot, SourceError> {
-        let repo = open_mirror(&self.dir)?;
+        let repo = self.open_holding(|r| r.find_commit(commit).is_ok())?;
         if repo.find_commit(commit).is_err() {
             return Err(SourceError::CommitNotFound {
                 id: commit,
@@ -297,14 +304,14 @@ impl Mirror {
         commit: Oid,
         via_ref: bool,
     ) -> Result<Result<super::verify::Signer, super::verify::Refusal>, SourceError> {
-        let repo = open_mirror(&self.dir)?;
+        let repo = self.open_holding(|r| r.find_commit(commit).is_ok())?;
         super::signed::verify(&repo, &self.wanted, anchors, commit, via_ref)
     }
 
     /// A revision as an operator writes it (a commit id, abbreviated or
     /// not, a tag or branch name) to the commit in the mirror.
     pub fn find_revision(&self, rev: &str) -> Result<Oid, SourceError> {
-        let repo = open_mirror(&self.dir)?;
+        let repo = self.open_holding(|r| r.revparse_single(rev).is_ok())?;
         let not_found = || SourceError::UnknownRef {
             reference: rev.to_string(),
             url: self.url.redacted().to_string(),
@@ -318,7 +325,7 @@ impl Mirror {
 
     /// Who made a commit and when, and its subject line.
     pub fn commit_info(&self, commit: Oid) -> Result<CommitInfo, SourceError> {
-        let repo = open_mirror(&self.dir)?;
+        let repo = self.open_holding(|r| r.find_commit(commit).is_ok())?;
         let c = repo
             .find_commit(commit)
             .map_err(|e| SourceError::git(format!("reading commit {commit}"), e))?;

@@ -60,6 +60,24 @@ impl Mirror {
         Ok(descends)
     }
 
+    /// The mirror, made whole first when it is shallow and `holds` says it
+    /// lacks what is asked of it (a pinned older revision, a commit named
+    /// by id).
+    pub(super) fn open_holding(
+        &self,
+        holds: impl Fn(&Repository) -> bool,
+    ) -> Result<Repository, SourceError> {
+        let repo = open_mirror(&self.dir)?;
+        if holds(&repo) || !repo.is_shallow() {
+            return Ok(repo);
+        }
+        drop(repo);
+        let _lock = FetchLock::acquire(&self.dir, self.spec.timeout)?;
+        self.deepen(UNSHALLOW)?;
+        tracing::info!("mirror history deepened, whole, to find an older revision");
+        open_mirror(&self.dir)
+    }
+
     /// Fetches the branches and tags again, `depth` commits deep.
     fn deepen(&self, depth: i32) -> Result<(), SourceError> {
         let repo = open_mirror(&self.dir)?;
@@ -67,14 +85,37 @@ impl Mirror {
         let mut remote = repo
             .remote_anonymous(self.url.raw())
             .map_err(|e| session.error(e))?;
-        let refspecs: Vec<String> = BASE_REFSPECS.iter().map(|s| s.to_string()).collect();
-        let mut options = session.fetch_options();
-        options
-            .depth(depth)
-            .download_tags(AutotagOption::None)
-            .update_fetchhead(false);
-        remote
-            .fetch(&refspecs, Some(&mut options), Some("tend: deepen"))
-            .map_err(|e| session.error(e))
+        fetch_deep(&mut remote, &session, depth)
     }
+}
+
+/// Fetches the whole history of the branches and tags into a shallow
+/// `repo` through `remote`, so a commit the first fetch cut off is found.
+pub(super) fn unshallow(
+    repo: &Repository,
+    remote: &mut git2::Remote<'_>,
+    session: &Session<'_>,
+) -> Result<(), SourceError> {
+    fetch_deep(remote, session, UNSHALLOW)?;
+    tracing::info!(
+        shallow = repo.is_shallow(),
+        "mirror history deepened, whole, to find a commit by its id"
+    );
+    Ok(())
+}
+
+fn fetch_deep(
+    remote: &mut git2::Remote<'_>,
+    session: &Session<'_>,
+    depth: i32,
+) -> Result<(), SourceError> {
+    let refspecs: Vec<String> = BASE_REFSPECS.iter().map(|s| s.to_string()).collect();
+    let mut options = session.fetch_options();
+    options
+        .depth(depth)
+        .download_tags(AutotagOption::None)
+        .update_fetchhead(false);
+    remote
+        .fetch(&refspecs, Some(&mut options), Some("tend: deepen"))
+        .map_err(|e| session.error(e))
 }
