@@ -7,8 +7,9 @@ use std::os::fd::AsFd;
 
 use rustix::fs::{self as rfs, AtFlags, FileType};
 
-use super::super::at::stat_at;
+use super::super::at::{open_regular, stat_at};
 use super::super::durable::WholeFs;
+use super::super::observe::hash_file;
 use super::super::resolve::Root;
 use super::super::{counted_fsync, transient, FilesTarget};
 use super::dirs::make_dirs;
@@ -21,9 +22,9 @@ impl FilesTarget {
     /// `to`, their stat cache entries carried across the link; the new
     /// tree's directories are synced before it can be called complete.
     /// Returns how many were linked (one that cannot be is left for the
-    /// pass to write), and the files linked although their stat no longer
-    /// matches what tend last saw, with the blob it saw: edited in place,
-    /// the edit is in every tree sharing them.
+    /// pass to write), and the files linked whose content is no longer
+    /// what tend last saw, with the blob it saw: edited in place, the edit
+    /// is in every tree sharing them.
     pub(super) fn carry_over(
         &self,
         from: &Root,
@@ -63,7 +64,11 @@ impl FilesTarget {
                 }
                 linked += 1;
                 if file && !known {
-                    if let Some(seen) = self.cache.last_known(path.as_str()) {
+                    // Edited in place only if its content is not what tend
+                    // last saw: an entry the cache merely lost (a process
+                    // killed before it was saved) is no edit.
+                    let seen = self.cache.last_known(path.as_str());
+                    if let Some(seen) = seen.filter(|s| content_of(src.as_fd(), name) != Some(*s)) {
                         drifted.insert(path.as_str().to_string(), seen);
                     }
                 }
@@ -92,4 +97,10 @@ impl FilesTarget {
         }
         Ok((linked, drifted))
     }
+}
+
+/// The blob id of the regular file `name` in `dir`, if it can be read.
+fn content_of(dir: std::os::fd::BorrowedFd, name: &str) -> Option<git2::Oid> {
+    let (mut file, meta) = open_regular(dir, name).ok()??;
+    hash_file(&mut file, meta.size, &mut Vec::new()).ok()
 }
