@@ -249,7 +249,7 @@ impl Mirror {
         // that).
         if repo.is_shallow() {
             session.check_deadline()?;
-            super::shallow::unshallow(repo, remote, session)?;
+            super::deepen::unshallow(repo, remote, session)?;
             if repo.find_commit(commit).is_ok() {
                 return Ok(commit);
             }

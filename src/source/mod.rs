@@ -3,6 +3,7 @@
 //! of one revision straight from the object database.
 
 mod damage;
+mod deepen;
 mod error;
 mod gc;
 mod known_hosts;

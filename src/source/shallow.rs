@@ -11,11 +11,11 @@
 //! libgit2 fetches shallow over the network only; a local repository is
 //! linked into the mirror whole, at no cost.
 
-use git2::{AutotagOption, Oid, Repository};
+use git2::{Oid, Repository};
 
+use super::deepen::UNSHALLOW;
 use super::mirror::Mirror;
 use super::mirror_dir::FetchLock;
-use super::refs::BASE_REFSPECS;
 use super::remote::Session;
 use super::snapshot::open_mirror;
 use super::url::Transport;
@@ -23,9 +23,6 @@ use super::SourceError;
 
 /// The default `source.depth`: the revision to apply, and no history.
 pub const DEFAULT_DEPTH: u32 = 1;
-
-/// libgit2's "fetch what a shallow mirror lacks" (GIT_FETCH_DEPTH_UNSHALLOW).
-const UNSHALLOW: i32 = i32::MAX;
 
 impl Mirror {
     /// The depth a fetch into `repo` asks for: `depth` on a remote's first
@@ -85,37 +82,6 @@ impl Mirror {
         let mut remote = repo
             .remote_anonymous(self.url.raw())
             .map_err(|e| session.error(e))?;
-        fetch_deep(&mut remote, &session, depth)
+        super::deepen::fetch_deep(&mut remote, &session, depth)
     }
-}
-
-/// Fetches the whole history of the branches and tags into a shallow
-/// `repo` through `remote`, so a commit the first fetch cut off is found.
-pub(super) fn unshallow(
-    repo: &Repository,
-    remote: &mut git2::Remote<'_>,
-    session: &Session<'_>,
-) -> Result<(), SourceError> {
-    fetch_deep(remote, session, UNSHALLOW)?;
-    tracing::info!(
-        shallow = repo.is_shallow(),
-        "mirror history deepened, whole, to find a commit by its id"
-    );
-    Ok(())
-}
-
-fn fetch_deep(
-    remote: &mut git2::Remote<'_>,
-    session: &Session<'_>,
-    depth: i32,
-) -> Result<(), SourceError> {
-    let refspecs: Vec<String> = BASE_REFSPECS.iter().map(|s| s.to_string()).collect();
-    let mut options = session.fetch_options();
-    options
-        .depth(depth)
-        .download_tags(AutotagOption::None)
-        .update_fetchhead(false);
-    remote
-        .fetch(&refspecs, Some(&mut options), Some("tend: deepen"))
-        .map_err(|e| session.error(e))
 }
