@@ -463,13 +463,8 @@ fn an_edit_in_place_is_corrected_in_a_kept_tree_sharing_the_file_too() {
     });
 }
 
-/// An edit in place that no pass corrected before the next revision's tree
-/// is built (a one-time sync, or tend stopped meanwhile): the new tree
-/// takes the edited file from the published one, writes it afresh, and
-/// every kept tree sharing the edit gets the correction too.
-#[test]
-fn an_edit_in_place_found_while_building_the_next_tree_is_corrected_in_the_kept_ones() {
-    let env = Env::new();
+/// The sync of the two tests below: mirror mode, a link, two trees kept.
+fn sync_kept(env: &Env) {
     let args = [
         "--mirror",
         "--path",
@@ -479,21 +474,36 @@ fn an_edit_in_place_found_while_building_the_next_tree_is_corrected_in_the_kept_
         "--link-keep",
         "2",
     ];
-    let sync = || {
-        let r = env.tend(&[&["sync"][..], &args].concat());
-        assert_eq!(r.code, 0, "{r:?}");
-    };
+    let r = env.tend(&[&["sync"][..], &args].concat());
+    assert_eq!(r.code, 0, "{r:?}");
+}
+
+/// Two revisions applied as trees sharing `a.txt`, which is then edited
+/// in place through the link: the trees, both holding the edit.
+fn two_trees_sharing_an_edit(env: &Env) -> (PathBuf, PathBuf) {
     env.repo.write("site/a.txt", "a1\n");
     env.repo.write("site/b.txt", "b1\n");
     let v1 = env.repo.commit("v1");
-    sync();
+    sync_kept(env);
     env.repo.write("site/b.txt", "b2\n");
     let v2 = env.repo.commit("v2");
-    sync();
-    let (t1, t2) = (tree_of(&env, &v1), tree_of(&env, &v2));
+    sync_kept(env);
+    let (t1, t2) = (tree_of(env, &v1), tree_of(env, &v2));
     assert_eq!(ino(&t1.join("a.txt")), ino(&t2.join("a.txt")), "shared");
     std::fs::write(env.at(&format!("{LINK}/a.txt")), "hand\n").unwrap();
     assert_eq!(std::fs::read_to_string(t1.join("a.txt")).unwrap(), "hand\n");
+    (t1, t2)
+}
+
+/// An edit in place that no pass corrected before the next revision's tree
+/// is built (a one-time sync, or tend stopped meanwhile): the new tree
+/// takes the edited file from the published one, writes it afresh, and
+/// every kept tree sharing the edit gets the correction too.
+#[test]
+fn an_edit_in_place_found_while_building_the_next_tree_is_corrected_in_the_kept_ones() {
+    let env = Env::new();
+    let (t1, t2) = two_trees_sharing_an_edit(&env);
+    let sync = || sync_kept(&env);
     env.repo.write("site/b.txt", "b3\n");
     let v3 = env.repo.commit("v3");
     sync();
@@ -518,30 +528,8 @@ fn an_edit_in_place_found_while_building_the_next_tree_is_corrected_in_the_kept_
 #[test]
 fn an_edit_in_place_found_while_the_next_revision_changes_that_file_is_undone_in_the_kept_ones() {
     let env = Env::new();
-    let args = [
-        "--mirror",
-        "--path",
-        "site",
-        "--link",
-        LINK,
-        "--link-keep",
-        "2",
-    ];
-    let sync = || {
-        let r = env.tend(&[&["sync"][..], &args].concat());
-        assert_eq!(r.code, 0, "{r:?}");
-    };
-    env.repo.write("site/a.txt", "a1\n");
-    env.repo.write("site/b.txt", "b1\n");
-    let v1 = env.repo.commit("v1");
-    sync();
-    env.repo.write("site/b.txt", "b2\n");
-    let v2 = env.repo.commit("v2");
-    sync();
-    let (t1, t2) = (tree_of(&env, &v1), tree_of(&env, &v2));
-    assert_eq!(ino(&t1.join("a.txt")), ino(&t2.join("a.txt")), "shared");
-    std::fs::write(env.at(&format!("{LINK}/a.txt")), "hand\n").unwrap();
-    assert_eq!(std::fs::read_to_string(t1.join("a.txt")).unwrap(), "hand\n");
+    let (t1, t2) = two_trees_sharing_an_edit(&env);
+    let sync = || sync_kept(&env);
     env.repo.write("site/a.txt", "a3\n");
     let v3 = env.repo.commit("v3");
     sync();
