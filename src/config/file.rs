@@ -25,6 +25,8 @@ pub struct FileConfig {
     pub secrets: Option<super::secrets::SecretsConfig>,
     /// Replicas electing one writer (SPEC §11).
     pub ha: Option<super::ha::HaConfig>,
+    /// Hosts of one repository coordinating (SPEC §12).
+    pub fleet: Option<super::fleet::FleetConfig>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use crate::cli::Flags;
 
 mod file;
+mod fleet;
 mod ha;
 mod hooks;
 mod host;
@@ -29,6 +30,7 @@ pub use file::{
     AuthConfig, ContestedConfig, FileConfig, LogConfig, PolicyConfig, ServerConfig, SourceConfig,
     VerifyConfig, WebhookConfig,
 };
+pub use fleet::{FleetSettings, RolloutSettings};
 pub use ha::HaSettings;
 pub use hooks::{parse_http, parse_signal, Hook, HookAction, HookConfig, HttpHook};
 pub use load::load_file;

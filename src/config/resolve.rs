@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use super::file::FileConfig;
 use super::problem::{ConfigError, Problems};
 use super::settings::Settings;
-use super::{ha, hooks, host, load, log, policy, secrets, server, source, target_flags, targets};
+use super::{fleet, ha, hooks, host, load, log, policy, secrets, server, source, target_flags, targets};
 use crate::cli::Flags;
 use crate::model::host::Host;
 
@@ -49,6 +49,7 @@ pub(super) fn resolve(args: &Flags, any_target: bool) -> Result<Settings, Config
     }
 
     let ha = ha::resolve(file.ha, &mut problems);
+    let fleet = fleet::resolve(file.fleet, &mut problems);
     let hooks = hooks::resolve(file.hooks, &mut problems);
     if let Some(name) = source
         .on_change
@@ -72,6 +73,7 @@ pub(super) fn resolve(args: &Flags, any_target: bool) -> Result<Settings, Config
     problems.finish(Settings {
         secrets: age,
         ha,
+        fleet,
         source,
         targets,
         hooks,

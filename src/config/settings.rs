@@ -72,4 +72,6 @@ pub struct Settings {
     /// The election this replica takes part in, when replicas share the
     /// writing (SPEC §11); `None`: this tend alone writes.
     pub ha: Option<super::HaSettings>,
+    /// The fleet this host coordinates with (SPEC §12); `None`: alone.
+    pub fleet: Option<super::FleetSettings>,
 }
