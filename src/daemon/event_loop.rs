@@ -11,12 +11,13 @@ use std::time::Duration;
 use tokio::sync::{mpsc, Notify};
 use tokio::time::{sleep_until, Instant};
 
-use super::driver::{jitter, Loop};
+use super::driver::Loop;
 use super::notify::Notifier;
 use super::subscriptions::Subscriptions;
 use super::{reload, ReadConfig, Shared, Trigger, Worker};
 use crate::config::Settings;
 use crate::metrics::Metrics;
+use crate::reconcile::period;
 use crate::reconcile::{Context, Control, Recorder, Scope};
 use crate::server;
 
@@ -95,7 +96,7 @@ impl EventLoop {
         lp.pauses_changed().await;
         lp.pin_changed().await;
         let mut next_fetch = Instant::now();
-        let mut next_resync = Instant::now() + jitter(resync);
+        let mut next_resync = Instant::now() + period(resync);
         let far = || Instant::now() + Duration::from_secs(86400);
         let mut tick = tokio::time::interval(Duration::from_secs(1));
         let stopped = stop.notified();
@@ -111,9 +112,9 @@ impl EventLoop {
                     Trigger::Reload => {
                         reload::reload(&mut lp, read_config).await;
                         // The new settings' timers, from now.
-                        next_fetch = Instant::now() + jitter(lp.settings.source.interval);
+                        next_fetch = Instant::now() + period(lp.settings.source.interval);
                         resync = lp.settings.policy.resync;
-                        next_resync = Instant::now() + jitter(resync);
+                        next_resync = Instant::now() + period(resync);
                     }
                     Trigger::Keys(ids) => lp.schedule_now(ids),
                 },
@@ -123,7 +124,7 @@ impl EventLoop {
                 }
                 _ = sleep_until(next_resync) => {
                     lp.pass(Scope::All).await;
-                    next_resync = Instant::now() + jitter(resync);
+                    next_resync = Instant::now() + period(resync);
                 }
                 _ = sleep_until(due) => lp.due_keys().await,
                 _ = tick.tick() => {
