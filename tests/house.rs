@@ -341,3 +341,65 @@ fn what_the_error_policy_decides_is_opaque() {
         "pub struct NextStep {\n    pub kind: StepKind,\n    after: Option<Duration>,\n}\n";
     assert_eq!(public_fields(planted, "NextStep"), ["pub kind: StepKind,"]);
 }
+
+/// The metric setters of src/metrics.rs: its public methods but for
+/// building and rendering.
+fn metric_setters() -> Vec<String> {
+    let code = code_of(Path::new("src/metrics.rs"));
+    code.lines()
+        .filter_map(|l| l.trim().strip_prefix("pub fn "))
+        .filter_map(|l| l.split(['(', '<']).next())
+        .filter(|name| !["new", "encode"].contains(name))
+        .map(String::from)
+        .collect()
+}
+
+/// Where a metric is set outside the daemon's publishing
+/// (src/daemon/publish.rs) and the webhook count of the server.
+fn metrics_set_elsewhere(files: &[PathBuf], setters: &[String]) -> Vec<String> {
+    let mut found = Vec::new();
+    for f in files {
+        let allowed: &[&str] = match f.to_str().unwrap_or("") {
+            "src/metrics.rs" | "src/daemon/publish.rs" => continue,
+            "src/server/webhooks.rs" => &["webhook"],
+            _ => &[],
+        };
+        for (n, line) in code_of(f).lines().enumerate() {
+            let sets = setters
+                .iter()
+                .filter(|s| !allowed.contains(&s.as_str()))
+                .any(|s| {
+                    line.contains(&format!("metrics.{s}("))
+                        || line.contains(&format!("metrics().{s}("))
+                });
+            if sets {
+                found.push(format!("{}:{}: {}", f.display(), n + 1, line.trim()));
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn metrics_are_set_only_where_the_architecture_says() {
+    let setters = metric_setters();
+    assert!(setters.len() > 15, "{setters:?}");
+    assert!(
+        setters.contains(&"set_queue_depth".to_string()),
+        "{setters:?}"
+    );
+    let found = metrics_set_elsewhere(&code_files(), &setters);
+    assert!(
+        found.is_empty(),
+        "metrics set outside publish.rs: {found:#?}"
+    );
+    let planted = std::env::temp_dir().join(format!("house-metric-{}.rs", std::process::id()));
+    std::fs::write(
+        &planted,
+        "fn f(s: &Shared) {\n    s.metrics.set_queue_depth(3);\n    state.metrics.webhook(\"github\", \"ok\");\n}\n",
+    )
+    .unwrap();
+    let found = metrics_set_elsewhere(std::slice::from_ref(&planted), &setters);
+    std::fs::remove_file(&planted).unwrap();
+    assert_eq!(found.len(), 2, "{found:?}");
+}

@@ -334,7 +334,7 @@ impl Loop {
             Ok(Err(refused)) => {
                 tracing::warn!(%refused, "the last good revision stays applied");
                 if count {
-                    self.shared.metrics.refused(refused.refusal.reason.as_str());
+                    publish::refused(&self.shared.metrics, refused.refusal.reason.as_str());
                 }
                 let stays = current.as_ref().map(|r| trust::Admitted {
                     revision: r.id,
@@ -743,7 +743,7 @@ impl Loop {
                 publish::ledger(&metrics, &rec.ledger, &kept, failing)
             })
             .await;
-        self.shared.metrics.set_queue_depth(self.queue.depth());
+        publish::queue(&self.shared.metrics, self.queue.depth());
     }
 
     /// This replica's role and the leader's name, with `ha`.

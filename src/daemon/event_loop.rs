@@ -55,9 +55,7 @@ impl EventLoop {
         let watch = Subscriptions::start(&ctx.targets, &triggers, ctx.settings.policy.watch);
         let settings = ctx.settings.clone();
         let metrics = Arc::new(Metrics::new());
-        for name in ctx.targets.keys() {
-            metrics.writes(name, 0);
-        }
+        super::publish::targets(&metrics, ctx.targets.keys());
         let shared = Shared::new(Worker { ctx, rec }, metrics, ctl.clone());
         EventLoop {
             settings,

@@ -283,9 +283,7 @@ async fn take(lp: &mut Loop, settings: Settings) -> Result<(), String> {
     if lp.watch.follow(&targets, settings.policy.watch) {
         lp.watched = None;
     }
-    for name in targets.keys() {
-        lp.shared.metrics.writes(name, 0);
-    }
+    super::publish::targets(&lp.shared.metrics, targets.keys());
     if let Err(e) = crate::logging::set_level(&settings.log_level) {
         tracing::warn!(error = %e, "cannot change the log level");
     }
