@@ -44,7 +44,7 @@ impl Elector {
         fence: Fence,
         on_lead: OnLead,
     ) -> Result<Elector, String> {
-        let conn = Connection::new(&settings.etcd)?;
+        let conn = Connection::new(&settings.etcd).map_err(|e| e.to_string())?;
         let (stop, stopped) = tokio::sync::oneshot::channel();
         let (done, ended) = std::sync::mpsc::channel();
         let campaign = Campaign {

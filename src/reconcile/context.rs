@@ -15,12 +15,12 @@ use crate::source::{BlobReader, Mirror, Snapshot, SourceSpec};
 use crate::target::etcd::EtcdTarget;
 use crate::target::exec::ExecTarget;
 use crate::target::files::FilesTarget;
-use crate::target::{Probe, Target};
+use crate::target::{Probe, StartError, Target};
 
 #[derive(Debug, thiserror::Error)]
 pub enum BuildError {
-    #[error("target {name}: {message}")]
-    Target { name: String, message: String },
+    #[error("target {name}: {source}")]
+    Target { name: String, source: StartError },
     #[error(transparent)]
     Source(#[from] crate::source::SourceError),
     #[error("source.verify: {0}")]
@@ -88,21 +88,23 @@ impl Context {
                 continue;
             }
             // One arm per adapter: each builds from its own config.
-            let built: Result<Arc<dyn Target>, String> = match &t.kind {
+            let built: Result<Arc<dyn Target>, StartError> = match &t.kind {
                 TargetKind::Files(c) => {
                     FilesTarget::build(&t.name, c, &settings.state_dir, make_roots)
                         .map(|f| Arc::new(f) as Arc<dyn Target>)
+                        .map_err(StartError::from)
                 }
                 TargetKind::Exec(c) => ExecTarget::start(&t.name, &c.command, c.timeout.0)
                     .map(|e| e.fenced(fence.clone()))
                     .map(|e| Arc::new(e) as Arc<dyn Target>)
-                    .map_err(|e| e.to_string()),
+                    .map_err(StartError::from),
                 TargetKind::Etcd(c) => EtcdTarget::build(&t.name, c, fence.clone())
-                    .map(|e| Arc::new(e) as Arc<dyn Target>),
+                    .map(|e| Arc::new(e) as Arc<dyn Target>)
+                    .map_err(StartError::from),
             };
-            let target = built.map_err(|message| BuildError::Target {
+            let target = built.map_err(|source| BuildError::Target {
                 name: t.name.clone(),
-                message,
+                source,
             })?;
             targets.insert(t.name.clone(), target);
         }
@@ -144,7 +146,7 @@ impl Context {
                 let kinds = t.kinds();
                 TargetInfo {
                     name: t.name().to_string(),
-                    kinds_unknown: kinds.as_ref().err().cloned(),
+                    kinds_unknown: kinds.as_ref().err().map(ToString::to_string),
                     kinds: kinds.unwrap_or_default(),
                 }
             })

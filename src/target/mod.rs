@@ -23,6 +23,17 @@ pub enum TargetError {
     Terminal(String),
 }
 
+/// Why a target could not be built from its config, by adapter.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error(transparent)]
+    Files(#[from] files::RootError),
+    #[error(transparent)]
+    Exec(#[from] exec::StartError),
+    #[error(transparent)]
+    Etcd(#[from] etcd::ClientError),
+}
+
 /// What sweeping tend's leftover temp files did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Swept {
@@ -139,7 +150,7 @@ pub trait Target: Send + Sync {
     fn name(&self) -> &str;
     /// The resource kinds it serves; an error says why they are not known
     /// (a plugin that has not answered `initialize` yet).
-    fn kinds(&self) -> Result<Vec<String>, String>;
+    fn kinds(&self) -> Result<Vec<String>, TargetError>;
     /// Observe many resources at once; one answer per probe, in order.
     fn observe(&self, probes: &[Probe]) -> Vec<Observed>;
     /// Read the live bytes at a path (for rendering diffs); `None` when there

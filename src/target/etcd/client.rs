@@ -22,6 +22,23 @@ pub struct Unreachable {
     pub reason: String,
 }
 
+/// Why the client could not be made, or its files read.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("cannot start the etcd client's {what}: {source}")]
+    Start {
+        what: &'static str,
+        source: std::io::Error,
+    },
+    #[error("cannot read {}: {source}", path.display())]
+    Read {
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{} is not UTF-8", .0.display())]
+    NotUtf8(std::path::PathBuf),
+}
+
 /// The runtime's thread ends when this is dropped (with the target).
 struct Runtime {
     handle: Handle,
@@ -37,11 +54,14 @@ pub struct Connection {
 impl Connection {
     /// A connection that connects on first use: an unreachable cluster at
     /// start makes keys unknown, not the target fail to build.
-    pub fn new(config: &ClusterConfig) -> Result<Arc<Connection>, String> {
+    pub fn new(config: &ClusterConfig) -> Result<Arc<Connection>, ClientError> {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
-            .map_err(|e| format!("cannot start the etcd client's runtime: {e}"))?;
+            .map_err(|source| ClientError::Start {
+                what: "runtime",
+                source,
+            })?;
         let handle = rt.handle().clone();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         std::thread::Builder::new()
@@ -49,7 +69,10 @@ impl Connection {
             .spawn(move || {
                 let _ = rt.block_on(stopped);
             })
-            .map_err(|e| format!("cannot start the etcd client's thread: {e}"))?;
+            .map_err(|source| ClientError::Start {
+                what: "thread",
+                source,
+            })?;
         Ok(Arc::new(Connection {
             config: config.clone(),
             runtime: Runtime {
@@ -141,7 +164,7 @@ impl Connection {
                 reason,
                 ..unreachable.clone()
             };
-            let options = options.map_err(fail)?;
+            let options = options.map_err(|e| fail(e.to_string()))?;
             match tokio::time::timeout(timeout, Client::connect(endpoints, Some(options))).await {
                 Ok(Ok(c)) => Ok(c),
                 Ok(Err(e)) => Err(fail(describe(&e))),
@@ -151,9 +174,12 @@ impl Connection {
     }
 
     /// Connect options from the config; reads the password and TLS files.
-    fn options(&self) -> Result<ConnectOptions, String> {
+    fn options(&self) -> Result<ConnectOptions, ClientError> {
         let read = |p: &std::path::Path| {
-            std::fs::read(p).map_err(|e| format!("cannot read {}: {e}", p.display()))
+            std::fs::read(p).map_err(|source| ClientError::Read {
+                path: p.to_path_buf(),
+                source,
+            })
         };
         let mut o = ConnectOptions::new()
             .with_connect_timeout(self.timeout())
@@ -164,7 +190,7 @@ impl Connection {
             .with_require_leader(true);
         if let Some(a) = &self.config.auth {
             let password = String::from_utf8(read(&a.password_file)?)
-                .map_err(|_| format!("{} is not UTF-8", a.password_file.display()))?;
+                .map_err(|_| ClientError::NotUtf8(a.password_file.clone()))?;
             o = o.with_user(a.user.clone(), password.trim_end_matches(['\n', '\r']));
         }
         if let Some(t) = &self.config.tls {

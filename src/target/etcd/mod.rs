@@ -15,7 +15,7 @@ mod tests;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-pub use client::{describe, Connection, Unreachable};
+pub use client::{describe, ClientError, Connection, Unreachable};
 pub use config::{AuthConfig, ClusterConfig, EtcdConfig, TlsConfig};
 use etcd_client::{Compare, CompareOp, GetOptions, Txn, TxnOp, TxnOpResponse};
 
@@ -96,7 +96,7 @@ pub struct EtcdTarget {
 
 impl EtcdTarget {
     /// The target; nothing is connected until it is first used.
-    pub fn build(name: &str, config: &EtcdConfig, fence: Fence) -> Result<EtcdTarget, String> {
+    pub fn build(name: &str, config: &EtcdConfig, fence: Fence) -> Result<EtcdTarget, ClientError> {
         Ok(EtcdTarget {
             name: name.to_string(),
             prefix: config.prefix.clone(),
@@ -113,18 +113,15 @@ impl EtcdTarget {
     }
 
     /// Every key under the prefix, relative to it, in one range read.
-    fn read_all(&self) -> Result<HashMap<String, Seen>, String> {
+    fn read_all(&self) -> Result<HashMap<String, Seen>, client::Unreachable> {
         use std::sync::atomic::Ordering;
         let prefix = self.prefix.clone();
-        let kvs = self
-            .conn
-            .call(move |c| async move {
-                let mut kv = c
-                    .kv_client()
-                    .max_decoding_message_size(Connection::max_message());
-                kv.get(prefix, Some(GetOptions::new().with_prefix())).await
-            })
-            .map_err(|e| e.to_string())?;
+        let kvs = self.conn.call(move |c| async move {
+            let mut kv = c
+                .kv_client()
+                .max_decoding_message_size(Connection::max_message());
+            kv.get(prefix, Some(GetOptions::new().with_prefix())).await
+        })?;
         if let Some(h) = kvs.header() {
             self.observed_at.fetch_max(h.revision(), Ordering::Relaxed);
         }
@@ -167,7 +164,7 @@ impl EtcdTarget {
         let (revision, previous) = self.expected(change)?;
         let put = match change.action {
             Action::Delete => None,
-            _ => Some(value::desired(change, content).map_err(TargetError::Terminal)?),
+            _ => Some(value::desired(change, content)?),
         };
         let mut backups = Vec::new();
         if let Some(bytes) = &previous {
@@ -286,14 +283,14 @@ impl Target for EtcdTarget {
         &self.name
     }
 
-    fn kinds(&self) -> Result<Vec<String>, String> {
+    fn kinds(&self) -> Result<Vec<String>, TargetError> {
         Ok(vec![KIND.to_string()])
     }
 
     fn observe(&self, probes: &[Probe]) -> Vec<Observed> {
         let all = match self.read_all() {
             Ok(all) => all,
-            Err(why) => return vec![Observed::Unknown(why); probes.len()],
+            Err(why) => return vec![Observed::Unknown(why.to_string()); probes.len()],
         };
         let out = probes
             .iter()

@@ -5,6 +5,7 @@
 
 use crate::model::{blob_id, Change, ContentSource, Live, Observed, Spec, VALUE_MODE};
 use crate::ownership;
+use crate::target::TargetError;
 
 /// A key as the range read returned it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -56,14 +57,15 @@ pub fn still(observed: &Observed, seen: &Seen) -> bool {
 /// (where a decrypted source would be read instead). A structured value is
 /// the live object with the change's fields patched in, so fields others
 /// own survive.
-pub fn desired(change: &Change, content: &dyn ContentSource) -> Result<Vec<u8>, String> {
+pub fn desired(change: &Change, content: &dyn ContentSource) -> Result<Vec<u8>, TargetError> {
+    let terminal = |why: String| TargetError::Terminal(format!("{}: {why}", change.id));
     let Some(d) = change.desired.as_ref() else {
-        return Err(format!("{}: a write without a desired state", change.id));
+        return Err(terminal("a write without a desired state".into()));
     };
     match &d.spec {
         Spec::File(f) => content
             .read(f.blob)
-            .map_err(|e| format!("{}: cannot read its value: {e}", change.id)),
+            .map_err(|e| terminal(format!("cannot read its value: {e}"))),
         Spec::Structured(s) => {
             let live = match &change.observed {
                 Observed::Present(Live::Structured { state, .. }) => state.clone(),
@@ -74,10 +76,11 @@ pub fn desired(change: &Change, content: &dyn ContentSource) -> Result<Vec<u8>, 
                 Observed::Present(Live::Structured { .. }) => change.fields.clone(),
                 _ => ownership::compare(&s.spec, &serde_json::json!({}), &s.ignore, &[]),
             };
-            let state = ownership::apply_patch(&live, &ownership::to_patch(&fields))?;
+            let state = ownership::apply_patch(&live, &ownership::to_patch(&fields))
+                .map_err(|e| terminal(e.to_string()))?;
             Ok(serde_json::to_vec(&state).expect("JSON serializes"))
         }
-        Spec::Symlink { .. } => Err(format!("{}: a symlink is not an etcd key", change.id)),
+        Spec::Symlink { .. } => Err(terminal("a symlink is not an etcd key".into())),
     }
 }
 

@@ -58,7 +58,7 @@ pub struct ExecTarget {
     command: Vec<String>,
     timeout: Duration,
     slot: Mutex<Slot>,
-    kinds: Mutex<Result<Vec<String>, String>>,
+    kinds: Mutex<Result<Vec<String>, TargetError>>,
     sink: Arc<Mutex<Option<ChangeSink>>>,
     /// Identities observed through this target: announced as possibly
     /// changed when the plugin dies on its own, since it can no longer say.
@@ -83,7 +83,9 @@ impl ExecTarget {
             command: command.to_vec(),
             timeout,
             slot: Mutex::new(Slot::default()),
-            kinds: Mutex::new(Err("the plugin has not started".into())),
+            kinds: Mutex::new(Err(TargetError::Transient(
+                "the plugin has not started".into(),
+            ))),
             sink: Arc::new(Mutex::new(None)),
             watched: Arc::new(Mutex::new(BTreeSet::new())),
             fence: Fence::off(),
@@ -140,7 +142,7 @@ impl ExecTarget {
             .map_err(|e| Launch::Failed(format!("initialize: {e}")))?;
         let info: InitializeResult = serde_json::from_value(answer)
             .map_err(|e| Launch::Failed(format!("malformed `initialize` answer: {e}")))?;
-        info.check().map_err(Launch::Fatal)?;
+        info.check().map_err(|e| Launch::Fatal(e.to_string()))?;
         tracing::info!(target = %self.name, plugin = %info.name, pid = plugin.pid(), kinds = ?info.kinds, "plugin started");
         *self.kinds.lock().expect("kinds lock") = Ok(info.kinds);
         Ok(plugin)
@@ -152,7 +154,7 @@ impl ExecTarget {
         tracing::warn!(target = %self.name, error = %reason, restart_in = ?delay, "plugin failed");
         let mut kinds = self.kinds.lock().expect("kinds lock");
         if kinds.is_err() {
-            *kinds = Err(reason.clone());
+            *kinds = Err(TargetError::Transient(reason.clone()));
         }
         slot.last_error = Some(reason);
     }
@@ -291,7 +293,7 @@ impl Target for ExecTarget {
         &self.name
     }
 
-    fn kinds(&self) -> Result<Vec<String>, String> {
+    fn kinds(&self) -> Result<Vec<String>, TargetError> {
         self.kinds.lock().expect("kinds lock").clone()
     }
 

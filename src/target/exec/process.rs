@@ -136,7 +136,7 @@ impl Plugin {
                                 continue;
                             }
                             Ok(reply) => Msg::Line(reply),
-                            Err(e) => Msg::Malformed(e),
+                            Err(e) => Msg::Malformed(e.to_string()),
                         },
                     };
                     if tx.send(msg).is_err() {

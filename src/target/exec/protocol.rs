@@ -98,35 +98,44 @@ pub fn snippet(line: &str) -> String {
     s
 }
 
+/// A line of plugin output that breaks the protocol.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ProtocolError {
+    #[error("malformed output {line:?}: {reason}")]
+    NotJson { line: String, reason: String },
+    #[error("malformed output: jsonrpc is {0:?}, not \"2.0\"")]
+    Version(String),
+    #[error("the plugin sent a request ({0}); plugins may only send notifications")]
+    Request(String),
+    #[error("malformed `changed` notification: {0}")]
+    Changed(String),
+    #[error("malformed output: response id {0} is not one tend sent")]
+    Id(String),
+}
+
 /// Parses one line of plugin output.
-pub fn parse_line(line: &str) -> Result<Incoming, String> {
-    let raw: RawMessage = serde_json::from_str(line)
-        .map_err(|e| format!("malformed output {:?}: {e}", snippet(line)))?;
+pub fn parse_line(line: &str) -> Result<Incoming, ProtocolError> {
+    let raw: RawMessage = serde_json::from_str(line).map_err(|e| ProtocolError::NotJson {
+        line: snippet(line),
+        reason: e.to_string(),
+    })?;
     if raw.jsonrpc != "2.0" {
-        return Err(format!(
-            "malformed output: jsonrpc is {:?}, not \"2.0\"",
-            raw.jsonrpc
-        ));
+        return Err(ProtocolError::Version(raw.jsonrpc));
     }
     if let Some(method) = raw.method {
         if raw.id.is_some() {
-            return Err(format!(
-                "the plugin sent a request ({method}); plugins may only send notifications"
-            ));
+            return Err(ProtocolError::Request(method));
         }
         if method == "changed" {
             let p: ChangedParams = serde_json::from_value(raw.params.unwrap_or(Value::Null))
-                .map_err(|e| format!("malformed `changed` notification: {e}"))?;
+                .map_err(|e| ProtocolError::Changed(e.to_string()))?;
             return Ok(Incoming::Changed(p.resources));
         }
         return Ok(Incoming::Notification(method));
     }
     let id = match raw.id {
         None | Some(Value::Null) => None,
-        Some(v) => Some(
-            v.as_u64()
-                .ok_or_else(|| format!("malformed output: response id {v} is not one tend sent"))?,
-        ),
+        Some(v) => Some(v.as_u64().ok_or_else(|| ProtocolError::Id(v.to_string()))?),
     };
     let result = match (raw.result, raw.error) {
         (_, Some(e)) => Err(e),
@@ -167,31 +176,42 @@ pub struct InitializeResult {
     pub examples: BTreeMap<String, Example>,
 }
 
+/// A plugin this tend cannot work with, whatever it is asked.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Incompatible {
+    #[error("plugin {name:?} speaks protocol version {version}; this tend speaks version {PROTOCOL_VERSION}")]
+    Version { name: String, version: u64 },
+    #[error("plugin {0:?} serves no kinds")]
+    NoKinds(String),
+    #[error("plugin {name:?} claims kind {kind:?}, which tend serves itself")]
+    Reserved { name: String, kind: String },
+    #[error(
+        "plugin {name:?} advertises kind {kind:?}; kinds use letters, digits, `.`, `_` and `-`"
+    )]
+    InvalidKind { name: String, kind: String },
+}
+
 impl InitializeResult {
     /// Checks what tend relies on: the same protocol version, and kinds
     /// that are valid identity segments and not tend's own.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), Incompatible> {
+        let name = || self.name.clone();
         if self.protocol_version != PROTOCOL_VERSION {
-            return Err(format!(
-                "plugin {:?} speaks protocol version {}; this tend speaks version {PROTOCOL_VERSION}",
-                self.name, self.protocol_version
-            ));
+            return Err(Incompatible::Version {
+                name: name(),
+                version: self.protocol_version,
+            });
         }
         if self.kinds.is_empty() {
-            return Err(format!("plugin {:?} serves no kinds", self.name));
+            return Err(Incompatible::NoKinds(name()));
         }
         for k in &self.kinds {
+            let kind = k.clone();
             if RESERVED_KINDS.contains(&k.as_str()) {
-                return Err(format!(
-                    "plugin {:?} claims kind {k:?}, which tend serves itself",
-                    self.name
-                ));
+                return Err(Incompatible::Reserved { name: name(), kind });
             }
             if !crate::declare::valid_kind(k) {
-                return Err(format!(
-                    "plugin {:?} advertises kind {k:?}; kinds use letters, digits, `.`, `_` and `-`",
-                    self.name
-                ));
+                return Err(Incompatible::InvalidKind { name: name(), kind });
             }
         }
         Ok(())

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use super::protocol::{parse_line, Incoming, ObjectRef};
+use super::protocol::{parse_line, Incoming, ObjectRef, ProtocolError};
 use super::*;
 use crate::model::{Desired, Origin, StructuredSpec};
 
@@ -104,11 +104,21 @@ fn lines_parse_into_replies_notifications_or_errors() {
             name: "n".into()
         }])
     );
-    assert!(parse_line("Traceback (most recent call last):").is_err());
-    assert!(parse_line(r#"{"jsonrpc":"1.0","id":1,"result":null}"#).is_err());
-    assert!(parse_line(r#"{"jsonrpc":"2.0","id":1,"method":"observe"}"#)
-        .unwrap_err()
-        .contains("only send notifications"));
+    assert!(matches!(
+        parse_line("Traceback (most recent call last):"),
+        Err(ProtocolError::NotJson { .. })
+    ));
+    assert_eq!(
+        parse_line(r#"{"jsonrpc":"1.0","id":1,"result":null}"#).unwrap_err(),
+        ProtocolError::Version("1.0".into())
+    );
+    let e = parse_line(r#"{"jsonrpc":"2.0","id":1,"method":"observe"}"#).unwrap_err();
+    assert_eq!(e, ProtocolError::Request("observe".into()));
+    assert!(e.to_string().contains("only send notifications"), "{e}");
+    assert_eq!(
+        parse_line(r#"{"jsonrpc":"2.0","id":-1,"result":null}"#).unwrap_err(),
+        ProtocolError::Id("-1".into())
+    );
 }
 
 #[test]

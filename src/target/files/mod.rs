@@ -86,6 +86,15 @@ pub struct FilesTarget {
     stand_in: Option<tempfile::TempDir>,
 }
 
+/// A root that could not be opened, made, or stood in for.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot {doing} root {}: {source}", root.display())]
+pub struct RootError {
+    doing: &'static str,
+    root: std::path::PathBuf,
+    source: std::io::Error,
+}
+
 impl FilesTarget {
     /// The target a config block describes. A missing root is made, as a
     /// sidecar's empty volume would be; for a command that only looks
@@ -96,22 +105,26 @@ impl FilesTarget {
         config: &FilesConfig,
         state_dir: &Path,
         make_root: bool,
-    ) -> Result<FilesTarget, String> {
+    ) -> Result<FilesTarget, RootError> {
         let root = &config.root;
+        let failed = |doing: &'static str| {
+            move |source| RootError {
+                doing,
+                root: root.clone(),
+                source,
+            }
+        };
         if !root.exists() && !make_root {
-            let empty = tempfile::tempdir()
-                .map_err(|e| format!("cannot stand in for root {}: {e}", root.display()))?;
-            let mut target = FilesTarget::new(name, empty.path(), state_dir)
-                .map_err(|e| format!("cannot stand in for root {}: {e}", root.display()))?;
+            let empty = tempfile::tempdir().map_err(failed("stand in for"))?;
+            let mut target =
+                FilesTarget::new(name, empty.path(), state_dir).map_err(failed("stand in for"))?;
             target.stand_in = Some(empty);
             return Ok(target);
         }
         if !root.exists() {
-            std::fs::create_dir_all(root)
-                .map_err(|e| format!("cannot create root {}: {e}", root.display()))?;
+            std::fs::create_dir_all(root).map_err(failed("create"))?;
         }
-        let target = FilesTarget::new(name, root, state_dir)
-            .map_err(|e| format!("cannot open root {}: {e}", root.display()))?;
+        let target = FilesTarget::new(name, root, state_dir).map_err(failed("open"))?;
         Ok(match config.link() {
             Some(link) => target.publishing(link),
             None => target,
@@ -265,7 +278,7 @@ impl Target for FilesTarget {
         &self.name
     }
 
-    fn kinds(&self) -> Result<Vec<String>, String> {
+    fn kinds(&self) -> Result<Vec<String>, TargetError> {
         Ok(KINDS.map(String::from).to_vec())
     }
 

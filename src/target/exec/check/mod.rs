@@ -276,7 +276,7 @@ pub fn run(command: &[String], timeout: Duration, report: &mut dyn FnMut(&Outcom
             serde_json::from_value::<InitializeResult>(v)
                 .map_err(|e| format!("malformed answer: {e}"))
         })
-        .and_then(|i| i.check().map(|()| i));
+        .and_then(|i| i.check().map(|()| i).map_err(|e| e.to_string()));
     let info = match info {
         Ok(i) => i,
         Err(e) => return fail("initialize", e),
