@@ -2,7 +2,8 @@
 //! target selection, `source:` resolution inside the repository, content
 //! checks, owner lookup, and conflict detection.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use crate::declare::DeclError;
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use git2::Oid;
 
@@ -50,13 +51,13 @@ pub(super) struct Builder<'a> {
     /// the map's entries, so building the map reuses this vector.
     mirrored: Vec<(ResourceId, Desired)>,
     /// The target of every mirrored file, picked once.
-    mirror_target: Option<Result<String, String>>,
+    mirror_target: Option<Result<String, DeclError>>,
     owners: BTreeMap<ResourceId, crate::declare::WrittenOwner>,
     /// A decryption failed on an identity file that could not be read.
     reread: bool,
-    /// The reasons of decryptions that failed on an identity file
-    /// unreadable now: what they block is retried, not held.
-    key_waits: HashSet<String>,
+    /// What is blocked only until an identity file unreadable now can be
+    /// read: retried, not held.
+    waiting: BTreeSet<ResourceId>,
 }
 
 impl<'a> Builder<'a> {
@@ -77,7 +78,7 @@ impl<'a> Builder<'a> {
             mirror_target: None,
             owners: BTreeMap::new(),
             reread: false,
-            key_waits: HashSet::new(),
+            waiting: BTreeSet::new(),
         }
     }
 
@@ -100,22 +101,32 @@ impl<'a> Builder<'a> {
         });
     }
 
-    fn block(&mut self, id: ResourceId, origin: &Origin, reason: String) {
+    fn block(&mut self, id: ResourceId, origin: &Origin, reason: impl Into<DeclError>) {
+        let reason = reason.into();
         self.problem(&origin.file, origin.line, format!("{id}: {reason}"));
-        self.blocked.insert(id, reason);
+        match reason.waits() {
+            true => self.waiting.insert(id.clone()),
+            false => self.waiting.remove(&id),
+        };
+        self.blocked.insert(id, reason.to_string());
     }
 
     /// Blocks what stands at one path of the repository (a name no
     /// checkout makes, an LFS pointer, a file over the size limit): its
     /// identity is known, so it is kept as it is and nothing else waits for
     /// it; pruning goes on. Only invalid documents hold prune back.
-    fn refuse(&mut self, id: ResourceId, reason: String) {
-        self.blocked.insert(id, reason);
+    fn refuse(&mut self, id: ResourceId, reason: impl Into<DeclError>) {
+        let reason = reason.into();
+        match reason.waits() {
+            true => self.waiting.insert(id.clone()),
+            false => self.waiting.remove(&id),
+        };
+        self.blocked.insert(id, reason.to_string());
     }
 
     /// A content file's spec, after following repository symlinks and
     /// checking size and LFS pointers.
-    fn content_spec(&self, entry: &Entry) -> Result<FileSpec, String> {
+    fn content_spec(&self, entry: &Entry) -> Result<FileSpec, DeclError> {
         let followed;
         let resolved = match entry.mode {
             EntryMode::Symlink => {
@@ -123,10 +134,9 @@ impl<'a> Builder<'a> {
                 &followed
             }
             EntryMode::Submodule => {
-                return Err(format!(
-                    "{} is a submodule; submodules are not applied",
-                    entry.path
-                ))
+                return Err(
+                    format!("{} is a submodule; submodules are not applied", entry.path).into(),
+                )
             }
             _ => entry,
         };
@@ -135,7 +145,8 @@ impl<'a> Builder<'a> {
             return Err(format!(
                 "{} is {size} bytes, over the {} byte limit",
                 resolved.path, self.opts.max_file_size
-            ));
+            )
+            .into());
         }
         if size < 1024 && (self.lfs_may_apply(&entry.path) || self.lfs_may_apply(&resolved.path)) {
             let bytes = self.snap.read(resolved.oid).map_err(|e| e.to_string())?;
@@ -143,7 +154,8 @@ impl<'a> Builder<'a> {
                 return Err(format!(
                     "{} is a Git LFS pointer; LFS content is not fetched",
                     resolved.path
-                ));
+                )
+                .into());
             }
         }
         let mode = if matches!(resolved.mode, EntryMode::Executable) {
@@ -231,7 +243,7 @@ impl<'a> Builder<'a> {
                         line,
                     };
                     if let Err(message) = self.decl(*decl, &origin) {
-                        self.problem(&file, line, message);
+                        self.problem(&file, line, message.to_string());
                     }
                 }
             }
@@ -241,7 +253,7 @@ impl<'a> Builder<'a> {
     /// One document. Errors before an identity is known are returned;
     /// errors after it block that identity (a `file` or `symlink` whose
     /// target and path are known; a `directory` names no one identity).
-    fn decl(&mut self, d: Decl, origin: &Origin) -> Result<(), String> {
+    fn decl(&mut self, d: Decl, origin: &Origin) -> Result<(), DeclError> {
         // For other hosts: left out, as if not declared here (so pruned
         // where it was applied before).
         if let (Some(sel), Some(host)) = (&d.hosts, self.opts.host) {
@@ -283,16 +295,16 @@ impl<'a> Builder<'a> {
         origin: &Origin,
         target: String,
         path: RelPath,
-    ) -> Result<(), String> {
+    ) -> Result<(), DeclError> {
         let kind = d.kind.as_str();
         for part in path.components() {
             if let Some(why) = refused_name(part.as_bytes(), kind == "symlink") {
-                return Err(format!("path {path}: {part:?}: {why}"));
+                return Err(format!("path {path}: {part:?}: {why}").into());
             }
         }
-        let misplaced = |field: &str, present: bool| -> Result<(), String> {
+        let misplaced = |field: &str, present: bool| -> Result<(), DeclError> {
             if present {
-                return Err(format!("`{field}` does not apply to kind {kind}"));
+                return Err(format!("`{field}` does not apply to kind {kind}").into());
             }
             Ok(())
         };
@@ -386,7 +398,9 @@ impl<'a> Builder<'a> {
                     }
                     (Some(src), None) => self.source_file(&origin.file, src),
                 };
-                let reason = hook_missing.or_else(|| spec.as_ref().err().cloned());
+                let reason = hook_missing
+                    .map(DeclError::from)
+                    .or_else(|| spec.as_ref().err().cloned());
                 match (spec, reason) {
                     (Ok(mut spec), None) => {
                         spec.mode = mode.unwrap_or(spec.mode);
@@ -409,9 +423,10 @@ impl<'a> Builder<'a> {
                     Ok(_) => {
                         return Err(format!(
                             "source directory {dir:?} is empty or missing in the repository"
-                        ))
+                        )
+                        .into())
                     }
-                    Err(e) => return Err(e.to_string()),
+                    Err(e) => return Err(e.to_string().into()),
                 };
                 for refused in &walk.refused {
                     let rel = refused.path[dir.len()..].trim_start_matches('/');
@@ -455,7 +470,7 @@ impl<'a> Builder<'a> {
         Ok(())
     }
 
-    fn source_file(&self, decl_file: &str, src: &str) -> Result<FileSpec, String> {
+    fn source_file(&self, decl_file: &str, src: &str) -> Result<FileSpec, DeclError> {
         let path = repo_join(parent_dir(decl_file), src)?;
         let entry = match self.snap.entry(&path) {
             Ok(Some(e)) => e,
@@ -468,7 +483,7 @@ impl<'a> Builder<'a> {
                     other => other.to_string(),
                 })?
             }
-            Err(e) => return Err(e.to_string()),
+            Err(e) => return Err(e.to_string().into()),
         };
         self.content_spec(&entry)
     }
@@ -491,12 +506,8 @@ impl<'a> Builder<'a> {
             self.resources.remove(id);
         }
         self.notes.sort_by(|a, b| a.file.cmp(&b.file));
-        let waiting = self
-            .blocked
-            .iter()
-            .filter(|(_, why)| self.key_waits.iter().any(|w| why.contains(w.as_str())))
-            .map(|(id, _)| id.clone())
-            .collect();
+        let mut waiting = self.waiting;
+        waiting.retain(|id| self.blocked.contains_key(id));
         Declared {
             resources: self.resources,
             blocked: self.blocked,

@@ -4,6 +4,7 @@
 
 pub mod cache;
 mod depth;
+mod error;
 mod expand;
 mod update;
 mod yaml;
@@ -17,6 +18,7 @@ use crate::model::{Desired, ResourceId};
 use crate::render::quote;
 use crate::source::{Entry, EntryMode, Snapshot, SourceError};
 
+pub use error::DeclError;
 pub use update::{update, Update};
 pub use yaml::message as yaml_message;
 

@@ -2,10 +2,11 @@
 //! repository, octal modes, and owners and groups resolved on this host.
 
 use crate::declare::yaml::IdOrName;
+use crate::declare::DeclError;
 
 /// Joins `rel` onto the directory `base` inside the repository, refusing to
 /// climb above the repository root. A leading `/` means the repository root.
-pub(super) fn repo_join(base: &str, rel: &str) -> Result<String, String> {
+pub(super) fn repo_join(base: &str, rel: &str) -> Result<String, DeclError> {
     let mut parts: Vec<&str> = if rel.starts_with('/') {
         Vec::new()
     } else {
@@ -16,7 +17,7 @@ pub(super) fn repo_join(base: &str, rel: &str) -> Result<String, String> {
             "" | "." => {}
             ".." => {
                 if parts.pop().is_none() {
-                    return Err(format!("source {rel:?} leaves the repository"));
+                    return Err(format!("source {rel:?} leaves the repository").into());
                 }
             }
             p => parts.push(p),
@@ -29,23 +30,21 @@ pub(super) fn parent_dir(path: &str) -> &str {
     path.rfind('/').map(|i| &path[..i]).unwrap_or("")
 }
 
-pub(super) fn parse_mode(s: &str) -> Result<u32, String> {
+pub(super) fn parse_mode(s: &str) -> Result<u32, DeclError> {
     let digits = s.strip_prefix("0o").unwrap_or(s);
     match u32::from_str_radix(digits, 8) {
         Ok(m) if m <= 0o7777 && !digits.is_empty() => Ok(m),
-        _ => Err(format!(
-            "mode {s:?} is not an octal permission like \"0644\""
-        )),
+        _ => Err(format!("mode {s:?} is not an octal permission like \"0644\"").into()),
     }
 }
 
-pub(super) fn resolve_principal(p: &IdOrName, group: bool) -> Result<u32, String> {
+pub(super) fn resolve_principal(p: &IdOrName, group: bool) -> Result<u32, DeclError> {
     let what = if group { "group" } else { "owner" };
     // `-1` means "leave unchanged" to chown: it names no one.
     let id = |n: u32| match n {
-        u32::MAX => Err(format!(
-            "{what} id {n} is not valid (chown reads it as \"unchanged\")"
-        )),
+        u32::MAX => {
+            Err(format!("{what} id {n} is not valid (chown reads it as \"unchanged\")").into())
+        }
         n => Ok(n),
     };
     let name = match p {
@@ -71,17 +70,18 @@ pub(super) fn resolve_principal(p: &IdOrName, group: bool) -> Result<u32, String
             "unknown {} {name:?} on this host",
             if group { "group" } else { "user" }
         )
+        .into()
     })
 }
 
 /// Whether a declaration's `source:` is an age file to decrypt: `decrypt:
 /// age` needs a source and is always sensitive.
-pub(super) fn decrypts(d: &crate::declare::yaml::Decl) -> Result<bool, String> {
+pub(super) fn decrypts(d: &crate::declare::yaml::Decl) -> Result<bool, DeclError> {
     let decrypt = match d.decrypt.as_deref() {
         None => false,
         Some("age") if d.source.is_some() => true,
         Some("age") => return Err("`decrypt: age` needs `source:`, the age file".into()),
-        Some(other) => return Err(format!("decrypt: {other:?} is not known (known: age)")),
+        Some(other) => return Err(format!("decrypt: {other:?} is not known (known: age)").into()),
     };
     if decrypt && d.sensitive == Some(false) {
         return Err("`decrypt: age` is always sensitive; drop `sensitive: false`".into());
@@ -97,7 +97,7 @@ mod tests {
     fn an_id_chown_reads_as_unchanged_names_no_one() {
         for p in [IdOrName::Id(u32::MAX), IdOrName::Name("4294967295".into())] {
             let e = resolve_principal(&p, false).unwrap_err();
-            assert!(e.contains("owner id 4294967295 is not valid"), "{e}");
+            assert!(e.to_string().contains("owner id 4294967295 is not valid"), "{e}");
         }
         assert_eq!(
             resolve_principal(&IdOrName::Id(u32::MAX - 1), true),

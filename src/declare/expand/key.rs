@@ -7,13 +7,14 @@
 use super::fields::{decrypts, parent_dir, repo_join};
 use super::Builder;
 use crate::declare::yaml::Decl;
+use crate::declare::DeclError;
 use crate::model::{
     blob_id, Desired, FileSpec, Origin, RelPath, Spec, StructuredSpec, KEY_KIND as KIND, VALUE_MODE,
 };
 use crate::ownership;
 
 impl Builder<'_> {
-    pub(super) fn key(&mut self, d: Decl, origin: &Origin) -> Result<(), String> {
+    pub(super) fn key(&mut self, d: Decl, origin: &Origin) -> Result<(), DeclError> {
         let misplaced = [
             ("path", d.path.is_some()),
             ("name", d.name.is_some()),
@@ -27,7 +28,7 @@ impl Builder<'_> {
         if let Some((field, _)) = misplaced.iter().find(|(_, present)| *present) {
             return Err(format!(
                 "`{field}` does not apply to kind key; a key has `key` and one of `value`, `source` or `json` (with `ignore`)"
-            ));
+            ).into());
         }
         let target = self.pick_target(d.target.as_deref(), KIND)?;
         let raw = d.key.as_deref().ok_or("kind key needs `key`")?;
@@ -38,7 +39,7 @@ impl Builder<'_> {
             return Err(format!(
                 "key {raw:?} must be written as {:?} (relative to the prefix, no empty, `.` or `..` parts)",
                 path.as_str()
-            ));
+            ).into());
         }
         let id = crate::model::ResourceId::new(&target, KIND, path.as_str());
         let hook_missing = d
@@ -48,7 +49,7 @@ impl Builder<'_> {
             .map(|h| format!("hook {h:?} is not defined in the local config"));
         let decrypt = decrypts(&d)?;
         let spec = match hook_missing {
-            Some(reason) => Err(reason),
+            Some(reason) => Err(reason.into()),
             None => self.key_spec(&d, origin, path.as_str(), decrypt),
         };
         match spec {
@@ -74,7 +75,7 @@ impl Builder<'_> {
         origin: &Origin,
         key: &str,
         decrypt: bool,
-    ) -> Result<Spec, String> {
+    ) -> Result<Spec, DeclError> {
         if d.ignore.is_some() && d.json.is_none() {
             return Err("`ignore` needs a `json` value".into());
         }
@@ -115,7 +116,7 @@ impl Builder<'_> {
     /// A key's value read from a repository file (`source:`). The bytes
     /// put are the blob's as stored: a source that must be transformed
     /// first (decrypted) is resolved here, into the blob to put.
-    fn key_source(&self, decl_file: &str, src: &str) -> Result<FileSpec, String> {
+    fn key_source(&self, decl_file: &str, src: &str) -> Result<FileSpec, DeclError> {
         let file = self.source_file(decl_file, src)?;
         Ok(value_spec(file.blob, file.size))
     }

@@ -4,6 +4,7 @@
 //! with a note, and refused entries are Blocked at their own path.
 
 use super::Builder;
+use crate::declare::DeclError;
 use crate::declare::Problem;
 use crate::model::{Desired, Origin, RelPath, Spec};
 use crate::source::{Entry, EntryMode, Refused};
@@ -42,7 +43,7 @@ impl Builder<'_> {
         let identified = match self.mirror_target.as_ref().expect("picked above") {
             Ok(target) => RelPath::identify(rel, target, "file"),
             // A bad path is reported before a missing target.
-            Err(e) => Err(RelPath::parse(rel).err().unwrap_or_else(|| e.clone())),
+            Err(e) => Err(RelPath::parse(rel).err().unwrap_or_else(|| e.to_string())),
         };
         let (id, path) = match identified {
             Ok(found) => found,
@@ -100,13 +101,13 @@ impl Builder<'_> {
     /// nothing: a dangling link is kept dangling); otherwise replaced by
     /// the file it leads to elsewhere in the repository, as a `source:`
     /// would be. Never a link leading out of the tree it is published in.
-    fn mirrored_link(&self, entry: &Entry) -> Result<Spec, String> {
+    fn mirrored_link(&self, entry: &Entry) -> Result<Spec, DeclError> {
         match self.snap.link_inside(entry, self.opts.source_path) {
             Ok(Some(target)) => Ok(Spec::Symlink { target }),
             Ok(None) => self.content_spec(entry).map(Spec::File).map_err(|e| {
-                format!("{e}; a symlink is published as a link only when it stays inside the mirrored path")
+                format!("{e}; a symlink is published as a link only when it stays inside the mirrored path").into()
             }),
-            Err(e) => Err(e.to_string()),
+            Err(e) => Err(e.to_string().into()),
         }
     }
 
@@ -123,7 +124,7 @@ impl Builder<'_> {
         }
         let identified = match self.mirror_target.as_ref().expect("picked above") {
             Ok(target) => RelPath::identify(rel, target, "file"),
-            Err(e) => Err(e.clone()),
+            Err(e) => Err(e.to_string()),
         };
         match identified {
             Ok((id, _)) => self.refuse(id, refused.reason),

@@ -5,6 +5,7 @@
 
 use super::fields::{parent_dir, repo_join};
 use super::Builder;
+use crate::declare::DeclError;
 use crate::declare::Problem;
 use crate::model::{blob_id, FileSpec};
 use crate::secrets;
@@ -12,24 +13,23 @@ use crate::secrets;
 impl Builder<'_> {
     /// The spec of the age file at repository path `file`, whose own
     /// (ciphertext) spec is `sealed`: that of its plaintext on a host.
-    pub(super) fn unsealed(&mut self, file: &str, sealed: FileSpec) -> Result<FileSpec, String> {
+    pub(super) fn unsealed(&mut self, file: &str, sealed: FileSpec) -> Result<FileSpec, DeclError> {
         let bytes = self.snap.read(sealed.blob).map_err(|e| e.to_string())?;
         if self.opts.as_written {
             secrets::check_format(file, &bytes).map_err(|e| e.to_string())?;
             let missing = secrets::check_recipients(file, &bytes, self.opts.recipients);
             return match missing.is_empty() {
                 true => Ok(sealed),
-                false => Err(missing.join("; ")),
+                false => Err(missing.join("; ").into()),
             };
         }
         let keyring = self.opts.keyring.unwrap_or(&secrets::NO_KEYS);
         let plain = secrets::decrypt(keyring, file, &bytes).map_err(|e| {
             self.reread |= e.rereads();
-            let why = e.to_string();
-            if e.transient() {
-                self.key_waits.insert(why.clone());
+            match e.transient() {
+                true => DeclError::Waits(e.to_string()),
+                false => DeclError::Invalid(e.to_string()),
             }
-            why
         })?;
         // This host reads it; another one may not.
         for message in secrets::check_recipients(file, &bytes, self.opts.recipients) {
@@ -60,7 +60,7 @@ impl Builder<'_> {
         &mut self,
         decl_file: &str,
         mut spec: serde_json::Value,
-    ) -> Result<(serde_json::Value, bool), String> {
+    ) -> Result<(serde_json::Value, bool), DeclError> {
         let mut found = false;
         self.unseal_in(decl_file, &mut spec, &mut found)?;
         Ok((spec, found))
@@ -71,7 +71,7 @@ impl Builder<'_> {
         decl_file: &str,
         value: &mut serde_json::Value,
         found: &mut bool,
-    ) -> Result<(), String> {
+    ) -> Result<(), DeclError> {
         use serde_json::Value;
         let sealed_source = match &*value {
             Value::Object(map) if map.len() == 2 && map.get("decrypt") == Some(&"age".into()) => {

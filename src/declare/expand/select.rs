@@ -2,6 +2,7 @@
 //! serving a kind.
 
 use super::Builder;
+use crate::declare::DeclError;
 
 impl Builder<'_> {
     /// The target for `kind`: the named one, or the only one serving it. A
@@ -9,12 +10,12 @@ impl Builder<'_> {
     /// is taken when named, or when no known target serves the kind and it
     /// is the only such target, so its resources are still declared (and
     /// observed as unknown) rather than dropped.
-    pub(super) fn pick_target(&self, named: Option<&str>, kind: &str) -> Result<String, String> {
+    pub(super) fn pick_target(&self, named: Option<&str>, kind: &str) -> Result<String, DeclError> {
         // Read as written, a target the config does not name is the host's
         // to know: it is taken as named.
         if let Some(n) = named.filter(|n| self.opts.as_written && !self.is_configured(n)) {
             if n.is_empty() || n.contains('/') {
-                return Err(format!("target name {n:?} may not be empty or contain `/`"));
+                return Err(format!("target name {n:?} may not be empty or contain `/`").into());
             }
             return Ok(n.to_string());
         }
@@ -36,9 +37,9 @@ impl Builder<'_> {
             Some(n) if serving.contains(&n) => Ok(n.to_string()),
             Some(n) if !path_kind && pending.iter().any(|t| t.name == n) => Ok(n.to_string()),
             Some(n) if self.is_configured(n) => {
-                Err(format!("target {n:?} does not serve kind {kind:?}"))
+                Err(format!("target {n:?} does not serve kind {kind:?}").into())
             }
-            Some(n) => Err(format!("no target named {n:?} in the config")),
+            Some(n) => Err(format!("no target named {n:?} in the config").into()),
             None if serving.len() == 1 => Ok(serving[0].to_string()),
             None if serving.is_empty() && !path_kind && pending.len() == 1 => {
                 Ok(pending[0].name.clone())
@@ -50,12 +51,16 @@ impl Builder<'_> {
                     .map(|t| format!("{} ({})", t.name, t.kinds_unknown.as_deref().unwrap_or("")))
                     .collect::<Vec<_>>()
                     .join(", ")
-            )),
-            None if serving.is_empty() => Err(format!("no configured target serves kind {kind:?}")),
+            )
+            .into()),
+            None if serving.is_empty() => {
+                Err(format!("no configured target serves kind {kind:?}").into())
+            }
             None => Err(format!(
                 "several targets serve kind {kind:?} ({}); name one with `target:`",
                 serving.join(", ")
-            )),
+            )
+            .into()),
         }
     }
 

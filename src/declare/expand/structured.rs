@@ -3,6 +3,7 @@
 //! `<target>/<kind>/<name>`.
 
 use super::Builder;
+use crate::declare::DeclError;
 use crate::declare::{valid_kind, yaml::Decl};
 use crate::model::{Desired, Origin, RelPath, ResourceId, Spec, StructuredSpec};
 use crate::ownership;
@@ -12,20 +13,21 @@ const MAX_NAME: usize = 253;
 
 /// A name is one path segment of the identity: no `/`, no control
 /// characters, not `.` or `..`.
-fn check_name(name: &str) -> Result<(), String> {
+fn check_name(name: &str) -> Result<(), DeclError> {
     if name.is_empty() || name.len() > MAX_NAME {
-        return Err(format!("`name` must have 1 to {MAX_NAME} bytes"));
+        return Err(format!("`name` must have 1 to {MAX_NAME} bytes").into());
     }
     if name == "." || name == ".." || name.contains('/') || name.chars().any(char::is_control) {
         return Err(format!(
             "name {name:?} may not be `.` or `..` or contain `/` or control characters"
-        ));
+        )
+        .into());
     }
     Ok(())
 }
 
 impl Builder<'_> {
-    pub(super) fn structured(&mut self, d: Decl, origin: &Origin) -> Result<(), String> {
+    pub(super) fn structured(&mut self, d: Decl, origin: &Origin) -> Result<(), DeclError> {
         let kind = d.kind.clone();
         // A misspelt built-in kind (`filez`) is named as such, not told
         // what fields a plugin's objects take.
@@ -37,7 +39,7 @@ impl Builder<'_> {
         if !served {
             return Err(format!(
                 "unknown kind {kind:?}: no configured target serves it (built in: file, directory, symlink, key; other kinds come from exec targets' plugins)"
-            ));
+            ).into());
         }
         let misplaced = [
             ("path", d.path.is_some()),
@@ -56,12 +58,12 @@ impl Builder<'_> {
         if let Some((field, _)) = misplaced.iter().find(|(_, present)| *present) {
             return Err(format!(
                 "`{field}` does not apply to kind {kind}; an object of a plugin kind has `name`, `spec` and `ignore`"
-            ));
+            ).into());
         }
         if !valid_kind(&kind) {
             return Err(format!(
                 "unknown kind {kind:?} (built in: file, directory, symlink; plugin kinds use letters, digits, `.`, `_` and `-`)"
-            ));
+            ).into());
         }
         let target = self.pick_target(d.target.as_deref(), &kind)?;
         let name = d.name.ok_or_else(|| format!("kind {kind} needs `name`"))?;
