@@ -82,36 +82,53 @@ fn canonical(raw: &str) -> bool {
     !raw.contains('\0') && raw.split('/').all(|part| !matches!(part, "" | "." | ".."))
 }
 
+/// Why a path is not one tend takes: relative to a root, inside it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PathError {
+    #[error("path is empty")]
+    Empty,
+    #[error("path {0:?} is absolute; paths are relative to the target root")]
+    Absolute(String),
+    #[error("path contains a NUL byte")]
+    Nul,
+    #[error("path {0:?} contains `..`")]
+    Parent(String),
+    #[error("path {0:?} names the root itself")]
+    Root(String),
+}
+
 impl RelPath {
-    pub fn parse(raw: &str) -> Result<Self, String> {
+    pub fn parse(raw: &str) -> Result<Self, PathError> {
         if raw.is_empty() {
-            return Err("path is empty".into());
+            return Err(PathError::Empty);
         }
         if raw.starts_with('/') {
-            return Err(format!(
-                "path {raw:?} is absolute; paths are relative to the target root"
-            ));
+            return Err(PathError::Absolute(raw.into()));
         }
         if raw.contains('\0') {
-            return Err("path contains a NUL byte".into());
+            return Err(PathError::Nul);
         }
         let mut parts = Vec::new();
         for part in raw.split('/') {
             match part {
                 "" | "." => continue,
-                ".." => return Err(format!("path {raw:?} contains `..`")),
+                ".." => return Err(PathError::Parent(raw.into())),
                 p => parts.push(p),
             }
         }
         if parts.is_empty() {
-            return Err(format!("path {raw:?} names the root itself"));
+            return Err(PathError::Root(raw.into()));
         }
         Ok(RelPath(parts.join("/").into()))
     }
     /// [`RelPath::parse`], and the identity `<target>/<kind>/<path>` of what
     /// stands there: the path is kept as the end of the identity, one
     /// allocation for both.
-    pub fn identify(raw: &str, target: &str, kind: &str) -> Result<(ResourceId, RelPath), String> {
+    pub fn identify(
+        raw: &str,
+        target: &str,
+        kind: &str,
+    ) -> Result<(ResourceId, RelPath), PathError> {
         let parsed;
         let path = if canonical(raw) {
             raw
@@ -129,7 +146,7 @@ impl RelPath {
     }
     /// `raw` as a path, sharing the bytes of `id` when it ends with it (as
     /// [`RelPath::identify`] made it); parsed afresh otherwise.
-    pub fn ending(id: &ResourceId, raw: &str) -> Result<RelPath, String> {
+    pub fn ending(id: &ResourceId, raw: &str) -> Result<RelPath, PathError> {
         let start = id.0.len().saturating_sub(raw.len());
         match canonical(raw) && id.0.ends_with(raw) {
             true => match SharedStr::part(&id.0, start..id.0.len()) {
@@ -157,7 +174,7 @@ impl RelPath {
             None => ("", s),
         }
     }
-    pub fn join(&self, child: &str) -> Result<RelPath, String> {
+    pub fn join(&self, child: &str) -> Result<RelPath, PathError> {
         RelPath::parse(&format!("{}/{}", self.0, child))
     }
 }

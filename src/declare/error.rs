@@ -35,3 +35,9 @@ impl From<&str> for DeclError {
         DeclError::Invalid(message.to_string())
     }
 }
+
+impl From<crate::model::PathError> for DeclError {
+    fn from(e: crate::model::PathError) -> DeclError {
+        DeclError::Invalid(e.to_string())
+    }
+}

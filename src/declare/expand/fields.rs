@@ -97,7 +97,10 @@ mod tests {
     fn an_id_chown_reads_as_unchanged_names_no_one() {
         for p in [IdOrName::Id(u32::MAX), IdOrName::Name("4294967295".into())] {
             let e = resolve_principal(&p, false).unwrap_err();
-            assert!(e.to_string().contains("owner id 4294967295 is not valid"), "{e}");
+            assert!(
+                e.to_string().contains("owner id 4294967295 is not valid"),
+                "{e}"
+            );
         }
         assert_eq!(
             resolve_principal(&IdOrName::Id(u32::MAX - 1), true),

@@ -41,13 +41,15 @@ impl Builder<'_> {
             self.mirror_target = Some(self.pick_target(None, "file"));
         }
         let identified = match self.mirror_target.as_ref().expect("picked above") {
-            Ok(target) => RelPath::identify(rel, target, "file"),
+            Ok(target) => RelPath::identify(rel, target, "file").map_err(DeclError::from),
             // A bad path is reported before a missing target.
-            Err(e) => Err(RelPath::parse(rel).err().unwrap_or_else(|| e.to_string())),
+            Err(e) => Err(RelPath::parse(rel)
+                .err()
+                .map_or_else(|| e.clone(), DeclError::from)),
         };
         let (id, path) = match identified {
             Ok(found) => found,
-            Err(e) => return self.problem(&entry.path, 1, e),
+            Err(e) => return self.problem(&entry.path, 1, e.to_string()),
         };
         let spec = match entry.mode {
             EntryMode::Submodule => {
@@ -123,8 +125,8 @@ impl Builder<'_> {
             self.mirror_target = Some(self.pick_target(None, "file"));
         }
         let identified = match self.mirror_target.as_ref().expect("picked above") {
-            Ok(target) => RelPath::identify(rel, target, "file"),
-            Err(e) => Err(e.to_string()),
+            Ok(target) => RelPath::identify(rel, target, "file").map_err(DeclError::from),
+            Err(e) => Err(e.clone()),
         };
         match identified {
             Ok((id, _)) => self.refuse(id, refused.reason),
