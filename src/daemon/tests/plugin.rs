@@ -58,7 +58,8 @@ async fn a_crashing_plugin_is_started_again_with_growing_backoff() {
                 k + 2
             );
         }
-        assert!(gaps.windows(2).all(|w| w[1] > w[0]), "{gaps:?}");
+        // Growing: the last wait is many times the first.
+        assert!(gaps[4] >= gaps[0] * 4, "{gaps:?}");
         // The files target is not held up by the plugin.
         assert_eq!(host.read("conf").as_deref(), Some("v1\n"));
     })
