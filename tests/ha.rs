@@ -88,9 +88,17 @@ impl Replica {
             .to_string()
     }
 
-    /// `tend_ha_leader` as its /metrics says, read over HTTP at the
-    /// address it logged.
+    /// `tend_ha_leader` as its /metrics says.
     fn leader_metric(&self) -> Option<String> {
+        self.get("/metrics")?
+            .lines()
+            .find_map(|l| l.strip_prefix("tend_ha_leader "))
+            .map(str::to_string)
+    }
+
+    /// What its listener answers to `GET path`, read over HTTP at the
+    /// address it logged.
+    fn get(&self, path: &str) -> Option<String> {
         use std::io::{Read, Write};
         let log = self.log();
         let addr = log
@@ -103,14 +111,12 @@ impl Replica {
         c.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
         write!(
             c,
-            "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+            "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
         )
         .ok()?;
         let mut body = String::new();
         c.read_to_string(&mut body).ok()?;
-        body.lines()
-            .find_map(|l| l.strip_prefix("tend_ha_leader "))
-            .map(str::to_string)
+        Some(body)
     }
 
     fn leads(&self) -> bool {
@@ -205,6 +211,18 @@ fn two_replicas(repo: &TestRepo, cfg: &Path, cluster: &Cluster) -> (Replica, Rep
     let says = format!("role     leader (leader: {})", leader.name);
     assert!(text(&leader).contains(&says), "{}", text(&leader));
     assert_eq!(follower.leader_metric().as_deref(), Some("0"));
+    // The page says it too.
+    let page = |r: &Replica| r.get("/").unwrap_or_default();
+    let says = format!(
+        "<h2>Role</h2><p class=\"muted\"><b>follower</b>: observes and records drift, writes nothing (leader: {})</p>",
+        leader.name
+    );
+    assert!(page(&follower).contains(&says), "{}", page(&follower));
+    let says = format!(
+        "<h2>Role</h2><p class=\"ok\"><b>leader</b>: writes (leader: {})</p>",
+        leader.name
+    );
+    assert!(page(&leader).contains(&says), "{}", page(&leader));
     (leader, follower)
 }
 

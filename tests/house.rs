@@ -1,6 +1,7 @@
 //! The rules of the house, read from the source: the pass has no async
-//! runtime, the server cannot reach the writer, and no module imports one
-//! that imports it back (at the level of files and of folders alike).
+//! runtime, the server cannot reach the writer, no module imports one
+//! that imports it back (at the level of files and of folders alike),
+//! every wait comes from the one retry rule, and what it decides is opaque.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -243,6 +244,162 @@ fn every_test_skip_goes_through_the_one_gate() {
     )
     .unwrap();
     let found = skips_outside_the_gate(std::slice::from_ref(&planted));
+    std::fs::remove_file(&planted).unwrap();
+    assert_eq!(found.len(), 2, "{found:?}");
+}
+
+/// The source files outside tests, in `src/`.
+fn code_files() -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    sources(Path::new("src"), &mut files);
+    files.retain(|f| !is_test(f));
+    files
+}
+
+/// Where a wait is computed outside the one retry rule: the backoff's
+/// arithmetic (src/backoff.rs) and the error policy
+/// (src/reconcile/policy.rs) compute every "when next"; the rest ask them.
+fn waits_outside_the_rule(files: &[PathBuf]) -> Vec<String> {
+    let rule = [
+        Path::new("src/backoff.rs"),
+        Path::new("src/reconcile/policy.rs"),
+    ];
+    files
+        .iter()
+        .filter(|f| !rule.contains(&f.as_path()))
+        .flat_map(|f| wait_arithmetic(f))
+        .collect()
+}
+
+/// The lines of `file` that compute a wait: a backoff step, a jitter, a
+/// doubling.
+fn wait_arithmetic(file: &Path) -> Vec<String> {
+    let arithmetic = [
+        "backoff::jittered(",
+        "backoff::delay(",
+        "backoff::spread(",
+        "mul_f64(",
+        "random_range(",
+        "1u32 <<",
+        ".pow(",
+    ];
+    let mut found = Vec::new();
+    for (n, line) in code_of(file).lines().enumerate() {
+        if arithmetic.iter().any(|a| line.contains(a)) {
+            found.push(format!("{}:{}: {}", file.display(), n + 1, line.trim()));
+        }
+    }
+    found
+}
+
+#[test]
+fn every_retry_and_backoff_is_computed_by_the_one_rule() {
+    let files = code_files();
+    assert!(files.len() > 100, "{}", files.len());
+    let found = waits_outside_the_rule(&files);
+    assert!(
+        found.is_empty(),
+        "waits computed outside the rule: {found:#?}"
+    );
+    // What it looks for is what the rule itself writes.
+    let own = wait_arithmetic(Path::new("src/backoff.rs"));
+    assert!(own.len() >= 2, "{own:?}");
+    let planted = std::env::temp_dir().join(format!("house-wait-{}.rs", std::process::id()));
+    std::fs::write(
+        &planted,
+        "fn next(n: u32) -> Duration {\n    (Duration::from_secs(1) * (1u32 << n)).min(MAX)\n}\nfn soon() -> Duration { backoff::jittered(3) }\n",
+    )
+    .unwrap();
+    let found = waits_outside_the_rule(std::slice::from_ref(&planted));
+    std::fs::remove_file(&planted).unwrap();
+    assert_eq!(found.len(), 2, "{found:?}");
+}
+
+/// The public fields of `pub struct NAME { ... }` in `code`.
+fn public_fields(code: &str, name: &str) -> Vec<String> {
+    let Some(start) = code.find(&format!("pub struct {name} {{")) else {
+        return vec![format!("no `pub struct {name}`")];
+    };
+    let body = &code[start..];
+    let body = &body[..body.find("\n}").unwrap_or(body.len())];
+    body.lines()
+        .skip(1)
+        .map(str::trim)
+        .filter(|l| l.starts_with("pub"))
+        .map(String::from)
+        .collect()
+}
+
+#[test]
+fn what_the_error_policy_decides_is_opaque() {
+    let code = code_of(Path::new("src/reconcile/policy.rs"));
+    let open = public_fields(&code, "NextStep");
+    assert!(open.is_empty(), "NextStep has public fields: {open:?}");
+    // Not an enum anyone can build a variant of.
+    assert!(!code.contains("pub enum NextStep"));
+    let planted =
+        "pub struct NextStep {\n    pub kind: StepKind,\n    after: Option<Duration>,\n}\n";
+    assert_eq!(public_fields(planted, "NextStep"), ["pub kind: StepKind,"]);
+}
+
+/// The metric setters of src/metrics.rs: its public methods but for
+/// building and rendering.
+fn metric_setters() -> Vec<String> {
+    let code = code_of(Path::new("src/metrics.rs"));
+    code.lines()
+        .filter_map(|l| l.trim().strip_prefix("pub fn "))
+        .filter_map(|l| l.split(['(', '<']).next())
+        .filter(|name| !["new", "encode"].contains(name))
+        .map(String::from)
+        .collect()
+}
+
+/// Where a metric is set outside the daemon's publishing
+/// (src/daemon/publish.rs) and the webhook count of the server.
+fn metrics_set_elsewhere(files: &[PathBuf], setters: &[String]) -> Vec<String> {
+    let mut found = Vec::new();
+    for f in files {
+        let allowed: &[&str] = match f.to_str().unwrap_or("") {
+            "src/metrics.rs" | "src/daemon/publish.rs" => continue,
+            "src/server/webhooks.rs" => &["webhook"],
+            _ => &[],
+        };
+        for (n, line) in code_of(f).lines().enumerate() {
+            let sets = setters
+                .iter()
+                .filter(|s| !allowed.contains(&s.as_str()))
+                .any(|s| {
+                    line.contains(&format!("metrics.{s}("))
+                        || line.contains(&format!("metrics().{s}("))
+                });
+            if sets {
+                found.push(format!("{}:{}: {}", f.display(), n + 1, line.trim()));
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn metrics_are_set_only_where_the_architecture_says() {
+    let setters = metric_setters();
+    assert!(setters.len() > 15, "{setters:?}");
+    assert!(
+        setters.contains(&"set_queue_depth".to_string()),
+        "{setters:?}"
+    );
+    let found = metrics_set_elsewhere(&code_files(), &setters);
+    assert!(
+        found.is_empty(),
+        "metrics set outside publish.rs: {found:#?}"
+    );
+    let planted = std::env::temp_dir().join(format!("house-metric-{}.rs", std::process::id()));
+    std::fs::write(
+        &planted,
+        "fn f(s: &Shared) {\n    s.metrics.set_queue_depth(3);\n    state.metrics.webhook(\"github\", \"ok\");\n}\n",
+    )
+    .unwrap();
+    let found = metrics_set_elsewhere(std::slice::from_ref(&planted), &setters);
     std::fs::remove_file(&planted).unwrap();
     assert_eq!(found.len(), 2, "{found:?}");
 }

@@ -5,11 +5,12 @@ use std::process::ExitCode;
 use std::time::SystemTime;
 
 use super::fail;
+use crate::backoff::{self, Failures};
 use crate::cli::Flags;
 use crate::config::Settings;
 use crate::ledger::State;
 use crate::model::ResourceId;
-use crate::reconcile::{self, backoff, Action, Context, PassOptions, Recorder};
+use crate::reconcile::{self, Context, NextStep, PassOptions, Recorder, StepKind};
 use crate::render::quote::{escape_controls as said, name};
 
 pub fn run(g: &Flags, settings: Settings, allow_mass_prune: bool) -> ExitCode {
@@ -136,7 +137,7 @@ pub fn run(g: &Flags, settings: Settings, allow_mass_prune: bool) -> ExitCode {
 /// the same rule the daemon schedules by, so a one-shot run tells a
 /// transient failure (retried) from one that needs a human.
 struct Next<'r> {
-    by_action: Vec<(&'r ResourceId, Action)>,
+    by_action: Vec<(&'r ResourceId, NextStep)>,
 }
 
 impl<'r> Next<'r> {
@@ -149,7 +150,7 @@ impl<'r> Next<'r> {
             .outcomes
             .iter()
             .filter(|(_, o)| o.state != State::InSync)
-            .map(|(id, o)| (id, reconcile::action_for(o, policy, now)))
+            .map(|(id, o)| (id, reconcile::next_step(o, policy, now)))
             .collect();
         Next { by_action }
     }
@@ -171,31 +172,27 @@ impl<'r> Next<'r> {
     /// One line per next action: how many resources, which (the first
     /// few), and what comes next for them.
     fn explain(&self) {
-        type Group = (fn(&Action) -> bool, &'static str);
-        let groups: [Group; 5] = [
+        let groups = [
             (
-                |a| matches!(a, Action::Requeue(_)),
+                StepKind::Retry,
                 "to retry (transient: `tend run` retries with backoff, or run `tend sync` again)",
             ),
             (
-                |a| matches!(a, Action::Blocked),
+                StepKind::Blocked,
                 "blocked (needs a human or a new declaration)",
             ),
             (
-                |a| matches!(a, Action::Contested(_)),
+                StepKind::Contested,
                 "contested (another writer keeps changing them)",
             ),
-            (
-                |a| matches!(a, Action::Paused),
-                "paused (`tend resume` corrects them)",
-            ),
-            (|a| matches!(a, Action::AwaitChange), "left as they are"),
+            (StepKind::Paused, "paused (`tend resume` corrects them)"),
+            (StepKind::AwaitChange, "left as they are"),
         ];
-        for (is, what) in groups {
+        for (kind, what) in groups {
             let ids: Vec<&ResourceId> = self
                 .by_action
                 .iter()
-                .filter(|(_, a)| is(a))
+                .filter(|(_, a)| a.kind() == kind)
                 .map(|(id, _)| *id)
                 .collect();
             if ids.is_empty() {
@@ -220,21 +217,23 @@ impl<'r> Next<'r> {
 /// init container's remote may come up after it).
 fn fetch_retrying(ctx: &Context, rec: &Recorder) -> Result<git2::Oid, crate::source::SourceError> {
     let allowed = ctx.settings.source.max_failures.unwrap_or(0);
-    let mut failures = 0;
+    let mut fetches = Failures::default();
     loop {
-        match reconcile::fetch(ctx, rec, SystemTime::now()) {
+        match reconcile::fetch(ctx, rec, ctx.clock.now()) {
             Ok(revision) => return Ok(revision),
-            Err(e) if failures < allowed => {
-                failures += 1;
-                let wait = backoff::jittered(failures);
+            Err(e) => {
+                let wait = fetches.failed(backoff::MAX);
+                if reconcile::gives_up(&fetches, allowed) {
+                    return Err(e);
+                }
                 eprintln!(
-                    "tend: fetch failed (attempt {failures} of {}): {e}; retrying in {:.1}s",
+                    "tend: fetch failed (attempt {} of {}): {e}; retrying in {:.1}s",
+                    fetches.count(),
                     allowed + 1,
                     wait.as_secs_f64()
                 );
                 std::thread::sleep(wait);
             }
-            Err(e) => return Err(e),
         }
     }
 }

@@ -15,13 +15,14 @@ use super::queue::Queue;
 use super::subscriptions::Subscriptions;
 use super::unrecorded::{self, Unrecorded};
 use super::{publish, Shared, Worker};
+use crate::backoff::Failures;
 use crate::config::Settings;
 use crate::ledger::{ResourceRecord, State};
 use crate::model::role::Fence;
 use crate::model::ResourceId;
 use crate::reconcile::{
-    self, action_for, backoff, load_next, trust, Clock, Context, Next, Outcome, PassOptions,
-    PassReport, Recorder, Revision, Scope,
+    self, load_next, next_step, trust, Clock, Context, Next, Outcome, PassOptions, PassReport,
+    Recorder, Revision, Scope,
 };
 use crate::target::Recheck;
 
@@ -29,18 +30,15 @@ use crate::target::Recheck;
 /// they grow between events as the ledger's ages do.
 const AGES_EVERY: Duration = Duration::from_secs(5);
 
-pub(super) fn jitter(d: Duration) -> Duration {
-    d.mul_f64(rand::random_range(0.9..1.1))
-}
-
 pub(super) struct Loop {
     pub(super) settings: Settings,
     pub(super) shared: Shared,
     queue: Queue,
     pub(super) opts: PassOptions,
-    pub(super) fetch_failures: u32,
+    /// Fetches that failed in a row.
+    pub(super) fetches: Failures,
     /// Consecutive passes that could not publish what they wrote.
-    unpublished: u32,
+    unpublished: Failures,
     /// Why the loop gives up (`--max-failures` reached before any revision
     /// was ever applied); the daemon then exits.
     gave_up: Option<String>,
@@ -103,8 +101,8 @@ impl Loop {
             settings,
             shared,
             queue: Queue::new(),
-            fetch_failures: 0,
-            unpublished: 0,
+            fetches: Failures::default(),
+            unpublished: Failures::default(),
             gave_up: None,
             pauses_seen: String::new(),
             pin_seen: String::new(),
@@ -217,24 +215,21 @@ impl Loop {
         let interval = self.settings.source.interval;
         match result {
             Ok(id) => {
-                self.fetch_failures = 0;
                 self.fleet_fetched(id);
                 let before = self.shared.current().map(|r| r.id);
                 self.admit(id, true).await;
-                if self.unpublished > 0 && self.shared.current().map(|r| r.id) == before {
+                if self.unpublished.count() > 0 && self.shared.current().map(|r| r.id) == before {
                     // The revision's tree was not published: try again
                     // soon, with backoff.
                     self.pass(Scope::All).await;
                 }
                 self.collect_mirror().await;
-                match self.unpublished {
-                    0 => jitter(interval),
-                    n => backoff::jittered(n).min(interval),
-                }
+                reconcile::next_fetch(true, &mut self.fetches, &self.unpublished, interval)
             }
             Err(e) => {
-                self.fetch_failures += 1;
-                tracing::warn!(error = %e, failures = self.fetch_failures, "fetch failed; the last good state stays");
+                let wait =
+                    reconcile::next_fetch(false, &mut self.fetches, &self.unpublished, interval);
+                tracing::warn!(error = %e, failures = self.fetches.count(), "fetch failed; the last good state stays");
                 if self.shared.current().is_none() {
                     if let Ok(Some(id)) = self.blocking(|ctx, _| ctx.mirror.resolved()).await {
                         self.admit(id, false).await;
@@ -242,7 +237,7 @@ impl Loop {
                 }
                 self.give_up_after(&e).await;
                 self.publish(true).await;
-                backoff::jittered(self.fetch_failures).min(interval)
+                wait
             }
         }
     }
@@ -279,7 +274,7 @@ impl Loop {
         let Some(allowed) = self.settings.source.max_failures else {
             return;
         };
-        if self.fetch_failures <= allowed {
+        if !reconcile::gives_up(&self.fetches, allowed) {
             return;
         }
         let applied = self
@@ -294,7 +289,7 @@ impl Loop {
         if !applied {
             self.gave_up = Some(format!(
                 "{} consecutive fetches failed (max_failures {allowed}) and no revision was ever applied; last error: {error}",
-                self.fetch_failures
+                self.fetches.count()
             ));
         }
     }
@@ -343,7 +338,7 @@ impl Loop {
             Ok(Err(refused)) => {
                 tracing::warn!(%refused, "the last good revision stays applied");
                 if count {
-                    self.shared.metrics.refused(refused.refusal.reason.as_str());
+                    publish::refused(&self.shared.metrics, refused.refusal.reason.as_str());
                 }
                 let stays = current.as_ref().map(|r| trust::Admitted {
                     revision: r.id,
@@ -489,8 +484,10 @@ impl Loop {
         }
         // Not published: the next fetch runs a full pass again, with backoff.
         match report.unpublished {
-            Some(_) => self.unpublished += 1,
-            None if !report.cancelled => self.unpublished = 0,
+            Some(_) => {
+                self.unpublished.failed(crate::backoff::MAX);
+            }
+            None if !report.cancelled => self.unpublished.succeeded(),
             None => {}
         }
         if prunes && unrecorded.is_some() {
@@ -672,8 +669,8 @@ impl Loop {
     fn requeue_records(&mut self, records: Vec<ResourceRecord>) {
         let now = self.clock.now();
         for r in records {
-            let action = action_for(&Outcome::of_record(&r), &self.settings.policy, now);
-            self.queue.after(ResourceId::from_string(r.id), action);
+            let step = next_step(&Outcome::of_record(&r), &self.settings.policy, now);
+            self.queue.after(ResourceId::from_string(r.id), step);
         }
     }
 
@@ -751,7 +748,7 @@ impl Loop {
                 publish::ledger(&metrics, &rec.ledger, &kept, failing)
             })
             .await;
-        self.shared.metrics.set_queue_depth(self.queue.depth());
+        publish::queue(&self.shared.metrics, self.queue.depth());
         self.report_fleet().await;
     }
 
@@ -766,8 +763,8 @@ impl Loop {
     fn requeue(&mut self, report: &PassReport) {
         let now = self.clock.now();
         for (id, o) in &report.outcomes {
-            let action = action_for(o, &self.settings.policy, now);
-            self.queue.after(id.clone(), action);
+            let step = next_step(o, &self.settings.policy, now);
+            self.queue.after(id.clone(), step);
         }
     }
 

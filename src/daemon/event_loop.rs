@@ -11,12 +11,13 @@ use std::time::Duration;
 use tokio::sync::{mpsc, Notify};
 use tokio::time::{sleep_until, Instant};
 
-use super::driver::{jitter, Loop};
+use super::driver::Loop;
 use super::notify::Notifier;
 use super::subscriptions::Subscriptions;
 use super::{reload, ReadConfig, Shared, Trigger, Worker};
 use crate::config::Settings;
 use crate::metrics::Metrics;
+use crate::reconcile::period;
 use crate::reconcile::{Context, Control, Recorder, Scope};
 use crate::server;
 
@@ -55,9 +56,7 @@ impl EventLoop {
         let watch = Subscriptions::start(&ctx.targets, &triggers, ctx.settings.policy.watch);
         let settings = ctx.settings.clone();
         let metrics = Arc::new(Metrics::new());
-        for name in ctx.targets.keys() {
-            metrics.writes(name, 0);
-        }
+        super::publish::targets(&metrics, ctx.targets.keys());
         let shared = Shared::new(Worker { ctx, rec }, metrics, ctl.clone());
         EventLoop {
             settings,
@@ -107,7 +106,7 @@ impl EventLoop {
         // A fetch asked for (a webhook, the fleet's new revision) is made
         // whoever polls.
         let mut asked = true;
-        let mut next_resync = Instant::now() + jitter(resync);
+        let mut next_resync = Instant::now() + period(resync);
         let far = || Instant::now() + Duration::from_secs(86400);
         let mut tick = tokio::time::interval(Duration::from_secs(1));
         let stopped = stop.notified();
@@ -123,9 +122,9 @@ impl EventLoop {
                     Trigger::Reload => {
                         reload::reload(&mut lp, read_config).await;
                         // The new settings' timers, from now.
-                        next_fetch = Instant::now() + jitter(lp.settings.source.interval);
+                        next_fetch = Instant::now() + period(lp.settings.source.interval);
                         resync = lp.settings.policy.resync;
-                        next_resync = Instant::now() + jitter(resync);
+                        next_resync = Instant::now() + period(resync);
                     }
                     Trigger::Keys(ids) => lp.schedule_now(ids),
                     Trigger::Fetch => (next_fetch, asked) = (Instant::now(), true),
@@ -133,13 +132,13 @@ impl EventLoop {
                 _ = sleep_until(next_fetch) => {
                     let wait = match std::mem::take(&mut asked) || lp.polls() {
                         true => lp.poll().await,
-                        false => jitter(lp.settings.source.interval),
+                        false => period(lp.settings.source.interval),
                     };
                     next_fetch = Instant::now() + wait;
                 }
                 _ = sleep_until(next_resync) => {
                     lp.pass(Scope::All).await;
-                    next_resync = Instant::now() + jitter(resync);
+                    next_resync = Instant::now() + period(resync);
                 }
                 _ = sleep_until(due) => lp.due_keys().await,
                 _ = tick.tick() => {

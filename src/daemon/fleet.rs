@@ -14,6 +14,7 @@ use std::time::SystemTime;
 use tokio::sync::mpsc;
 
 use super::driver::Loop;
+use super::publish;
 use super::Trigger;
 use crate::config::{HaSettings, Settings};
 use crate::fleet::report::Reporter;
@@ -94,7 +95,7 @@ impl Loop {
         let Some(fleet) = &self.fleet else {
             return true;
         };
-        self.shared.metrics.set_fleet_poller(fleet.is_poller());
+        publish::fleet_poller(&self.shared.metrics, fleet.is_poller());
         let polls = fleet.polls();
         if !polls {
             tracing::debug!(poller = ?fleet.poller.leader_name(), revision = ?fleet.revision.seen(), "the fleet's poller fetches; not polling");
@@ -122,7 +123,7 @@ impl Loop {
             return;
         };
         let poller = fleet.is_poller();
-        self.shared.metrics.set_fleet_poller(poller);
+        publish::fleet_poller(&self.shared.metrics, poller);
         if fleet.reported_poller.load(Ordering::Relaxed) != poller {
             self.report_fleet().await;
         }
@@ -136,7 +137,7 @@ impl Loop {
         let role = self.role().map(|(r, _)| r);
         let poller = fleet.is_poller();
         fleet.reported_poller.store(poller, Ordering::Relaxed);
-        self.shared.metrics.set_fleet_poller(poller);
+        publish::fleet_poller(&self.shared.metrics, poller);
         let last_pass = *fleet.last_pass.lock().expect("last pass");
         let host = fleet.host.clone();
         let read = self

@@ -108,6 +108,28 @@ pub fn fetch(metrics: &Metrics, ok: bool) {
     }
 }
 
+/// Every target's write counter, at zero before the first pass.
+pub fn targets<'a>(metrics: &Metrics, names: impl Iterator<Item = &'a String>) {
+    for name in names {
+        metrics.writes(name, 0);
+    }
+}
+
+/// A fetched revision the source's trust refused, by reason.
+pub fn refused(metrics: &Metrics, reason: &str) {
+    metrics.refused(reason);
+}
+
+/// Resources waiting in the queue for their time.
+pub fn queue(metrics: &Metrics, depth: usize) {
+    metrics.set_queue_depth(depth);
+}
+
+/// Whether this host polls the source for its fleet.
+pub fn fleet_poller(metrics: &Metrics, polling: bool) {
+    metrics.set_fleet_poller(polling);
+}
+
 /// What the mirrors take on disk, read after a fetch (and a collection).
 pub fn mirror(metrics: &Metrics, bytes: Option<u64>) {
     if let Some(bytes) = bytes {

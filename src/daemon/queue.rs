@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use tokio::time::Instant;
 
 use crate::model::ResourceId;
-use crate::reconcile::Action;
+use crate::reconcile::NextStep;
 
 #[derive(Debug, Default)]
 pub struct Queue {
@@ -48,9 +48,9 @@ impl Queue {
         self.schedule(key, Instant::now());
     }
 
-    /// Applies a reconcile's [`Action`] to its key.
-    pub fn after(&mut self, key: ResourceId, action: Action) {
-        if let Some(d) = action.requeue_after() {
+    /// Applies a reconcile's [`NextStep`] to its key.
+    pub fn after(&mut self, key: ResourceId, step: NextStep) {
+        if let Some(d) = step.requeue_after() {
             self.schedule(key, Instant::now() + d);
         }
     }
@@ -132,8 +132,8 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn actions_requeue_or_wait() {
         let mut q = Queue::new();
-        q.after(id("waits"), Action::AwaitChange);
-        q.after(id("retries"), Action::Requeue(Duration::from_secs(4)));
+        q.after(id("waits"), NextStep::await_change());
+        q.after(id("retries"), NextStep::retry_after(Duration::from_secs(4)));
         assert_eq!(q.depth(), 1);
         tokio::time::advance(Duration::from_secs(3)).await;
         assert!(q.take_due(Instant::now(), 10).is_empty());

@@ -75,6 +75,7 @@ pub fn plan(old: &Settings, new: Settings) -> Plan {
         host_named,
         secrets,
         ha,
+        fleet,
     } = new;
     // Bound once at start: the state dir (and its lock), the listener with
     // its secrets, the log format.
@@ -97,6 +98,8 @@ pub fn plan(old: &Settings, new: Settings) -> Plan {
         // The elector runs with the election it started in; the role it
         // sets stays the one the targets and the pass read.
         ha: sort.bound("ha", ha, &old.ha),
+        // The fleet's client, status lease and poller run as started.
+        fleet: sort.bound("fleet", fleet, &old.fleet),
     };
     Plan {
         settings,
@@ -238,7 +241,7 @@ pub(super) async fn reload(lp: &mut Loop, read: &ReadConfig) {
             }
         }
     }
-    lp.fetch_failures = 0;
+    lp.fetches.succeeded();
     let fetched = lp
         .blocking(|ctx, rec| reconcile::fetch(ctx, rec, ctx.clock.now()))
         .await;
@@ -280,9 +283,7 @@ async fn take(lp: &mut Loop, settings: Settings) -> Result<(), String> {
     if lp.watch.follow(&targets, settings.policy.watch) {
         lp.watched = None;
     }
-    for name in targets.keys() {
-        lp.shared.metrics.writes(name, 0);
-    }
+    super::publish::targets(&lp.shared.metrics, targets.keys());
     if let Err(e) = crate::logging::set_level(&settings.log_level) {
         tracing::warn!(error = %e, "cannot change the log level");
     }

@@ -9,9 +9,10 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
-use crate::ledger::{next_drift_since, ResourceRecord, State};
+use crate::backoff::Failures;
+use crate::ledger::{ResourceRecord, State};
 use crate::model::ResourceId;
-use crate::reconcile::{backoff, next_record, Outcome};
+use crate::reconcile::{next_full_pass, next_record, Outcome};
 use crate::status::Overlay;
 
 #[derive(Debug, Default)]
@@ -21,7 +22,7 @@ pub struct Unrecorded {
     /// Why the ledger last refused a pass's work, with since when.
     failure: Option<String>,
     /// Passes over everything that failed in a row, for their backoff.
-    full_failures: u32,
+    full_failures: Failures,
 }
 
 /// An outcome that tells the ledger nothing new when its record is
@@ -88,16 +89,8 @@ impl Unrecorded {
         keys.iter()
             .map(|id| {
                 let prev = self.records.get(id.as_str());
-                let attempts = prev.map_or(0, |p| p.attempts) + 1;
-                let mut r = ResourceRecord::new(id.as_str(), State::Failed);
-                r.drift_since = next_drift_since(prev, State::Failed, now);
-                r.attempts = attempts;
-                r.reason = Some(format!("pass failed: {why}"));
-                r.next_retry = Some(now + backoff::jittered(attempts));
-                if let Some(p) = prev {
-                    r.last_applied = p.last_applied;
-                    r.corrections = p.corrections.clone();
-                }
+                let failed = Outcome::new(State::Failed, Some(format!("pass failed: {why}")));
+                let r = next_record(prev, id, &failed, now);
                 self.records.insert(r.id.clone(), r.clone());
                 r
             })
@@ -107,8 +100,7 @@ impl Unrecorded {
     /// A pass over everything failed: when to try it again.
     pub fn full_failed(&mut self, why: &str, now: SystemTime) -> Duration {
         self.failed(why, now);
-        self.full_failures += 1;
-        backoff::jittered(self.full_failures)
+        next_full_pass(&mut self.full_failures)
     }
 
     /// A pass recorded its outcomes: what is kept of them is older. Returns
@@ -120,7 +112,7 @@ impl Unrecorded {
     ) -> Vec<ResourceRecord> {
         if full {
             self.records.clear();
-            self.full_failures = 0;
+            self.full_failures.succeeded();
         }
         for id in ids {
             self.records.remove(id.as_str());

@@ -13,7 +13,7 @@ use etcd_client::{Client, PutOptions};
 use tokio::sync::{oneshot, watch};
 
 use super::status::HostStatus;
-use crate::backoff;
+use crate::backoff::Failures;
 use crate::target::etcd::{describe, Connection};
 
 /// The running reporter; dropping it revokes the lease (best effort).
@@ -81,7 +81,7 @@ struct Keeper {
 /// Whether etcd's refusal was logged: once while it lasts.
 #[derive(Default)]
 struct Down {
-    failures: u32,
+    failures: Failures,
     logged: bool,
 }
 
@@ -106,8 +106,7 @@ impl Keeper {
                 }
             };
             self.revoke(lease).await;
-            down.failures += 1;
-            let wait = backoff::jittered(down.failures).min(self.ttl);
+            let wait = down.failures.failed(self.ttl);
             if down.logged {
                 tracing::debug!(key = %self.key, reason = %why, retry_in = ?wait, "fleet status still not published");
             } else {

@@ -10,7 +10,7 @@ use std::time::Duration;
 use etcd_client::{EventType, WatchOptions};
 
 use super::REVISION_KEY;
-use crate::backoff;
+use crate::backoff::Failures;
 use crate::target::etcd::{describe, Connection};
 
 /// Longest wait between two attempts to watch again.
@@ -109,13 +109,12 @@ struct Follower {
 
 impl Follower {
     async fn run(self) {
-        let mut failures = 0u32;
+        let mut failures = Failures::default();
         let mut logged = false;
         loop {
             let why = self.follow(&mut failures, &mut logged).await;
             self.state.lock().expect("fleet revision").watching = false;
-            failures += 1;
-            let wait = backoff::jittered(failures).min(MAX_RECONNECT);
+            let wait = failures.failed(MAX_RECONNECT);
             if logged {
                 tracing::debug!(reason = %why, retry_in = ?wait, "the fleet's revision is still not watched");
             } else {
@@ -140,7 +139,7 @@ impl Follower {
     }
 
     /// The key read, then watched from just after, until the watch breaks.
-    async fn follow(&self, failures: &mut u32, logged: &mut bool) -> String {
+    async fn follow(&self, failures: &mut Failures, logged: &mut bool) -> String {
         let mut client = match self.conn.connect().await {
             Ok(c) => c,
             Err(e) => return e.reason,
@@ -160,7 +159,7 @@ impl Follower {
             .with_start_revision(revision + 1)
             .with_progress_notify();
         let mut stream = match client.watch(REVISION_KEY, Some(options)).await {
-            Ok((_watcher, stream)) => stream,
+            Ok(stream) => stream,
             Err(e) => return describe(&e),
         };
         self.state.lock().expect("fleet revision").watching = true;
@@ -168,7 +167,7 @@ impl Follower {
             tracing::info!("watching the fleet's revision again");
             *logged = false;
         }
-        *failures = 0;
+        failures.succeeded();
         // What changed while it was not watched counts as a change.
         self.saw(value);
         loop {

@@ -18,7 +18,7 @@ use std::time::Duration;
 use etcd_client::{Client, LeaseKeepAliveStream, LeaseKeeper};
 use tokio::time::Instant;
 
-use crate::backoff;
+use crate::backoff::Failures;
 use crate::config::HaSettings;
 use crate::model::role::{Fence, Token};
 use crate::target::etcd::{describe, Connection};
@@ -106,7 +106,7 @@ impl Campaign {
     }
 
     async fn run(self, mut stopped: tokio::sync::oneshot::Receiver<()>) {
-        let mut failures = 0u32;
+        let mut failures = Failures::default();
         loop {
             let mut lease = None;
             let why = tokio::select! {
@@ -118,17 +118,13 @@ impl Campaign {
                 }
             };
             self.give_up(lease.as_ref()).await;
-            failures += 1;
-            let wait = backoff::jittered(failures).min(self.ttl());
+            let wait = failures.failed(self.ttl());
             tracing::warn!(election = %self.settings.election, reason = %why, retry_in = ?wait, "not campaigning; campaigning again");
             tokio::select! {
                 _ = tokio::time::sleep(wait) => {}
                 _ = &mut stopped => return,
             }
-            // A session that led for a while starts the count again.
-            if failures > 3 {
-                failures = 3;
-            }
+            // The wait is at most the lease, reached by the third failure.
         }
     }
 

@@ -37,7 +37,8 @@ pub use gc::{collect_mirror_if_due, mirror_gc_due, MirrorGc};
 pub use outcome::{next_record, Outcome};
 pub use pass::{load, PassError, PassOptions, PassReport, Provenance, Revision, Scope};
 pub use pass_next::{load_next, Next};
-pub use policy::{action_for, Action};
+pub(crate) use policy::{gives_up, next_fetch, next_full_pass, period};
+pub use policy::{next_step, NextStep, StepKind};
 pub use prepare::{prepare, Prepared};
 pub use record::Recorder;
 

@@ -4,7 +4,7 @@
 
 use std::time::SystemTime;
 
-use super::backoff;
+use crate::backoff;
 use crate::ledger::{next_drift_since, ResourceRecord, State};
 use crate::model::ResourceId;
 
@@ -21,7 +21,7 @@ pub struct Outcome {
     /// When a failure is retried: set before recording only when not by
     /// the resource's own backoff (a failed hook retries all its resources
     /// together, at its own time); once recorded, the time its record was
-    /// given, which the error policy ([`super::action_for`]) reads.
+    /// given, which the error policy ([`super::next_step`]) reads.
     pub retry_at: Option<SystemTime>,
 }
 
@@ -75,7 +75,7 @@ pub fn next_record(
     let next_retry = match o.state {
         State::Failed => Some(
             o.retry_at
-                .unwrap_or_else(|| now + backoff::jittered(attempts)),
+                .unwrap_or_else(|| backoff::retry_at(attempts, now)),
         ),
         _ => None,
     };

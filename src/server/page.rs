@@ -323,12 +323,8 @@ fn audit_section(out: &mut String, audit: Result<&Tail, &str>, now: SystemTime) 
 }
 
 /// The whole status page from what could be loaded.
-pub fn render_index(doc: Result<&StatusDoc, &str>, audit: Result<&Tail, &str>) -> String {
-    render_index_with(doc, audit, None)
-}
-
-/// [`render_index`] with the fleet's table, with `fleet:`.
-pub fn render_index_with(
+/// With `fleet:`, the fleet's table too.
+pub fn render_index(
     doc: Result<&StatusDoc, &str>,
     audit: Result<&Tail, &str>,
     fleet: Option<Result<&crate::fleet::status::Fleet, &str>>,
@@ -454,7 +450,7 @@ pub async fn index(State(state): State<AppState>) -> Response {
     let fleet = load::fleet(&state).await;
     // Always 200: a page that cannot read the ledger yet still loads and
     // reloads itself until it can.
-    Html(render_index_with(
+    Html(render_index(
         doc.as_ref().map_err(String::as_str),
         audit.as_ref().map_err(String::as_str),
         fleet.as_ref().map(|f| f.as_ref().map_err(String::as_str)),

@@ -7,7 +7,9 @@
 
 mod backoff;
 mod contested;
+mod fetch;
 mod pause;
+mod plugin;
 mod resync;
 mod supersede;
 
@@ -159,10 +161,16 @@ impl Host {
     /// every `interval`, the root, the state dir, and the watcher off with
     /// the rest of the policy in `policy` (flow-style YAML entries).
     fn settings(&self, interval: &str, policy: &str) -> crate::config::Settings {
+        self.settings_with(interval, policy, More::default())
+    }
+
+    /// [`Host::settings`], with more entries in `source:` and `targets:`.
+    fn settings_with(&self, interval: &str, policy: &str, more: More) -> crate::config::Settings {
         let file = self.state.with_extension("yaml");
+        let More { source, targets } = more;
         let config = format!(
-            "source: {{repo: {:?}, interval: {interval}}}\n\
-             targets: {{files: {{type: files, root: {:?}}}}}\n\
+            "source: {{repo: {:?}, interval: {interval}{source}}}\n\
+             targets: {{files: {{type: files, root: {:?}}}{targets}}}\n\
              state_dir: {:?}\npolicy: {{watch: false, {policy}}}\n",
             self.repo.dir, self.root, self.state
         );
@@ -175,8 +183,12 @@ impl Host {
     /// tokio's, and builds the loop: nothing runs until the test drives it.
     /// The loop starts at the clock's `base` with a fetch and a full pass.
     fn start(&self, interval: &str, policy: &str) -> (Daemon, Running) {
-        let (lock, mut ctx, rec) =
-            reconcile::open_writer(self.settings(interval, policy), "a test").unwrap();
+        self.start_with(self.settings(interval, policy))
+    }
+
+    /// [`Host::start`] with the settings given.
+    fn start_with(&self, settings: crate::config::Settings) -> (Daemon, Running) {
+        let (lock, mut ctx, rec) = reconcile::open_writer(settings, "a test").unwrap();
         let clock = Arc::new(PausedClock {
             base: SystemTime::UNIX_EPOCH + Duration::from_secs(2_000_000_000),
             start: Instant::now(),
@@ -210,6 +222,13 @@ impl Host {
         };
         (daemon, running)
     }
+}
+
+/// More flow-style entries for a test's config, each starting with `, `.
+#[derive(Default)]
+pub(super) struct More {
+    source: String,
+    targets: String,
 }
 
 /// What a test sees of the running loop and tells it.
@@ -274,6 +293,11 @@ pub(super) struct Running {
 }
 
 impl Running {
+    /// Runs the loop until it ends on its own, as when it gives up.
+    async fn until_it_ends(self) -> Result<(), String> {
+        self.run.await
+    }
+
     /// Runs the loop beside `script` until the script ends, then stops the
     /// loop as SIGTERM does and waits for it to end.
     async fn beside(mut self, script: impl Future<Output = ()>) {

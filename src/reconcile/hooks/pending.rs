@@ -9,9 +9,9 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::SystemTime;
 
 use super::Delivery;
+use crate::backoff::retry_at;
 use crate::ledger::{Intent, IntentKind, Ledger, LedgerError};
 use crate::model::ResourceId;
-use crate::reconcile::backoff;
 use crate::reconcile::context::Context;
 
 /// Each failing hook: its failures in a row, when it is tried next, and
@@ -112,7 +112,7 @@ pub fn run_pending(
             }
             Err(reason) => {
                 let failures = retries.0.get(&name).map_or(0, |r| r.failures) + 1;
-                let retry_at = ctx.clock.now() + backoff::jittered(failures);
+                let retry_at = retry_at(failures, ctx.clock.now());
                 tracing::warn!(hook = %name, error = %reason, failures, "hook failed; it stays pending");
                 let retry = Retry {
                     failures,

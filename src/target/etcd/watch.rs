@@ -12,7 +12,7 @@ use std::time::Duration;
 use etcd_client::{EventType, GetOptions, WatchOptions};
 
 use super::client::{describe, Connection};
-use crate::backoff;
+use crate::backoff::Failures;
 use crate::model::{RelPath, ResourceId};
 use crate::target::{ChangeSink, Recheck, Subscription};
 
@@ -107,22 +107,21 @@ impl Watch {
     }
 
     async fn run(self, state: Arc<Mutex<State>>, mut from: i64) {
-        let mut failures = 0u32;
+        let mut failures = Failures::default();
         loop {
             let began = from;
             match self.follow(&state, &mut from).await {
                 Ended::Compacted(at) => {
                     tracing::warn!(prefix = %self.prefix, from = began, compacted = at, "etcd watch resumed past a compaction; resyncing in full");
                     from = 0;
-                    failures = 0;
+                    failures.succeeded();
                     (self.sink)(Recheck::All);
                 }
                 Ended::Failed(reason) => {
                     if from > began {
-                        failures = 0;
+                        failures.succeeded();
                     }
-                    failures += 1;
-                    let delay = backoff::jittered(failures).min(MAX_RECONNECT);
+                    let delay = failures.failed(MAX_RECONNECT);
                     tracing::warn!(prefix = %self.prefix, error = %reason, retry_in = ?delay, "etcd watch down");
                     state.lock().expect("watch state").down = Some(reason);
                     tokio::time::sleep(delay).await;

@@ -14,10 +14,14 @@ mod tests;
 pub use config::ExecConfig;
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+// Tokio's clock: the system's, but for a runtime whose clock a test holds.
+use tokio::time::Instant;
 
 use serde_json::{json, Value};
 
+use crate::backoff::Failures;
 use crate::model::role::Fence;
 use crate::model::{
     Action, Backup, Change, ContentSource, Live, Observed, RelPath, ResourceId, Spec,
@@ -31,7 +35,7 @@ use protocol::{ApplyResult, InitializeResult, ObjectRef, ObserveResult, Observed
 
 /// Most resources asked about in one `observe` call.
 const OBSERVE_BATCH: usize = 500;
-/// Restarts wait 1 s, doubling up to this.
+/// Restarts back off as every retry does, up to this.
 const MAX_RESTART_DELAY: Duration = Duration::from_secs(60);
 
 /// A plugin that cannot serve this tend at all (wrong protocol version,
@@ -44,7 +48,7 @@ pub struct StartError(pub String);
 #[derive(Default)]
 struct Slot {
     plugin: Option<Plugin>,
-    failures: u32,
+    starts: Failures,
     retry_at: Option<Instant>,
     last_error: Option<String>,
 }
@@ -62,11 +66,6 @@ pub struct ExecTarget {
     /// With `ha`: the leader's fencing token goes in each `apply` and
     /// `delete`, so the plugin's own store can check it too.
     fence: Fence,
-}
-
-fn restart_delay(failures: u32) -> Duration {
-    let shift = failures.saturating_sub(1).min(16);
-    (Duration::from_secs(1) * (1u32 << shift)).min(MAX_RESTART_DELAY)
 }
 
 impl ExecTarget {
@@ -148,8 +147,7 @@ impl ExecTarget {
     }
 
     fn failed(&self, slot: &mut Slot, reason: String) {
-        slot.failures += 1;
-        let delay = restart_delay(slot.failures);
+        let delay = slot.starts.failed(MAX_RESTART_DELAY);
         slot.retry_at = Some(Instant::now() + delay);
         tracing::warn!(target = %self.name, error = %reason, restart_in = ?delay, "plugin failed");
         let mut kinds = self.kinds.lock().expect("kinds lock");
@@ -182,11 +180,11 @@ impl ExecTarget {
         let plugin = slot.plugin.as_mut().expect("started above");
         match plugin.call(method, params, self.timeout) {
             Ok(v) => {
-                slot.failures = 0;
+                slot.starts.succeeded();
                 Ok(v)
             }
             Err(CallError::Rpc(e)) => {
-                slot.failures = 0;
+                slot.starts.succeeded();
                 Err(CallError::Rpc(e))
             }
             Err(CallError::Broken(reason)) => {
