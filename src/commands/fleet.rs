@@ -44,9 +44,11 @@ pub fn status(g: &Flags) -> ExitCode {
             Ok(text) => outln!("{text}"),
             Err(e) => return fail(e),
         },
-        _ => super::out(&crate::render::quote::escape_controls(&status::text(
-            &read, now,
-        ))),
+        _ => {
+            for line in status::text(&read, now).lines() {
+                outln!("{}", crate::render::quote::escape_controls(line));
+            }
+        }
     }
     if read.hosts.iter().all(|h| h.not_in_sync() == 0) {
         ExitCode::SUCCESS

@@ -127,7 +127,8 @@ impl EventLoop {
                         next_resync = Instant::now() + period(resync);
                     }
                     Trigger::Keys(ids) => lp.schedule_now(ids),
-                    Trigger::Fetch => (next_fetch, asked) = (Instant::now(), true),
+                    Trigger::Fetch if lp.fleet_news() => (next_fetch, asked) = (Instant::now(), true),
+                    Trigger::Fetch => {}
                 },
                 _ = sleep_until(next_fetch) => {
                     let wait = match std::mem::take(&mut asked) || lp.polls() {

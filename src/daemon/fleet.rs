@@ -103,6 +103,11 @@ impl Loop {
         polls
     }
 
+    /// Whether the fleet's revision is one this host has not fetched.
+    pub(super) fn fleet_news(&self) -> bool {
+        self.fleet.as_ref().is_some_and(|f| f.revision.news())
+    }
+
     /// A fetch gave `id`: the fleet is told of it when it is news there.
     pub(super) fn fleet_fetched(&self, id: git2::Oid) {
         if let Some(fleet) = &self.fleet {

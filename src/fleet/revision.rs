@@ -65,6 +65,13 @@ impl RevisionWatch {
         self.state.lock().expect("fleet revision").watching
     }
 
+    /// Whether the fleet's revision is one this host has not fetched (a
+    /// change seen while its own fetch ran may be one it now has).
+    pub fn news(&self) -> bool {
+        let st = self.state.lock().expect("fleet revision");
+        st.seen.is_some() && st.seen != st.fetched
+    }
+
     /// The fleet's revision as last seen.
     pub fn seen(&self) -> Option<String> {
         self.state.lock().expect("fleet revision").seen.clone()
