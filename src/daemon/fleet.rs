@@ -32,7 +32,9 @@ pub(crate) struct Fleet {
     revision: RevisionWatch,
     /// This host's part in the poller's election.
     poller: Fence,
-    _elector: Elector,
+    /// Held for its drop (leaving the election); behind a lock only so
+    /// the fleet can be shared.
+    _elector: Mutex<Elector>,
     last_pass: Mutex<Option<SystemTime>>,
     /// Whether the status last put said this host polls.
     reported_poller: AtomicBool,
@@ -70,7 +72,7 @@ impl Fleet {
             reporter,
             revision,
             poller,
-            _elector: elector,
+            _elector: Mutex::new(elector),
             last_pass: Mutex::new(None),
             reported_poller: AtomicBool::new(false),
         })))

@@ -20,7 +20,7 @@ use crate::target::etcd::{describe, Connection};
 pub struct Reporter {
     status: watch::Sender<Option<Vec<u8>>>,
     stop: Option<oneshot::Sender<()>>,
-    ended: Option<std::sync::mpsc::Receiver<()>>,
+    ended: std::sync::Mutex<Option<std::sync::mpsc::Receiver<()>>>,
 }
 
 impl Reporter {
@@ -42,7 +42,7 @@ impl Reporter {
         Reporter {
             status,
             stop: Some(stop),
-            ended: Some(ended),
+            ended: std::sync::Mutex::new(Some(ended)),
         }
     }
 
@@ -66,7 +66,8 @@ impl Drop for Reporter {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
-        if let Some(ended) = self.ended.take() {
+        let ended = self.ended.get_mut().map(Option::take).ok().flatten();
+        if let Some(ended) = ended {
             let _ = ended.recv_timeout(Duration::from_secs(2));
         }
     }
