@@ -75,7 +75,7 @@ pub(super) struct Loop {
     fence: Fence,
     role_seen: Option<(String, Option<String>)>,
     /// With `fleet:`, this host's part in it (see `fleet.rs`).
-    pub(super) fleet: Option<Arc<super::fleet::Fleet>>,
+    pub(super) fleet: Option<Arc<super::Fleet>>,
 }
 
 impl Loop {

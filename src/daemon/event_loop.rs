@@ -39,7 +39,7 @@ pub(super) struct EventLoop {
     ctl: Arc<Control>,
     /// The targets' subscriptions, with their watches of live state.
     watch: Subscriptions,
-    fleet: Option<Arc<super::fleet::Fleet>>,
+    fleet: Option<Arc<super::Fleet>>,
 }
 
 impl EventLoop {
@@ -68,7 +68,7 @@ impl EventLoop {
     }
 
     /// With `fleet:`: the fetch timer fetches only on the fleet's poller.
-    pub(super) fn join_fleet(&mut self, fleet: Option<Arc<super::fleet::Fleet>>) {
+    pub(super) fn join_fleet(&mut self, fleet: Option<Arc<super::Fleet>>) {
         self.fleet = fleet;
     }
 

@@ -28,6 +28,7 @@ use tokio::sync::{mpsc, Notify};
 use crate::config::Settings;
 use crate::reconcile::{self, Context, Control, Recorder};
 use event_loop::{EventLoop, Inputs};
+pub(crate) use fleet::Fleet;
 use notify::Notifier;
 pub use reload::ReadConfig;
 use signals::{keep_systemd_informed, watch_hangup, watch_signals};
@@ -99,7 +100,7 @@ async fn run_loop(
         None => None,
     };
     // With `fleet`: this host's status in etcd, and one fetch for the fleet.
-    let fleet = match fleet::Fleet::start(&settings, tx.clone()) {
+    let fleet = match Fleet::start(&settings, tx.clone()) {
         Ok(f) => f,
         Err(e) => return fail(format!("fleet: {e}")),
     };
