@@ -15,8 +15,9 @@ use util::http::{get, listening_addr, Metrics};
 use util::https::HttpsServer;
 use util::{can_run, tend_cmd, wait_until, Run, TestRepo};
 
-/// The lease of each host's key and of the poller's election.
-const TTL_SECS: u64 = 3;
+/// The lease of each host's key and of the poller's election: long
+/// enough that a loaded machine does not make the poller step down.
+const TTL_SECS: u64 = 6;
 const HOSTS: usize = 5;
 
 fn etcd_here() -> bool {
@@ -295,6 +296,11 @@ fn fleet_status_lists_every_host_and_a_stopped_one_drops_out() {
     assert!(gone, "{}", fleet_status(&config, true).all());
     // Stopped: it revokes its lease on the way out.
     assert_eq!(hosts[3].terminate(), Some(0), "{}", hosts[3].log());
+    assert_eq!(
+        etcd.get("tend/fleet/host-4"),
+        None,
+        "the lease was not revoked before the host exited"
+    );
     let gone = wait_until(TTL_SECS * 3 + 10, || {
         names(&listed(&config)) == ["host-1", "host-2", "host-5"]
     });

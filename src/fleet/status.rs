@@ -244,6 +244,49 @@ mod tests {
     }
 
     #[test]
+    fn a_host_reads_its_counts_oldest_drift_and_revision_from_its_ledger() {
+        use crate::ledger::{ResourceRecord, SourceRecord, State};
+        let dir = tempfile::tempdir().unwrap();
+        let ledger = Ledger::open_in_memory(dir.path()).unwrap();
+        let t = |s: &str| humantime::parse_rfc3339(s).unwrap();
+        let mut newer = ResourceRecord::new("files/file/etc/a", State::Drifted);
+        newer.drift_since = Some(t("2026-01-01T00:05:00Z"));
+        let mut older = ResourceRecord::new("files/file/etc/b", State::Failed);
+        older.drift_since = Some(t("2026-01-01T00:01:00Z"));
+        for r in [
+            newer,
+            older,
+            ResourceRecord::new("files/file/etc/c", State::InSync),
+        ] {
+            ledger.put_resource(&r).unwrap();
+        }
+        ledger
+            .put_source(&SourceRecord {
+                repo: "r".into(),
+                reference: None,
+                fetched_revision: Some("f".repeat(40)),
+                applied_revision: Some("a".repeat(40)),
+                last_fetch_at: None,
+                last_fetch_error: None,
+                last_success_at: None,
+                drift_since: None,
+            })
+            .unwrap();
+        let last = t("2026-01-01T00:06:00Z");
+        let s =
+            HostStatus::read("web-1", &ledger, Some("leader".into()), false, Some(last)).unwrap();
+        assert_eq!(s.revision, Some("a".repeat(40)));
+        assert_eq!(
+            (s.count("InSync"), s.count("Drifted"), s.count("Failed")),
+            (1, 1, 1)
+        );
+        assert_eq!(s.not_in_sync(), 2);
+        assert_eq!(s.oldest_drift.as_deref(), Some("2026-01-01T00:01:00Z"));
+        assert_eq!(s.last_pass.as_deref(), Some("2026-01-01T00:06:00Z"));
+        assert_eq!(s.role.as_deref(), Some("leader"));
+    }
+
+    #[test]
     fn the_table_shows_ages_and_counts() {
         let fleet = parse(vec![(b"tend/fleet/web-1".to_vec(), doc("web-1"))]);
         let now = humantime::parse_rfc3339("2026-01-01T00:02:00Z").unwrap();
