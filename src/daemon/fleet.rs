@@ -38,6 +38,9 @@ pub(crate) struct Fleet {
     last_pass: Mutex<Option<SystemTime>>,
     /// Whether the status last put said this host polls.
     reported_poller: AtomicBool,
+    /// This host polls on its own, not being the poller: etcd unreachable,
+    /// or no poller known.
+    alone: AtomicBool,
 }
 
 impl Fleet {
@@ -75,6 +78,7 @@ impl Fleet {
             _elector: Mutex::new(elector),
             last_pass: Mutex::new(None),
             reported_poller: AtomicBool::new(false),
+            alone: AtomicBool::new(false),
         })))
     }
 
@@ -99,6 +103,17 @@ impl Loop {
         };
         publish::fleet_poller(&self.shared.metrics, fleet.is_poller());
         let polls = fleet.polls();
+        let alone = polls && !fleet.is_poller();
+        if fleet.alone.swap(alone, Ordering::Relaxed) != alone {
+            match alone {
+                true => tracing::info!(
+                    watching = fleet.revision.watching(),
+                    poller = ?fleet.poller.leader_name(),
+                    "no poller to follow: polling the source on this host"
+                ),
+                false => tracing::info!("following the fleet's poller again"),
+            }
+        }
         if !polls {
             tracing::debug!(poller = ?fleet.poller.leader_name(), revision = ?fleet.revision.seen(), "the fleet's poller fetches; not polling");
         }
