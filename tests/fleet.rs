@@ -30,6 +30,8 @@ fn etcd_here() -> bool {
 /// How the hosts reach the repository.
 struct Source {
     url: String,
+    /// `source.interval`.
+    interval: &'static str,
     /// `source:` lines beyond the interval (auth for https).
     extra: String,
 }
@@ -58,7 +60,8 @@ impl Host {
         std::fs::write(
             host.config(),
             format!(
-                "host:\n  name: {name}\nsource:\n  interval: 1s\n{}fleet:\n  etcd: {{endpoints: [\"{}\"], timeout: 2s}}\n  lease_ttl: {TTL_SECS}s\npolicy:\n  resync: 1h\n",
+                "host:\n  name: {name}\nsource:\n  interval: {}\n{}fleet:\n  etcd: {{endpoints: [\"{}\"], timeout: 2s}}\n  lease_ttl: {TTL_SECS}s\npolicy:\n  resync: 1h\n",
+                source.interval,
                 source.extra,
                 etcd.endpoint()
             ),
@@ -244,6 +247,7 @@ fn fleet_status_lists_every_host_and_a_stopped_one_drops_out() {
     let head = declare(&repo, "v1");
     let source = Source {
         url: repo.url(),
+        interval: "1s",
         extra: String::new(),
     };
     let mut hosts = start_hosts(&source, &etcd);
@@ -327,6 +331,7 @@ fn git_server(repo: &TestRepo) -> Option<(HttpsServer, Source, tempfile::TempDir
     );
     let source = Source {
         url: server.url("ops.git"),
+        interval: "1s",
         extra,
     };
     Some((server, source, secrets))
@@ -407,6 +412,7 @@ fn with_etcd_gone_each_host_polls_on_its_own() {
     declare(&repo, "v1");
     let source = Source {
         url: repo.url(),
+        interval: "1s",
         extra: String::new(),
     };
     let hosts = start_hosts(&source, &etcd);
@@ -431,5 +437,35 @@ fn with_etcd_gone_each_host_polls_on_its_own() {
         "{}\n{}",
         fleet_status(&config, true).all(),
         logs(&hosts)
+    );
+}
+
+#[test]
+fn a_refresh_asked_of_any_host_reaches_the_whole_fleet() {
+    if !etcd_here() {
+        return;
+    }
+    let etcd = Etcd::start();
+    let repo = TestRepo::new();
+    declare(&repo, "v1");
+    // Nobody polls within the test: only the refresh fetches.
+    let source = Source {
+        url: repo.url(),
+        interval: "1h",
+        extra: String::new(),
+    };
+    let hosts = start_hosts(&source, &etcd);
+    converge(&hosts, "v1", 60);
+    let first = poller(&hosts, 30);
+    let asked = (first + 1) % HOSTS;
+
+    declare(&repo, "v2");
+    let addr = listening_addr(&hosts[asked].log()).expect("listening address");
+    let answer = util::http::post(addr, "/api/v1/refresh", &[], b"");
+    assert!(answer.status < 300, "{}", answer.text());
+    converge(&hosts, "v2", 30);
+    assert_eq!(
+        etcd.get("tend/fleet/revision").as_deref(),
+        Some(repo.head().as_str())
     );
 }
