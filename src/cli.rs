@@ -94,6 +94,11 @@ pub enum Command {
         after_help = "Asks GET /healthz (with --ready, GET /readyz first) of the daemon at --listen\n(TEND_LISTEN, the config's server.listen, or 127.0.0.1:9420); an address\nof every interface (0.0.0.0) is asked on loopback.\n\nExit codes: 0 it answered 200, 1 anything else (no answer in time, an error\nanswer, a bad address or config)."
     )]
     Health(HealthArgs),
+    /// Work with the fleet this host belongs to (`fleet:` in the config)
+    Fleet {
+        #[command(subcommand)]
+        command: FleetCommand,
+    },
     /// Work with exec plugins
     Plugin {
         #[command(subcommand)]
@@ -134,6 +139,15 @@ pub enum PluginCommand {
         command: Vec<String>,
     },
 }
+
+#[derive(Debug, Subcommand)]
+pub enum FleetCommand {
+    /// Print every host's status as it keeps it in etcd, sorted by host
+    #[command(after_help = FLEET_STATUS_HELP)]
+    Status(FleetStatusArgs),
+}
+
+const FLEET_STATUS_HELP: &str = "Reads every tend/fleet/<host> key of the config's fleet.etcd: revision\napplied, resources in sync, drifted, failed and otherwise, the oldest\ndrift's age, the role (ha leader or follower; the fleet's poller) and the\nlast pass's age. A host that stopped drops out when its lease expires.\n\nExit codes: 0 every host listed is in sync, 1 some host is not, 2 error\n(no fleet configured, etcd unreachable).";
 
 #[derive(Debug, Subcommand)]
 pub enum BackupCommand {

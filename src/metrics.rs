@@ -102,6 +102,7 @@ pub struct Metrics {
     last_converged: FloatGauge,
     queue_depth: Gauge,
     ha_leader: Gauge,
+    fleet_poller: Gauge,
     declaration_problems: Gauge,
     last_successful_fetch: FloatGauge,
     mirror_bytes: Gauge,
@@ -142,6 +143,7 @@ impl Metrics {
             last_converged: FloatGauge::default(),
             queue_depth: Gauge::default(),
             ha_leader: Gauge::default(),
+            fleet_poller: Gauge::default(),
             declaration_problems: Gauge::default(),
             last_successful_fetch: FloatGauge::default(),
             mirror_bytes: Gauge::default(),
@@ -227,6 +229,11 @@ impl Metrics {
             "tend_ha_leader",
             "1 while this replica is the leader that writes (ha), 0 otherwise",
             self.ha_leader.clone(),
+        );
+        r.register(
+            "tend_fleet_poller",
+            "1 while this host polls the source for its fleet (fleet), 0 otherwise",
+            self.fleet_poller.clone(),
         );
         r.register(
             "tend_declaration_problems",
@@ -366,6 +373,10 @@ impl Metrics {
 
     pub fn set_ha_leader(&self, leading: bool) {
         self.ha_leader.set(i64::from(leading));
+    }
+
+    pub fn set_fleet_poller(&self, polling: bool) {
+        self.fleet_poller.set(i64::from(polling));
     }
 
     pub fn set_ledger_write_failing(&self, failing: bool) {

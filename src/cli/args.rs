@@ -296,6 +296,16 @@ pub struct StatusArgs {
     pub log: LogArgs,
 }
 
+#[derive(Debug, Clone, Args)]
+pub struct FleetStatusArgs {
+    #[command(flatten)]
+    pub config: ConfigArg,
+    #[command(flatten)]
+    pub output: OutputArg,
+    #[command(flatten)]
+    pub log: LogArgs,
+}
+
 /// Who to check as (SPEC §12): what another host of the fleet would get.
 #[derive(Debug, Clone, Args)]
 pub struct HostArgs {

@@ -168,6 +168,15 @@ impl Command {
                 root: a.root.root.clone(),
                 ..Flags::common(&a.config, &a.state, &a.log).source(&a.source)
             },
+            Command::Fleet {
+                command: FleetCommand::Status(a),
+            } => Flags {
+                config: a.config.config.clone(),
+                output: a.output.output.into(),
+                log_format: a.log.log_format.clone(),
+                log_level: a.log.log_level.clone(),
+                ..Flags::default()
+            },
             Command::Plugin {
                 command: PluginCommand::Check { output, log, .. },
             } => Flags {

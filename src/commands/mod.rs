@@ -3,6 +3,7 @@
 mod against;
 mod diff;
 mod explain;
+mod fleet;
 mod generate;
 mod health;
 mod pause;
@@ -15,7 +16,7 @@ mod validate;
 
 use std::process::ExitCode;
 
-use crate::cli::{BackupCommand, Cli, Command, Flags, PluginCommand};
+use crate::cli::{BackupCommand, Cli, Command, Flags, FleetCommand, PluginCommand};
 use crate::config::{self, ConfigError, Settings};
 
 /// Exit code for errors of usage, config, source or lock.
@@ -150,6 +151,9 @@ pub fn run(cli: Cli) -> ExitCode {
             Ok(s) => sync::run(&g, s, a.allow_mass_prune),
             Err(code) => code,
         },
+        Command::Fleet {
+            command: FleetCommand::Status(_),
+        } => fleet::status(&g),
         Command::Plugin {
             command: PluginCommand::Check {
                 timeout, command, ..

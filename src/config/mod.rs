@@ -72,6 +72,20 @@ pub fn listen_only(args: &Flags) -> Result<String, ConfigError> {
         .unwrap_or_else(|| DEFAULT_LISTEN.into()))
 }
 
+/// The config's `fleet:` alone (`tend fleet status`): `None` when it has
+/// none.
+pub fn fleet_only(args: &Flags) -> Result<Option<FleetSettings>, ConfigError> {
+    let Some(path) = &args.config else {
+        return Ok(None);
+    };
+    let name = path.display().to_string();
+    let text = load::read(path)?;
+    let mut problems = problem::Problems::new(Some(&name), &text);
+    let file = load::parse(&name, &text, &mut problems)?;
+    let fleet = fleet::resolve(file.fleet, &mut problems);
+    problems.finish(fleet)
+}
+
 /// Merges flags/env (already combined by clap) over the config file over
 /// defaults, and checks what can be checked without I/O.
 pub fn resolve(args: &Flags) -> Result<Settings, ConfigError> {

@@ -74,6 +74,8 @@ pub(super) struct Loop {
     /// last published.
     fence: Fence,
     role_seen: Option<(String, Option<String>)>,
+    /// With `fleet:`, this host's part in it (see `fleet.rs`).
+    pub(super) fleet: Option<Arc<super::Fleet>>,
 }
 
 impl Loop {
@@ -118,6 +120,7 @@ impl Loop {
             just_read: false,
             fence,
             role_seen: None,
+            fleet: None,
         }
     }
 
@@ -212,6 +215,7 @@ impl Loop {
         let interval = self.settings.source.interval;
         match result {
             Ok(id) => {
+                self.fleet_fetched(id);
                 let before = self.shared.current().map(|r| r.id);
                 self.admit(id, true).await;
                 if self.unpublished.count() > 0 && self.shared.current().map(|r| r.id) == before {
@@ -516,6 +520,7 @@ impl Loop {
                 "pass ended"
             );
         }
+        self.fleet_passed();
         let each = started.elapsed().as_secs_f64() / report.outcomes.len().max(1) as f64;
         publish::pass(&self.shared.metrics, &report, each);
         // A newly published tree is watched instead of the old one (each
@@ -744,10 +749,11 @@ impl Loop {
             })
             .await;
         publish::queue(&self.shared.metrics, self.queue.depth());
+        self.report_fleet().await;
     }
 
     /// This replica's role and the leader's name, with `ha`.
-    fn role(&self) -> Option<(String, Option<String>)> {
+    pub(super) fn role(&self) -> Option<(String, Option<String>)> {
         let role = self.fence.role()?;
         Some((role.name().to_string(), self.fence.leader_name()))
     }

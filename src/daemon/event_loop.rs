@@ -39,6 +39,7 @@ pub(super) struct EventLoop {
     ctl: Arc<Control>,
     /// The targets' subscriptions, with their watches of live state.
     watch: Subscriptions,
+    fleet: Option<Arc<super::Fleet>>,
 }
 
 impl EventLoop {
@@ -62,7 +63,13 @@ impl EventLoop {
             shared,
             ctl,
             watch,
+            fleet: None,
         }
+    }
+
+    /// With `fleet:`: the fetch timer fetches only on the fleet's poller.
+    pub(super) fn join_fleet(&mut self, fleet: Option<Arc<super::Fleet>>) {
+        self.fleet = fleet;
     }
 
     pub(super) fn shared(&self) -> &Shared {
@@ -83,6 +90,7 @@ impl EventLoop {
             shared,
             ctl,
             watch,
+            fleet,
         } = self;
         let Inputs {
             stop,
@@ -91,9 +99,13 @@ impl EventLoop {
         } = inputs;
         let mut resync = settings.policy.resync;
         let mut lp = Loop::new(settings, shared, watch, notifier);
+        lp.fleet = fleet;
         lp.pauses_changed().await;
         lp.pin_changed().await;
         let mut next_fetch = Instant::now();
+        // A fetch asked for (a webhook, the fleet's new revision) is made
+        // whoever polls.
+        let mut asked = true;
         let mut next_resync = Instant::now() + period(resync);
         let far = || Instant::now() + Duration::from_secs(86400);
         let mut tick = tokio::time::interval(Duration::from_secs(1));
@@ -104,7 +116,7 @@ impl EventLoop {
             tokio::select! {
                 biased;
                 _ = &mut stopped => break,
-                Some(_) = fetches.recv() => next_fetch = Instant::now(),
+                Some(_) = fetches.recv() => (next_fetch, asked) = (Instant::now(), true),
                 Some(t) = rx.recv() => match t {
                     Trigger::FullPass => lp.pass(Scope::All).await,
                     Trigger::Reload => {
@@ -115,9 +127,14 @@ impl EventLoop {
                         next_resync = Instant::now() + period(resync);
                     }
                     Trigger::Keys(ids) => lp.schedule_now(ids),
+                    Trigger::Fetch if lp.fleet_news() => (next_fetch, asked) = (Instant::now(), true),
+                    Trigger::Fetch => {}
                 },
                 _ = sleep_until(next_fetch) => {
-                    let wait = lp.poll().await;
+                    let wait = match std::mem::take(&mut asked) || lp.polls() {
+                        true => lp.poll().await,
+                        false => period(lp.settings.source.interval),
+                    };
                     next_fetch = Instant::now() + wait;
                 }
                 _ = sleep_until(next_resync) => {
@@ -128,6 +145,7 @@ impl EventLoop {
                 _ = tick.tick() => {
                     ctl.beat();
                     lp.tick().await;
+                    lp.fleet_tick().await;
                 }
             }
             if let Some(reason) = lp.gave_up() {

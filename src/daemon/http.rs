@@ -91,6 +91,18 @@ fn resource_explain(shared: &Shared, reader: Arc<Mutex<Reader>>) -> server::Reso
     })
 }
 
+/// With `fleet:`: how the page reads the fleet's table, on a connection
+/// of its own.
+fn fleet_read(settings: &Settings) -> Result<Option<server::FleetRead>, String> {
+    let Some(fleet) = &settings.fleet else {
+        return Ok(None);
+    };
+    let conn = crate::target::etcd::Connection::new(&fleet.etcd)?;
+    Ok(Some(Arc::new(move || {
+        crate::fleet::status::read_all(&conn).map_err(|e| e.to_string())
+    })))
+}
+
 /// Binds and serves in the background until `stop` is notified. The loop
 /// reads fetch requests from the returned channel, which holds at most one:
 /// requests made while one waits join it.
@@ -129,6 +141,7 @@ pub(crate) async fn start(
         resource_diff: resource_diff(shared, reader.clone()),
         resource_explain: resource_explain(shared, reader),
         overlay: Some(super::unrecorded::overlay(shared.unrecorded.clone())),
+        fleet: fleet_read(settings)?,
     };
     tracing::info!(%addr, "listening");
     let limits = settings.server.limits.within_open_files();

@@ -5,6 +5,7 @@
 
 mod driver;
 mod event_loop;
+mod fleet;
 mod http;
 mod notify;
 mod publish;
@@ -27,6 +28,7 @@ use tokio::sync::{mpsc, Notify};
 use crate::config::Settings;
 use crate::reconcile::{self, Context, Control, Recorder};
 use event_loop::{EventLoop, Inputs};
+pub(crate) use fleet::Fleet;
 use notify::Notifier;
 pub use reload::ReadConfig;
 use signals::{keep_systemd_informed, watch_hangup, watch_signals};
@@ -97,7 +99,13 @@ async fn run_loop(
         }
         None => None,
     };
-    let events = EventLoop::new(ctx, rec, ctl.clone(), tx.clone());
+    // With `fleet`: this host's status in etcd, and one fetch for the fleet.
+    let fleet = match Fleet::start(&settings, tx.clone()) {
+        Ok(f) => f,
+        Err(e) => return fail(format!("fleet: {e}")),
+    };
+    let mut events = EventLoop::new(ctx, rec, ctl.clone(), tx.clone());
+    events.join_fleet(fleet.clone());
     let fetches = match http::start(&settings, events.shared(), stop.clone()).await {
         Ok(rx) => rx,
         Err(e) => return fail(e),

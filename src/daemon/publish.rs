@@ -125,6 +125,11 @@ pub fn queue(metrics: &Metrics, depth: usize) {
     metrics.set_queue_depth(depth);
 }
 
+/// Whether this host polls the source for its fleet.
+pub fn fleet_poller(metrics: &Metrics, polling: bool) {
+    metrics.set_fleet_poller(polling);
+}
+
 /// What the mirrors take on disk, read after a fetch (and a collection).
 pub fn mirror(metrics: &Metrics, bytes: Option<u64>) {
     if let Some(bytes) = bytes {

@@ -13,4 +13,6 @@ pub enum Trigger {
     FullPass,
     /// Read the config again, then fetch and pass (SIGHUP).
     Reload,
+    /// Fetch now: the fleet's poller fetched a revision this host has not.
+    Fetch,
 }

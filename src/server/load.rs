@@ -100,6 +100,12 @@ pub(super) async fn audit(dir: PathBuf, n: usize, cap: u64) -> Result<AuditTail,
     .await
 }
 
+/// Every host's status in the fleet, with `fleet:`.
+pub(super) async fn fleet(state: &AppState) -> Option<Result<crate::fleet::status::Fleet, String>> {
+    let read = state.fleet.clone()?;
+    Some(gated(&READS, move || read()).await)
+}
+
 /// The diff the loop's owner supplies.
 pub(super) async fn diff(state: &AppState, id: String) -> Option<String> {
     let diff = state.resource_diff.clone();

@@ -4,6 +4,7 @@
 
 mod api;
 mod auth;
+mod fleet;
 mod history;
 mod html;
 mod listen;
@@ -41,6 +42,10 @@ pub type ResourceDiff = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
 /// tells it; `None` when it cannot be read now.
 pub type ResourceExplain = Arc<dyn Fn(&str) -> Option<crate::explain::Explanation> + Send + Sync>;
 
+/// Every host's status in the fleet's etcd (with `fleet:`), read with the
+/// connection's timeout.
+pub type FleetRead = Arc<dyn Fn() -> Result<crate::fleet::status::Fleet, String> + Send + Sync>;
+
 #[derive(Clone)]
 pub struct AppState {
     pub state_dir: PathBuf,
@@ -68,6 +73,8 @@ pub struct AppState {
     /// What the loop knows beyond its ledger (outcomes it could not
     /// record), laid over the status the ledger gives.
     pub overlay: Option<crate::status::Overlay>,
+    /// With `fleet:`: the fleet's table on the page.
+    pub fleet: Option<FleetRead>,
 }
 
 impl std::fmt::Debug for AppState {

@@ -323,7 +323,12 @@ fn audit_section(out: &mut String, audit: Result<&Tail, &str>, now: SystemTime) 
 }
 
 /// The whole status page from what could be loaded.
-pub fn render_index(doc: Result<&StatusDoc, &str>, audit: Result<&Tail, &str>) -> String {
+/// With `fleet:`, the fleet's table too.
+pub fn render_index(
+    doc: Result<&StatusDoc, &str>,
+    audit: Result<&Tail, &str>,
+    fleet: Option<Result<&crate::fleet::status::Fleet, &str>>,
+) -> String {
     let doc = match doc {
         Ok(d) => d,
         Err(e) => {
@@ -365,6 +370,7 @@ pub fn render_index(doc: Result<&StatusDoc, &str>, audit: Result<&Tail, &str>) -
         super::overview::section(&mut out, doc, &tail.entries, tail.capped);
     }
     drift_table(&mut out, doc);
+    super::fleet::section(&mut out, fleet, now);
     audit_section(&mut out, audit, now);
     document(&format!("tend: {summary}"), Some(REFRESH_SECS), &out)
 }
@@ -441,11 +447,13 @@ pub fn render_resource(
 pub async fn index(State(state): State<AppState>) -> Response {
     let doc = load::summary(&state, MAX_ROWS).await;
     let audit = load::audit(state.state_dir.clone(), DAY_AUDIT, AUDIT_READ_CAP).await;
+    let fleet = load::fleet(&state).await;
     // Always 200: a page that cannot read the ledger yet still loads and
     // reloads itself until it can.
     Html(render_index(
         doc.as_ref().map_err(String::as_str),
         audit.as_ref().map_err(String::as_str),
+        fleet.as_ref().map(|f| f.as_ref().map_err(String::as_str)),
     ))
     .into_response()
 }

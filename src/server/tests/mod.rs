@@ -71,6 +71,7 @@ pub fn fixture(secrets: &[(&str, &str)], reference: Option<&str>) -> Fixture {
         resource_diff: no_diff(),
         resource_explain: Arc::new(|_: &str| None),
         overlay: None,
+        fleet: None,
     };
     Fixture {
         dir,
