@@ -24,6 +24,7 @@ Examples:
   tend validate --repo . --path hosts/web-1 --as-written
   tend pause files/file/etc/motd --for 1h
   tend pin 3f2c9e1 --for 2h
+  tend rollout resume -c /etc/tend/tend.yaml
   tend explain /etc/nginx/nginx.conf
   tend health --listen 127.0.0.1:9420
   tend plugin check -- ./fixtures/plugins/settings --file /tmp/settings.json";
@@ -84,6 +85,11 @@ pub enum Command {
         after_help = "ID is an identity (files/file/etc/motd) or a path under a files target's root.\nExit codes: 0 found, 2 error or unknown resource."
     )]
     Explain(ExplainArgs),
+    /// Work with the staged rollout of a fleet (fleet.rollout)
+    Rollout {
+        #[command(subcommand)]
+        command: RolloutCommand,
+    },
     /// Work with the backups of replaced content
     Backup {
         #[command(subcommand)]
@@ -133,6 +139,16 @@ pub enum PluginCommand {
         #[arg(last = true, required = true, value_name = "COMMAND")]
         command: Vec<String>,
     },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum RolloutCommand {
+    /// Lift a halted rollout: the halted revision is marked promoted, so
+    /// every host applies it
+    #[command(
+        after_help = "Reads fleet.etcd from the config. A fixing commit needs no resume: it starts\nits own rollout from the canaries.\n\nExit codes: 0 a halt was lifted, 1 nothing was halted, 2 error."
+    )]
+    Resume(RolloutResumeArgs),
 }
 
 #[derive(Debug, Subcommand)]

@@ -13,6 +13,7 @@ pub mod declare;
 pub mod diff;
 pub mod duration;
 pub mod explain;
+pub mod fleet;
 pub mod ha;
 pub mod ledger;
 pub mod logging;

@@ -102,6 +102,8 @@ pub struct Metrics {
     last_converged: FloatGauge,
     queue_depth: Gauge,
     ha_leader: Gauge,
+    rollout_halted: Gauge,
+    rollout_pending: Gauge,
     declaration_problems: Gauge,
     last_successful_fetch: FloatGauge,
     mirror_bytes: Gauge,
@@ -142,6 +144,8 @@ impl Metrics {
             last_converged: FloatGauge::default(),
             queue_depth: Gauge::default(),
             ha_leader: Gauge::default(),
+            rollout_halted: Gauge::default(),
+            rollout_pending: Gauge::default(),
             declaration_problems: Gauge::default(),
             last_successful_fetch: FloatGauge::default(),
             mirror_bytes: Gauge::default(),
@@ -227,6 +231,16 @@ impl Metrics {
             "tend_ha_leader",
             "1 while this replica is the leader that writes (ha), 0 otherwise",
             self.ha_leader.clone(),
+        );
+        r.register(
+            "tend_rollout_halted",
+            "1 while the staged rollout of this host's newest revision is halted (fleet.rollout), 0 otherwise",
+            self.rollout_halted.clone(),
+        );
+        r.register(
+            "tend_rollout_pending",
+            "1 while this host holds a fetched revision it may not apply yet (fleet.rollout), 0 otherwise",
+            self.rollout_pending.clone(),
         );
         r.register(
             "tend_declaration_problems",
@@ -366,6 +380,11 @@ impl Metrics {
 
     pub fn set_ha_leader(&self, leading: bool) {
         self.ha_leader.set(i64::from(leading));
+    }
+
+    pub fn set_rollout(&self, halted: bool, pending: bool) {
+        self.rollout_halted.set(i64::from(halted));
+        self.rollout_pending.set(i64::from(pending));
     }
 
     pub fn set_ledger_write_failing(&self, failing: bool) {

@@ -9,13 +9,14 @@ mod pause;
 mod pin;
 mod plugin;
 mod revisions;
+mod rollout;
 mod status;
 mod sync;
 mod validate;
 
 use std::process::ExitCode;
 
-use crate::cli::{BackupCommand, Cli, Command, Flags, PluginCommand};
+use crate::cli::{BackupCommand, Cli, Command, Flags, PluginCommand, RolloutCommand};
 use crate::config::{self, ConfigError, Settings};
 
 /// Exit code for errors of usage, config, source or lock.
@@ -118,6 +119,12 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Unpin(_) => pin::unpin(&g),
         Command::Explain(a) => match settings(&g) {
             Ok(s) => explain::run(&g, s, &a.what),
+            Err(code) => code,
+        },
+        Command::Rollout {
+            command: RolloutCommand::Resume(_),
+        } => match settings(&g) {
+            Ok(s) => rollout::resume(&s),
             Err(code) => code,
         },
         Command::Backup {

@@ -7,7 +7,9 @@ use std::path::PathBuf;
 use super::file::FileConfig;
 use super::problem::{ConfigError, Problems};
 use super::settings::Settings;
-use super::{fleet, ha, hooks, host, load, log, policy, secrets, server, source, target_flags, targets};
+use super::{
+    fleet, ha, hooks, host, load, log, policy, secrets, server, source, target_flags, targets,
+};
 use crate::cli::Flags;
 use crate::model::host::Host;
 

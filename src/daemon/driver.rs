@@ -76,6 +76,8 @@ pub(super) struct Loop {
     /// last published.
     fence: Fence,
     role_seen: Option<(String, Option<String>)>,
+    /// With `fleet.rollout`: the held revision and the coordinator.
+    pub(super) rollout: Option<super::rollout::Staged>,
 }
 
 impl Loop {
@@ -88,6 +90,10 @@ impl Loop {
         if let Some(why) = crate::ledger::reserve_write_failure_note(&settings.state_dir) {
             *shared.unrecorded.lock().expect("unrecorded outcomes") = Unrecorded::resume(why);
         }
+        let (rollout, gave_up) = match super::rollout::start(&settings) {
+            Ok(r) => (r, None),
+            Err(e) => (None, Some(e)),
+        };
         let (clock, fence) = {
             let w = shared.worker.lock().expect("worker lock");
             (w.ctx.clock.clone(), w.ctx.fence.clone())
@@ -103,7 +109,7 @@ impl Loop {
             queue: Queue::new(),
             fetch_failures: 0,
             unpublished: 0,
-            gave_up: None,
+            gave_up,
             pauses_seen: String::new(),
             pin_seen: String::new(),
             watch,
@@ -120,6 +126,7 @@ impl Loop {
             just_read: false,
             fence,
             role_seen: None,
+            rollout,
         }
     }
 
@@ -165,6 +172,7 @@ impl Loop {
                 self.admit(id, false).await;
             }
         }
+        self.rollout_tick().await;
         // A new role is shown at once (becoming the leader also asks for a
         // full pass, through the elector).
         let role_changed = self.role() != self.role_seen;
@@ -334,7 +342,11 @@ impl Loop {
                     .is_none_or(|r| r.id != a.revision || r.provenance != a.provenance)
         };
         match gate {
-            Ok(Ok(admitted)) if differs(&admitted) => self.switch_to(admitted).await,
+            Ok(Ok(admitted)) if differs(&admitted) => {
+                if self.staged(&admitted).await {
+                    self.switch_to(admitted).await
+                }
+            }
             Ok(Ok(_)) => {}
             Ok(Err(refused)) => {
                 tracing::warn!(%refused, "the last good revision stays applied");
@@ -521,6 +533,7 @@ impl Loop {
         }
         let each = started.elapsed().as_secs_f64() / report.outcomes.len().max(1) as f64;
         publish::pass(&self.shared.metrics, &report, each);
+        self.rollout_passed(&report);
         // A newly published tree is watched instead of the old one (each
         // watch follows its target's); what changed there before its
         // watches began is looked at again as for any newly watched

@@ -10,6 +10,7 @@ mod notify;
 mod publish;
 mod queue;
 mod reload;
+mod rollout;
 mod signals;
 mod subscriptions;
 #[cfg(test)]

@@ -75,6 +75,7 @@ pub fn plan(old: &Settings, new: Settings) -> Plan {
         host_named,
         secrets,
         ha,
+        fleet,
     } = new;
     // Bound once at start: the state dir (and its lock), the listener with
     // its secrets, the log format.
@@ -97,6 +98,8 @@ pub fn plan(old: &Settings, new: Settings) -> Plan {
         // The elector runs with the election it started in; the role it
         // sets stays the one the targets and the pass read.
         ha: sort.bound("ha", ha, &old.ha),
+        // The fleet's client, status lease and poller run as started.
+        fleet: sort.bound("fleet", fleet, &old.fleet),
     };
     Plan {
         settings,
