@@ -36,7 +36,7 @@ struct Host {
 }
 
 impl Host {
-    fn new(name: &str, zone: &str, endpoint: &str) -> Host {
+    fn new(name: &str, zone: &str, endpoint: &str, repo: &TestRepo) -> Host {
         let dir = tempfile::Builder::new()
             .prefix("tend-rollout-")
             .tempdir()
@@ -49,8 +49,9 @@ impl Host {
             "host:\n  name: {name}\n  labels: {{zone: {zone}}}\n\
              fleet:\n  etcd: {{endpoints: [\"{endpoint}\"], timeout: 2s}}\n  lease_ttl: 3s\n\
              \x20 rollout:\n    canary: {{labels: {{zone: a}}, count: 1}}\n    soak: 3s\n\
-             source:\n  on_change: check\n\
+             source:\n  repo: {}\n  on_change: check\n\
              hooks:\n  check: {{run: [sh, -c, \"! grep -q bad {}/app.conf\"]}}\n",
+            repo.url(),
             root.display()
         );
         std::fs::write(dir.path().join("tend.yaml"), cfg).unwrap();
@@ -187,9 +188,14 @@ impl Fleet {
         repo.write("site/app.conf", "v1\n");
         let v1 = repo.commit("v1");
         let etcd = Etcd::start();
-        let mut hosts = vec![Host::new("canary", "a", &etcd.endpoint())];
+        let mut hosts = vec![Host::new("canary", "a", &etcd.endpoint(), &repo)];
         for i in 1..=4 {
-            hosts.push(Host::new(&format!("host-{i}"), "b", &etcd.endpoint()));
+            hosts.push(Host::new(
+                &format!("host-{i}"),
+                "b",
+                &etcd.endpoint(),
+                &repo,
+            ));
         }
         for h in &mut hosts {
             h.start(&repo);
@@ -308,7 +314,7 @@ fn a_good_commit_reaches_the_canary_first_and_the_others_after_the_soak() {
                 .position(|l| l.contains(what) && l.contains(v2.as_str()))
         };
         let held = line_of("revision held until its canaries soaked");
-        let applied = line_of("applying the held revision");
+        let applied = line_of("new revision");
         assert!(held.is_some() && held < applied, "{}\n{log}", h.name);
     }
 }

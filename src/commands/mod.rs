@@ -121,11 +121,12 @@ pub fn run(cli: Cli) -> ExitCode {
             Ok(s) => explain::run(&g, s, &a.what),
             Err(code) => code,
         },
+        // Only `fleet` is read: no target is needed.
         Command::Rollout {
             command: RolloutCommand::Resume(_),
-        } => match settings(&g) {
+        } => match config::resolve_for_validate(&g) {
             Ok(s) => rollout::resume(&s),
-            Err(code) => code,
+            Err(e) => refused(e),
         },
         Command::Backup {
             command: BackupCommand::Cat(a),

@@ -55,7 +55,8 @@ pub enum Write {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Decision {
     pub verdict: Verdict,
-    /// This host is one of the wanted revision's canaries.
+    /// This host is one of the wanted revision's canaries, trying it
+    /// before it is promoted.
     pub canary: bool,
     /// The revision is halted (a canary keeps applying it all the same).
     pub halt: Option<Halt>,
@@ -131,9 +132,10 @@ pub fn decide(snap: &Snapshot, me: &Host, settings: &RolloutSettings, local: &Lo
         return Decision::hold(Held::Halted(h), canary, applying, writes);
     }
     if state.promoted {
+        // Promoted, a canary is a host like the others.
         return Decision {
             verdict: Verdict::Apply,
-            canary,
+            canary: false,
             halt: None,
             writes,
         };

@@ -26,18 +26,29 @@ use crate::status::RolloutStatus;
 /// (with the first reason), `Converged` when everything in its scope is in
 /// sync, `Pending` otherwise.
 pub fn health(report: &PassReport) -> (Health, Option<String>) {
+    let failed = |o: &&crate::reconcile::Outcome| matches!(o.state, State::Failed | State::Blocked);
+    // A hook that failed marks what it was for Failed with its reason, and
+    // so does one waiting for its retry (it did not run in this pass): a
+    // hook is judged by whether it ran and failed here, not by those marks.
+    let by_hook =
+        |o: &crate::reconcile::Outcome| o.reason.as_deref().is_some_and(|r| r.starts_with("hook "));
     let bad = report
         .outcomes
         .iter()
-        .find(|(_, o)| matches!(o.state, State::Failed | State::Blocked));
-    // A failed hook marks what it was for Failed with its reason: the
-    // hook is named first.
+        .find(|(_, o)| failed(o) && !by_hook(o));
     if let Some((hook, _)) = report.hooks.iter().find(|(_, ok)| !ok) {
-        let why = bad.and_then(|(_, o)| o.reason.as_deref());
+        let why = report
+            .outcomes
+            .values()
+            .find(|o| failed(o) && by_hook(o))
+            .and_then(|o| o.reason.as_deref());
         return (
             Health::Failed,
             Some(match why {
-                Some(why) => format!("hook {hook} failed: {why}"),
+                Some(why) => {
+                    let why = why.strip_prefix(&format!("hook {hook}: ")).unwrap_or(why);
+                    format!("hook {hook} failed: {why}")
+                }
                 None => format!("hook {hook} failed"),
             }),
         );
