@@ -77,7 +77,7 @@ pub(super) struct Loop {
     fence: Fence,
     role_seen: Option<(String, Option<String>)>,
     /// With `fleet.rollout`: the held revision and the coordinator.
-    pub(super) rollout: Option<super::rollout::Staged>,
+    pub(super) rollout: Option<crate::fleet::rollout::Staged>,
 }
 
 impl Loop {
@@ -90,7 +90,7 @@ impl Loop {
         if let Some(why) = crate::ledger::reserve_write_failure_note(&settings.state_dir) {
             *shared.unrecorded.lock().expect("unrecorded outcomes") = Unrecorded::resume(why);
         }
-        let (rollout, gave_up) = match super::rollout::start(&settings) {
+        let (rollout, gave_up) = match crate::fleet::rollout::Staged::start(&settings) {
             Ok(r) => (r, None),
             Err(e) => (None, Some(e)),
         };

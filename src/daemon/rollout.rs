@@ -7,37 +7,8 @@
 //! held revision when it may, and records the rollout line for status.
 
 use super::driver::Loop;
-use crate::config::Settings;
-use crate::fleet::rollout::{self, Coordinator, Verdict};
+use crate::fleet::rollout::{self, Verdict};
 use crate::reconcile::{trust, PassReport};
-use crate::status::RolloutStatus;
-
-/// The rollout's part of the loop.
-pub(super) struct Staged {
-    coordinator: Coordinator,
-    /// The admitted revision held back, applied once the verdict allows.
-    held: Option<trust::Admitted>,
-    /// The status last recorded in the ledger.
-    recorded: Option<RolloutStatus>,
-}
-
-/// The rollout's part, when `fleet.rollout` is set; `Err` when its
-/// coordinator cannot start (then nothing may be applied unstaged).
-pub(super) fn start(settings: &Settings) -> Result<Option<Staged>, String> {
-    let Some(fleet) = settings.fleet.as_ref() else {
-        return Ok(None);
-    };
-    let Some(r) = fleet.rollout.as_ref() else {
-        return Ok(None);
-    };
-    let coordinator =
-        Coordinator::start(fleet, r, &settings.host).map_err(|e| format!("fleet.rollout: {e}"))?;
-    Ok(Some(Staged {
-        coordinator,
-        held: None,
-        recorded: None,
-    }))
-}
 
 impl Loop {
     /// Whether `admitted` may be applied now. When not, it is held and

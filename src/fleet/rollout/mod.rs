@@ -12,10 +12,12 @@ pub mod coordinator;
 pub mod decide;
 pub mod keys;
 pub mod resume;
+pub mod staged;
 
 pub use coordinator::{Coordinator, View};
 pub use decide::{Held, Verdict};
 pub use keys::{Halt, Health};
+pub use staged::Staged;
 
 use crate::ledger::State;
 use crate::reconcile::PassReport;
