@@ -47,7 +47,7 @@ impl Host {
         // failing hook.
         let cfg = format!(
             "host:\n  name: {name}\n  labels: {{zone: {zone}}}\n\
-             fleet:\n  etcd: {{endpoints: [\"{endpoint}\"], timeout: 2s}}\n  lease_ttl: 3s\n\
+             fleet:\n  etcd: {{endpoints: [\"{endpoint}\"], timeout: 2s}}\n  lease_ttl: 5s\n\
              \x20 rollout:\n    canary: {{labels: {{zone: a}}, count: 1}}\n    soak: 3s\n\
              source:\n  repo: {}\n  on_change: check\n\
              hooks:\n  check: {{run: [sh, -c, \"! grep -q bad {}/app.conf\"]}}\n",
