@@ -112,3 +112,55 @@ pub fn status(view: &View) -> RolloutStatus {
         Verdict::Apply => at("promoted", None),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn view(verdict: Verdict, canary: bool, halt: Option<Halt>) -> View {
+        View {
+            wanted: Some("b".repeat(40)),
+            applied: Some("a".repeat(40)),
+            verdict,
+            canary,
+            halt,
+            soaked: false,
+        }
+    }
+
+    #[test]
+    fn each_verdict_has_its_status_line() {
+        let line = |v: View| status(&v).line();
+        assert_eq!(
+            line(view(Verdict::Hold(Held::Soaking), false, None)),
+            "pending bbbbbbbbbbbb (canaries soaking)"
+        );
+        let halt = Halt {
+            revision: "b".repeat(40),
+            reason: "hook check failed".into(),
+            host: "web-1".into(),
+        };
+        // The canary keeps applying a halted revision; it says halted too.
+        assert_eq!(
+            line(view(Verdict::Apply, true, Some(halt))),
+            "halted at bbbbbbbbbbbb: hook check failed (canary web-1)"
+        );
+        let down = view(
+            Verdict::Hold(Held::Unreachable("no answer".into())),
+            false,
+            None,
+        );
+        assert_eq!(
+            line(down),
+            "waiting: etcd unreachable: no answer; the applied revision stays"
+        );
+        assert_eq!(
+            line(view(Verdict::Apply, true, None)),
+            "canary for bbbbbbbbbbbb (soaking)"
+        );
+        assert_eq!(
+            line(view(Verdict::Apply, false, None)),
+            "bbbbbbbbbbbb promoted"
+        );
+    }
+}
