@@ -24,6 +24,7 @@ Examples:
   tend validate --repo . --path hosts/web-1 --as-written
   tend pause files/file/etc/motd --for 1h
   tend pin 3f2c9e1 --for 2h
+  tend rollout resume -c /etc/tend/tend.yaml
   tend explain /etc/nginx/nginx.conf
   tend health --listen 127.0.0.1:9420
   tend plugin check -- ./fixtures/plugins/settings --file /tmp/settings.json";
@@ -84,6 +85,11 @@ pub enum Command {
         after_help = "ID is an identity (files/file/etc/motd) or a path under a files target's root.\nExit codes: 0 found, 2 error or unknown resource."
     )]
     Explain(ExplainArgs),
+    /// Work with the staged rollout of a fleet (fleet.rollout)
+    Rollout {
+        #[command(subcommand)]
+        command: RolloutCommand,
+    },
     /// Work with the backups of replaced content
     Backup {
         #[command(subcommand)]
@@ -148,6 +154,16 @@ pub enum FleetCommand {
 }
 
 const FLEET_STATUS_HELP: &str = "Reads every tend/fleet/<host> key of the config's fleet.etcd: revision\napplied, resources in sync, drifted, failed and otherwise, the oldest\ndrift's age, the role (ha leader or follower; the fleet's poller) and the\nlast pass's age. A host that stopped drops out when its lease expires.\n\nExit codes: 0 every host listed is in sync, 1 some host is not, 2 error\n(no fleet configured, etcd unreachable).";
+
+#[derive(Debug, Subcommand)]
+pub enum RolloutCommand {
+    /// Lift a halted rollout: the halted revision is marked promoted, so
+    /// every host applies it
+    #[command(
+        after_help = "Reads fleet.etcd from the config. A fixing commit needs no resume: it starts\nits own rollout from the canaries.\n\nExit codes: 0 a halt was lifted, 1 nothing was halted, 2 error."
+    )]
+    Resume(RolloutResumeArgs),
+}
 
 #[derive(Debug, Subcommand)]
 pub enum BackupCommand {

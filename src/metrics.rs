@@ -103,6 +103,8 @@ pub struct Metrics {
     queue_depth: Gauge,
     ha_leader: Gauge,
     fleet_poller: Gauge,
+    rollout_halted: Gauge,
+    rollout_pending: Gauge,
     declaration_problems: Gauge,
     last_successful_fetch: FloatGauge,
     mirror_bytes: Gauge,
@@ -144,6 +146,8 @@ impl Metrics {
             queue_depth: Gauge::default(),
             ha_leader: Gauge::default(),
             fleet_poller: Gauge::default(),
+            rollout_halted: Gauge::default(),
+            rollout_pending: Gauge::default(),
             declaration_problems: Gauge::default(),
             last_successful_fetch: FloatGauge::default(),
             mirror_bytes: Gauge::default(),
@@ -234,6 +238,16 @@ impl Metrics {
             "tend_fleet_poller",
             "1 while this host polls the source for its fleet (fleet), 0 otherwise",
             self.fleet_poller.clone(),
+        );
+        r.register(
+            "tend_rollout_halted",
+            "1 while the staged rollout of this host's newest revision is halted (fleet.rollout), 0 otherwise",
+            self.rollout_halted.clone(),
+        );
+        r.register(
+            "tend_rollout_pending",
+            "1 while this host holds a fetched revision it may not apply yet (fleet.rollout), 0 otherwise",
+            self.rollout_pending.clone(),
         );
         r.register(
             "tend_declaration_problems",
@@ -377,6 +391,11 @@ impl Metrics {
 
     pub fn set_fleet_poller(&self, polling: bool) {
         self.fleet_poller.set(i64::from(polling));
+    }
+
+    pub fn set_rollout(&self, halted: bool, pending: bool) {
+        self.rollout_halted.set(i64::from(halted));
+        self.rollout_pending.set(i64::from(pending));
     }
 
     pub fn set_ledger_write_failing(&self, failing: bool) {

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::duration::short;
 use crate::ledger::{Ledger, LedgerError, ResourceRecord, SourceRecord, State};
@@ -102,6 +102,10 @@ pub struct StatusDoc {
     /// With `ha`: this replica's role and whom it follows.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ha: Option<HaStatus>,
+    /// With `fleet.rollout`: where the staged rollout of the newest
+    /// revision stands for this host.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<RolloutStatus>,
     pub counts: BTreeMap<String, usize>,
     /// What is wrong with the declarations of the revision last worked on
     /// (`file:line: message`); while there are any, nothing is pruned.
@@ -120,6 +124,45 @@ pub struct HaStatus {
     pub role: String,
     /// The leader's name, when known (its own when it leads).
     pub leader: Option<String>,
+}
+
+/// A host's part in a staged rollout (SPEC §12).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct RolloutStatus {
+    /// `canary` (this host tries the revision first), `pending` (held
+    /// until the canaries soaked), `halted` (a canary failed with it),
+    /// `waiting` (etcd did not answer) or `promoted` (applied by all).
+    pub state: String,
+    /// The revision the rollout is about.
+    pub revision: Option<String>,
+    /// Why it is held or halted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The canary that halted it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+}
+
+impl RolloutStatus {
+    /// The line `tend status` prints after `rollout: `.
+    pub fn line(&self) -> String {
+        let rev = self
+            .revision
+            .as_deref()
+            .map_or("-".to_string(), |r| r[..r.len().min(12)].to_string());
+        let reason = self.reason.as_deref().unwrap_or("");
+        match self.state.as_str() {
+            "halted" => match &self.host {
+                Some(h) => format!("halted at {rev}: {reason} (canary {h})"),
+                None => format!("halted at {rev}: {reason}"),
+            },
+            "pending" => format!("pending {rev} ({reason})"),
+            "waiting" => format!("waiting: {reason}"),
+            "canary" => format!("canary for {rev} ({reason})"),
+            "promoted" => format!("{rev} promoted"),
+            other => format!("{other} {rev}"),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default, Serialize, PartialEq)]
@@ -319,6 +362,9 @@ fn document(
         ha: ledger
             .ha_role()?
             .map(|(role, leader)| HaStatus { role, leader }),
+        rollout: ledger
+            .rollout()?
+            .and_then(|text| serde_json::from_str(&text).ok()),
         counts,
         problems: ledger.declaration_problems()?,
         ledger: LedgerHealth {
@@ -412,6 +458,9 @@ pub fn text(doc: &StatusDoc, all: bool) -> String {
             ha.role,
             said(leader)
         ));
+    }
+    if let Some(r) = &doc.rollout {
+        out.push_str(&format!("rollout: {}\n", said(&r.line())));
     }
     let counts: Vec<String> = doc
         .counts

@@ -395,6 +395,14 @@ pub struct PinArgs {
 }
 
 #[derive(Debug, Clone, Args)]
+pub struct RolloutResumeArgs {
+    #[command(flatten)]
+    pub config: ConfigArg,
+    #[command(flatten)]
+    pub log: LogArgs,
+}
+
+#[derive(Debug, Clone, Args)]
 pub struct UnpinArgs {
     #[command(flatten)]
     pub config: ConfigArg,

@@ -162,6 +162,14 @@ impl Command {
                 output: a.output.output.into(),
                 ..Flags::common(&a.config, &a.state, &a.log).source(&a.source)
             },
+            Command::Rollout {
+                command: RolloutCommand::Resume(a),
+            } => Flags {
+                config: a.config.config.clone(),
+                log_format: a.log.log_format.clone(),
+                log_level: a.log.log_level.clone(),
+                ..Flags::default()
+            },
             Command::Backup {
                 command: BackupCommand::Cat(a),
             } => Flags {

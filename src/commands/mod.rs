@@ -10,13 +10,14 @@ mod pause;
 mod pin;
 mod plugin;
 mod revisions;
+mod rollout;
 mod status;
 mod sync;
 mod validate;
 
 use std::process::ExitCode;
 
-use crate::cli::{BackupCommand, Cli, Command, Flags, FleetCommand, PluginCommand};
+use crate::cli::{BackupCommand, Cli, Command, Flags, FleetCommand, PluginCommand, RolloutCommand};
 use crate::config::{self, ConfigError, Settings};
 
 /// Exit code for errors of usage, config, source or lock.
@@ -120,6 +121,13 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Explain(a) => match settings(&g) {
             Ok(s) => explain::run(&g, s, &a.what),
             Err(code) => code,
+        },
+        // Only `fleet` is read: no target is needed.
+        Command::Rollout {
+            command: RolloutCommand::Resume(_),
+        } => match config::resolve_for_validate(&g) {
+            Ok(s) => rollout::resume(&s),
+            Err(e) => refused(e),
         },
         Command::Backup {
             command: BackupCommand::Cat(a),

@@ -76,6 +76,8 @@ pub(super) struct Loop {
     role_seen: Option<(String, Option<String>)>,
     /// With `fleet:`, this host's part in it (see `fleet.rs`).
     pub(super) fleet: Option<Arc<super::Fleet>>,
+    /// With `fleet.rollout`: the held revision and the coordinator.
+    pub(super) rollout: Option<crate::fleet::rollout::Staged>,
 }
 
 impl Loop {
@@ -88,6 +90,10 @@ impl Loop {
         if let Some(why) = crate::ledger::reserve_write_failure_note(&settings.state_dir) {
             *shared.unrecorded.lock().expect("unrecorded outcomes") = Unrecorded::resume(why);
         }
+        let (rollout, gave_up) = match crate::fleet::rollout::Staged::start(&settings) {
+            Ok(r) => (r, None),
+            Err(e) => (None, Some(e)),
+        };
         let (clock, fence) = {
             let w = shared.worker.lock().expect("worker lock");
             (w.ctx.clock.clone(), w.ctx.fence.clone())
@@ -103,7 +109,7 @@ impl Loop {
             queue: Queue::new(),
             fetches: Failures::default(),
             unpublished: Failures::default(),
-            gave_up: None,
+            gave_up,
             pauses_seen: String::new(),
             pin_seen: String::new(),
             watch,
@@ -121,6 +127,7 @@ impl Loop {
             fence,
             role_seen: None,
             fleet: None,
+            rollout,
         }
     }
 
@@ -166,6 +173,7 @@ impl Loop {
                 self.admit(id, false).await;
             }
         }
+        self.rollout_tick().await;
         // A new role is shown at once (becoming the leader also asks for a
         // full pass, through the elector).
         let role_changed = self.role() != self.role_seen;
@@ -333,7 +341,11 @@ impl Loop {
                     .is_none_or(|r| r.id != a.revision || r.provenance != a.provenance)
         };
         match gate {
-            Ok(Ok(admitted)) if differs(&admitted) => self.switch_to(admitted).await,
+            Ok(Ok(admitted)) if differs(&admitted) => {
+                if self.staged(&admitted).await {
+                    self.switch_to(admitted).await
+                }
+            }
             Ok(Ok(_)) => {}
             Ok(Err(refused)) => {
                 tracing::warn!(%refused, "the last good revision stays applied");
@@ -523,6 +535,7 @@ impl Loop {
         self.fleet_passed();
         let each = started.elapsed().as_secs_f64() / report.outcomes.len().max(1) as f64;
         publish::pass(&self.shared.metrics, &report, each);
+        self.rollout_passed(&report);
         // A newly published tree is watched instead of the old one (each
         // watch follows its target's); what changed there before its
         // watches began is looked at again as for any newly watched

@@ -55,7 +55,7 @@ impl Fleet {
             return Ok(None);
         };
         let host = settings.host.name.clone();
-        let conn = Connection::new(&fleet.etcd)?;
+        let conn = Connection::new(&fleet.etcd).map_err(|e| e.to_string())?;
         let reporter = Reporter::start(conn.clone(), &host, fleet.lease_ttl);
         let revision = RevisionWatch::start(
             conn,

@@ -97,7 +97,7 @@ fn fleet_read(settings: &Settings) -> Result<Option<server::FleetRead>, String> 
     let Some(fleet) = &settings.fleet else {
         return Ok(None);
     };
-    let conn = crate::target::etcd::Connection::new(&fleet.etcd)?;
+    let conn = crate::target::etcd::Connection::new(&fleet.etcd).map_err(|e| e.to_string())?;
     Ok(Some(Arc::new(move || {
         crate::fleet::status::read_all(&conn).map_err(|e| e.to_string())
     })))

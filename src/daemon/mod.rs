@@ -11,6 +11,7 @@ mod notify;
 mod publish;
 mod queue;
 mod reload;
+mod rollout;
 mod signals;
 mod subscriptions;
 #[cfg(test)]

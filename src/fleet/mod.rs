@@ -2,10 +2,13 @@
 //! cluster. Each host publishes its status under `tend/fleet/<host>` with
 //! a lease ([`report`]), `tend fleet status` reads them all ([`status`]),
 //! and one elected host polls the source for the fleet, the others
-//! fetching only when the revision it publishes changes ([`revision`]).
+//! fetching only when the revision it publishes changes ([`revision`]);
+//! with `fleet.rollout`, a new revision reaches the canaries first
+//! ([`rollout`]).
 
 pub mod report;
 pub mod revision;
+pub mod rollout;
 pub mod status;
 
 /// Where every fleet key lives.

@@ -340,6 +340,12 @@ impl Ledger {
     pub fn set_ha_role(&self, role: &str, leader: Option<&str>) -> Res<()> {
         self.q().set_ha_role(role, leader)
     }
+    pub fn rollout(&self) -> Res<Option<String>> {
+        self.q().rollout()
+    }
+    pub fn set_rollout(&self, json: Option<&str>) -> Res<()> {
+        self.q().set_rollout(json)
+    }
     pub fn mirror_repaired(&self) -> Res<Option<String>> {
         self.q().mirror_repaired()
     }

@@ -181,6 +181,16 @@ impl Tx<'_> {
         )
     }
 
+    /// With `fleet.rollout`: this host's part in the rollout, as JSON.
+    pub fn rollout(&self) -> Res<Option<String>> {
+        self.one("SELECT rollout FROM overall", [])
+            .map(Option::flatten)
+    }
+
+    pub fn set_rollout(&self, json: Option<&str>) -> Res<()> {
+        self.exec("UPDATE overall SET rollout = ?1", params![json])
+    }
+
     /// When and how the mirror was last repaired.
     pub fn mirror_repaired(&self) -> Res<Option<String>> {
         self.one("SELECT mirror_repaired FROM overall", [])

@@ -9,7 +9,14 @@ use super::LedgerError;
 
 /// Migration `i` takes a database from version `i` to `i + 1`. Append only:
 /// a released migration is never edited, a change is a new entry.
-const MIGRATIONS: &[&str] = &[FIRST_SCHEMA, TYPED_META, TRUST, SOURCE_NOTES, HA_ROLE];
+const MIGRATIONS: &[&str] = &[
+    FIRST_SCHEMA,
+    TYPED_META,
+    TRUST,
+    SOURCE_NOTES,
+    HA_ROLE,
+    ROLLOUT,
+];
 
 /// 1: the first schema. Times are unix milliseconds.
 pub(crate) const FIRST_SCHEMA: &str = "
@@ -152,6 +159,12 @@ const SOURCE_NOTES: &str = "
 const HA_ROLE: &str = "
     ALTER TABLE overall ADD COLUMN ha_role TEXT;
     ALTER TABLE overall ADD COLUMN ha_leader TEXT;
+    ";
+
+/// 6: with `fleet.rollout`, where this host's staged rollout stands
+/// (SPEC §12), as JSON.
+const ROLLOUT: &str = "
+    ALTER TABLE overall ADD COLUMN rollout TEXT;
     ";
 
 /// The schema version this build reads and writes.

@@ -184,6 +184,7 @@ mod tests {
             source: None,
             watcher: None,
             ha: None,
+            rollout: None,
             counts: Default::default(),
             problems: Vec::new(),
             ledger: Default::default(),

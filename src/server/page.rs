@@ -179,6 +179,23 @@ fn role_section(out: &mut String, doc: &StatusDoc) {
     );
 }
 
+/// With `fleet.rollout`: where the staged rollout stands for this host.
+fn rollout_section(out: &mut String, doc: &StatusDoc) {
+    let Some(r) = &doc.rollout else {
+        return;
+    };
+    let class = match r.state.as_str() {
+        "halted" => "bad",
+        "waiting" | "pending" => "warn",
+        _ => "ok",
+    };
+    let _ = write!(
+        out,
+        "<h2>Rollout</h2><p class=\"banner {class}\">{}</p>",
+        escape(&r.line())
+    );
+}
+
 fn problems_section(out: &mut String, doc: &StatusDoc) {
     if doc.problems.is_empty() {
         return;
@@ -364,6 +381,7 @@ pub fn render_index(
     }
     ledger_section(&mut out, doc);
     role_section(&mut out, doc);
+    rollout_section(&mut out, doc);
     counts_section(&mut out, doc);
     problems_section(&mut out, doc);
     if let Ok(tail) = audit {

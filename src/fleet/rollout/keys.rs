@@ -1,0 +1,179 @@
+//! Where a staged rollout lives in etcd, and what its values hold. Every
+//! key is under `tend/rollout/`:
+//! - `alive/<host>`: `{"labels": {...}}`, under the host's lease: a host
+//!   silent past its lease drops out.
+//! - `rev/<rev>/canaries`: `["web-1"]`, the canaries of revision `<rev>`,
+//!   chosen once by the first host that has the revision.
+//! - `rev/<rev>/report/<host>`: a canary's outcome after each pass,
+//!   `{"state": "converged"|"failed"|"pending", "reason", "soaked"}`, under
+//!   its lease.
+//! - `rev/<rev>/promoted`: present once the revision may be applied by all.
+//! - `rev/<rev>/halted`: `{"revision", "reason", "host"}`, present once a
+//!   canary failed with it.
+//!
+//! Everything is per revision: a newer commit has none of these keys, so
+//! it starts again from the canaries, and a halt stops only its revision.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+pub const PREFIX: &str = "tend/rollout/";
+
+pub fn alive(host: &str) -> String {
+    format!("{PREFIX}alive/{host}")
+}
+
+pub fn canaries(rev: &str) -> String {
+    format!("{PREFIX}rev/{rev}/canaries")
+}
+
+pub fn report(rev: &str, host: &str) -> String {
+    format!("{PREFIX}rev/{rev}/report/{host}")
+}
+
+pub fn promoted(rev: &str) -> String {
+    format!("{PREFIX}rev/{rev}/promoted")
+}
+
+pub fn halted(rev: &str) -> String {
+    format!("{PREFIX}rev/{rev}/halted")
+}
+
+/// The value of an `alive/<host>` key.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Alive {
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+}
+
+/// How a canary's passes over a revision went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Health {
+    /// Every resource in sync, no hook failed.
+    Converged,
+    /// A resource Failed or Blocked, a hook failed, or the declarations
+    /// have problems: the rollout halts.
+    Failed,
+    /// Neither yet (not applied, or some resource still on its way).
+    Pending,
+}
+
+/// The value of a `rev/<rev>/report/<host>` key.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Report {
+    pub state: Health,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Converged without a break for the soak time, by the canary's clock.
+    #[serde(default)]
+    pub soaked: bool,
+}
+
+/// The value of a `rev/<rev>/halted` key.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Halt {
+    pub revision: String,
+    pub reason: String,
+    pub host: String,
+}
+
+/// What etcd holds of one revision's rollout.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RevState {
+    pub canaries: Option<Vec<String>>,
+    pub reports: BTreeMap<String, Report>,
+    pub promoted: bool,
+    pub halted: Option<Halt>,
+}
+
+/// Everything under the prefix, read at once.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Snapshot {
+    pub alive: BTreeMap<String, Alive>,
+    pub revs: BTreeMap<String, RevState>,
+}
+
+impl Snapshot {
+    /// The snapshot of `kvs` (keys with the prefix, and their values); a
+    /// value that does not parse is left out, with a warning.
+    pub fn from_kvs<'a>(kvs: impl IntoIterator<Item = (&'a str, &'a [u8])>) -> Snapshot {
+        let mut s = Snapshot::default();
+        for (key, value) in kvs {
+            let Some(rest) = key.strip_prefix(PREFIX) else {
+                continue;
+            };
+            let parts: Vec<&str> = rest.split('/').collect();
+            let ok = match parts.as_slice() {
+                ["alive", host] => parse(value).map(|a| {
+                    s.alive.insert(host.to_string(), a);
+                }),
+                ["rev", rev, "canaries"] => parse(value).map(|c| {
+                    s.revs.entry(rev.to_string()).or_default().canaries = Some(c);
+                }),
+                ["rev", rev, "report", host] => parse(value).map(|r| {
+                    let e = s.revs.entry(rev.to_string()).or_default();
+                    e.reports.insert(host.to_string(), r);
+                }),
+                ["rev", rev, "promoted"] => {
+                    s.revs.entry(rev.to_string()).or_default().promoted = true;
+                    Ok(())
+                }
+                ["rev", rev, "halted"] => parse(value).map(|h| {
+                    s.revs.entry(rev.to_string()).or_default().halted = Some(h);
+                }),
+                _ => Ok(()),
+            };
+            if let Err(e) = ok {
+                tracing::warn!(key, error = %e, "rollout: a value that does not parse is left out");
+            }
+        }
+        s
+    }
+
+    pub fn rev(&self, rev: &str) -> RevState {
+        self.revs.get(rev).cloned().unwrap_or_default()
+    }
+}
+
+fn parse<T: serde::de::DeserializeOwned>(value: &[u8]) -> Result<T, serde_json::Error> {
+    serde_json::from_slice(value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_snapshot_reads_each_key_and_leaves_out_what_does_not_parse() {
+        let halt = serde_json::to_vec(&Halt {
+            revision: "r1".into(),
+            reason: "hook failed".into(),
+            host: "a".into(),
+        })
+        .unwrap();
+        let kvs: Vec<(String, Vec<u8>)> = vec![
+            (alive("a"), br#"{"labels":{"zone":"a"}}"#.to_vec()),
+            (alive("b"), b"not json".to_vec()),
+            (canaries("r1"), br#"["a"]"#.to_vec()),
+            (
+                report("r1", "a"),
+                br#"{"state":"converged","soaked":true}"#.to_vec(),
+            ),
+            (halted("r1"), halt),
+            (promoted("r2"), b"r2".to_vec()),
+            ("tend/other".into(), b"x".to_vec()),
+        ];
+        let s = Snapshot::from_kvs(kvs.iter().map(|(k, v)| (k.as_str(), v.as_slice())));
+        assert_eq!(s.alive.len(), 1);
+        assert_eq!(s.alive["a"].labels["zone"], "a");
+        let r1 = s.rev("r1");
+        assert_eq!(r1.canaries, Some(vec!["a".to_string()]));
+        assert!(r1.reports["a"].soaked);
+        assert_eq!(r1.halted.unwrap().reason, "hook failed");
+        assert!(!r1.promoted);
+        assert!(s.rev("r2").promoted);
+        assert_eq!(s.rev("r3"), RevState::default());
+    }
+}

@@ -1,0 +1,58 @@
+//! `tend rollout resume`: lifts every halt. A halted revision is marked
+//! promoted in the same transaction, so every host applies it: the
+//! operator who resumes has decided the revision is good (a fixing commit
+//! needs no resume; it starts its own rollout).
+
+use etcd_client::{Compare, CompareOp, GetOptions, Txn, TxnOp};
+
+use super::keys::{self, Halt, Snapshot};
+use crate::config::FleetSettings;
+use crate::target::etcd::Connection;
+
+/// Lifts each halt; returns the halts lifted.
+pub fn resume(fleet: &FleetSettings) -> Result<Vec<Halt>, String> {
+    let conn = Connection::new(&fleet.etcd).map_err(|e| e.to_string())?;
+    let got = conn
+        .call(|mut c| async move {
+            c.get(
+                format!("{}rev/", keys::PREFIX),
+                Some(GetOptions::new().with_prefix()),
+            )
+            .await
+        })
+        .map_err(|e| e.to_string())?;
+    let kvs: Vec<(String, Vec<u8>, i64)> = got
+        .kvs()
+        .iter()
+        .filter_map(|kv| {
+            let key = kv.key_str().ok()?.to_string();
+            Some((key, kv.value().to_vec(), kv.mod_revision()))
+        })
+        .collect();
+    let snap = Snapshot::from_kvs(kvs.iter().map(|(k, v, _)| (k.as_str(), v.as_slice())));
+    let mut lifted = Vec::new();
+    for halt in snap.revs.values().filter_map(|r| r.halted.clone()) {
+        let key = keys::halted(&halt.revision);
+        let Some(at) = kvs.iter().find(|(k, _, _)| *k == key).map(|kv| kv.2) else {
+            continue;
+        };
+        let rev = halt.revision.clone();
+        let txn = Txn::new()
+            .when(vec![Compare::mod_revision(
+                key.clone(),
+                CompareOp::Equal,
+                at,
+            )])
+            .and_then(vec![
+                TxnOp::delete(key, None),
+                TxnOp::put(keys::promoted(&rev), rev.as_bytes().to_vec(), None),
+            ]);
+        let answer = conn
+            .call(move |mut c| async move { c.txn(txn).await })
+            .map_err(|e| e.to_string())?;
+        if answer.succeeded() {
+            lifted.push(halt);
+        }
+    }
+    Ok(lifted)
+}
