@@ -290,6 +290,20 @@ fn fleet_status_lists_every_host_and_a_stopped_one_drops_out() {
     for name in &all {
         assert!(page.contains(&format!(">{name}<")), "{name}: {page}");
     }
+    // And the fleet's day: each host created its file, so the changes the
+    // fleet applied are at least one per host.
+    let picture = page
+        .split("The fleet's last 24 hours</h3>")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no fleet picture: {page}"));
+    let applied: usize = picture
+        .split("Changes applied (peak ")
+        .nth(1)
+        .and_then(|s| s.split(" in all)").next())
+        .and_then(|s| s.rsplit(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no count of changes: {picture}"));
+    assert!(applied >= HOSTS, "{applied} changes over {HOSTS} hosts");
 
     // Killed: its key goes with its lease.
     hosts[2].kill9();

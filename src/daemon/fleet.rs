@@ -163,7 +163,13 @@ impl Loop {
         let last_pass = *fleet.last_pass.lock().expect("last pass");
         let host = fleet.host.clone();
         let read = self
-            .blocking(move |_, rec| HostStatus::read(&host, &rec.ledger, role, poller, last_pass))
+            .blocking(move |ctx, rec| {
+                HostStatus::read(&host, &rec.ledger, role, poller, last_pass)?.with_day(
+                    &rec.ledger,
+                    &ctx.settings.state_dir,
+                    ctx.clock.now(),
+                )
+            })
             .await;
         match read {
             Ok(status) => fleet.reporter.report(&status),

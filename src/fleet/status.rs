@@ -3,12 +3,14 @@
 //! and the table they print.
 
 use std::collections::BTreeMap;
+use std::path::Path;
 use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
 
 use super::PREFIX;
-use crate::ledger::{Ledger, LedgerError};
+use crate::ledger::day::{self, Day};
+use crate::ledger::{AuditLog, Ledger, LedgerError};
 use crate::status::state_name;
 use crate::target::etcd::{Connection, Unreachable};
 
@@ -30,6 +32,18 @@ pub struct HostStatus {
     pub poller: bool,
     /// When its last pass ended.
     pub last_pass: Option<String>,
+    /// Its last 24 hours, for the fleet's picture.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub day: Option<HostDay>,
+}
+
+/// A host's last 24 hours, ending with the hour it was counted in (an
+/// hour's end, so the fleet's days add up hour by hour).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostDay {
+    pub ends: String,
+    #[serde(flatten)]
+    pub counts: Day,
 }
 
 fn rfc3339(t: SystemTime) -> String {
@@ -64,7 +78,34 @@ impl HostStatus {
             role,
             poller,
             last_pass: last_pass.map(rfc3339),
+            day: None,
         })
+    }
+
+    /// With its last 24 hours up to the end of the hour of `now`, from the
+    /// ledger's records not in sync and the audit log of `state_dir`.
+    pub fn with_day(
+        mut self,
+        ledger: &Ledger,
+        state_dir: &Path,
+        now: SystemTime,
+    ) -> Result<HostStatus, LedgerError> {
+        let drifting = ledger.resources_not_in_sync()?;
+        let tail = AuditLog::tail(state_dir, day::AUDIT_ENTRIES, day::AUDIT_BYTES)?;
+        let end = day::hour_end(now);
+        let counts = Day::of(
+            drifting
+                .iter()
+                .filter_map(|r| Some((r.id.as_str(), r.drift_since?))),
+            &tail.entries,
+            tail.capped,
+            end,
+        );
+        self.day = Some(HostDay {
+            ends: rfc3339(end),
+            counts,
+        });
+        Ok(self)
     }
 
     /// Resources not in sync.
@@ -85,6 +126,25 @@ impl HostStatus {
 /// and whatever other part of tend keeps below (`rollout/...`).
 fn is_host_key(rest: &str) -> bool {
     !rest.is_empty() && !rest.contains('/') && format!("{PREFIX}{rest}") != super::REVISION_KEY
+}
+
+impl Fleet {
+    /// The fleet's last 24 hours: every host's that says, added up hour by
+    /// hour to the newest end among them; `None` when no host says.
+    pub fn day(&self) -> Option<Day> {
+        let days: Vec<(SystemTime, &Day)> = self
+            .hosts
+            .iter()
+            .filter_map(|h| h.day.as_ref())
+            .filter_map(|d| Some((humantime::parse_rfc3339(&d.ends).ok()?, &d.counts)))
+            .collect();
+        let end = days.iter().map(|(t, _)| *t).max()?;
+        let mut sum = Day::default();
+        for (t, d) in days {
+            sum.add(d, day::hours_between(t, end));
+        }
+        Some(sum)
+    }
 }
 
 /// What was read: each host's status sorted by host, and the keys that
@@ -222,8 +282,45 @@ mod tests {
             role: None,
             poller: true,
             last_pass: Some("2026-01-01T00:01:00Z".into()),
+            day: None,
         })
         .unwrap()
+    }
+
+    #[test]
+    fn the_fleets_day_adds_every_hosts_hour_by_hour() {
+        let with_day = |host: &str, ends: &str, newest: usize| {
+            let mut counts = Day::default();
+            counts.applied[23] = newest;
+            counts.out_of_sync[23] = 1;
+            let s = HostStatus {
+                host: host.into(),
+                day: Some(HostDay {
+                    ends: ends.into(),
+                    counts,
+                }),
+                ..HostStatus::default()
+            };
+            (
+                format!("tend/fleet/{host}").into_bytes(),
+                serde_json::to_vec(&s).unwrap(),
+            )
+        };
+        let fleet = parse(vec![
+            with_day("a", "2026-12-02T06:00:00Z", 2),
+            with_day("b", "2026-12-02T06:00:00Z", 3),
+            // Counted an hour before the others: its newest hour is theirs
+            // before last.
+            with_day("c", "2026-12-02T05:00:00Z", 7),
+            (b"tend/fleet/d".to_vec(), doc("d")),
+        ]);
+        let day = fleet.day().unwrap();
+        assert_eq!((day.applied[23], day.applied[22]), (5, 7));
+        assert_eq!((day.out_of_sync[23], day.out_of_sync[22]), (2, 1));
+        assert_eq!(
+            parse(vec![(b"tend/fleet/d".to_vec(), doc("d"))]).day(),
+            None
+        );
     }
 
     #[test]

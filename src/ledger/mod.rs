@@ -5,6 +5,7 @@
 
 mod audit;
 mod backup;
+pub mod day;
 mod db;
 mod declared;
 mod hashkey;

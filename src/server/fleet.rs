@@ -44,6 +44,10 @@ pub fn section(out: &mut String, fleet: Option<Result<&Fleet, &str>>, now: Syste
         table.row(status::row(h, now).map(|cell| escape(&cell)));
     }
     out.push_str(&table.finish());
+    if let Some(day) = fleet.day() {
+        out.push_str("<h3>The fleet's last 24 hours</h3>");
+        out.push_str(&super::overview::svg(&day));
+    }
     if !fleet.unreadable.is_empty() {
         let _ = write!(
             out,

@@ -3,9 +3,7 @@
 //! external assets, so the page works on an air-gapped host).
 
 use std::fmt::Write;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
-
-use serde_json::Value;
+use std::time::{Duration, SystemTime};
 
 /// Text safe inside elements and quoted attributes.
 pub fn escape(text: &str) -> String {
@@ -77,22 +75,8 @@ pub fn parse_time(text: &str) -> Option<SystemTime> {
     humantime::parse_rfc3339_weak(text).ok()
 }
 
-/// A time as the audit log may hold it: RFC 3339 text, Unix seconds, or
-/// serde's `{secs_since_epoch, nanos_since_epoch}`.
-pub fn audit_time(v: &Value) -> Option<SystemTime> {
-    match v {
-        Value::String(s) => parse_time(s),
-        Value::Number(n) => n
-            .as_f64()
-            .filter(|s| *s >= 0.0)
-            .map(|s| UNIX_EPOCH + Duration::from_secs_f64(s)),
-        Value::Object(o) => o
-            .get("secs_since_epoch")?
-            .as_u64()
-            .map(|s| UNIX_EPOCH + Duration::from_secs(s)),
-        _ => None,
-    }
-}
+/// A time as the audit log may hold it.
+pub use crate::ledger::day::entry_time as audit_time;
 
 /// `2024-05-01T10:00:00Z (5m ago)` relative to `now`.
 pub fn time_ago(t: SystemTime, now: SystemTime) -> String {
@@ -205,16 +189,5 @@ mod tests {
             "{link}"
         );
         assert!(!link.contains("<script>"), "{link}");
-    }
-
-    #[test]
-    fn audit_times_in_every_form_parse() {
-        let t = UNIX_EPOCH + Duration::from_secs(1_700_000_000);
-        assert_eq!(audit_time(&Value::from("2023-11-14T22:13:20Z")), Some(t));
-        assert_eq!(audit_time(&Value::from(1_700_000_000u64)), Some(t));
-        let serde_form =
-            serde_json::json!({"secs_since_epoch": 1_700_000_000u64, "nanos_since_epoch": 0});
-        assert_eq!(audit_time(&serde_form), Some(t));
-        assert_eq!(audit_time(&Value::from("yesterday")), None);
     }
 }

@@ -2,89 +2,31 @@
 //! script): per hour, how many resources were out of sync and how many
 //! changes tend applied, from the status document and the audit log.
 
-use std::collections::BTreeSet;
 use std::fmt::Write;
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 use serde_json::Value;
 
-use super::html::{audit_time, escape, parse_time};
+use super::html::{escape, parse_time};
+use crate::ledger::day::{self as day_counts, Day};
 use crate::ledger::State as ResourceState;
 use crate::status::StatusDoc;
 
-const HOURS: usize = 24;
-const HOUR: Duration = Duration::from_secs(3600);
+const HOURS: usize = day_counts::HOURS;
 const WIDTH: f64 = 600.0;
 const ROW_H: f64 = 40.0;
 const TOP: f64 = 14.0;
-
-/// The last 24 hours, oldest first.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Day {
-    /// Resources out of sync at some time in each hour: those still
-    /// drifting whose drift had begun by the hour's end, and those tend
-    /// changed in it (each was out of sync until then).
-    pub out_of_sync: [usize; HOURS],
-    /// Changes tend applied in each hour (the audit log's entries).
-    pub applied: [usize; HOURS],
-    /// Whether the audit log was read only in part, so older hours may
-    /// count fewer changes than were made.
-    pub partial: bool,
-}
-
-/// The hour of the last 24 ending at `now` that `t` falls in.
-fn hour_of(t: SystemTime, start: SystemTime) -> Option<usize> {
-    let since = t.duration_since(start).ok()?;
-    let h = (since.as_secs() / HOUR.as_secs()) as usize;
-    Some(h.min(HOURS - 1))
-}
 
 /// The day ending at `now` from `doc` and the audit entries `audit`
 /// (newest first, as the log's tail reads them); `capped` when the read
 /// stopped at its byte cap, so the day may begin before what was read.
 pub fn day(doc: &StatusDoc, audit: &[Value], capped: bool, now: SystemTime) -> Day {
-    let start = now
-        .checked_sub(HOUR * HOURS as u32)
-        .unwrap_or(SystemTime::UNIX_EPOCH);
-    let mut ids: Vec<BTreeSet<&str>> = vec![BTreeSet::new(); HOURS];
-    let mut applied = [0; HOURS];
-    let mut reached_older = false;
-    for e in audit {
-        let Some(t) = e.get("time").and_then(audit_time) else {
-            continue;
-        };
-        let Some(h) = hour_of(t, start) else {
-            // Newest first: everything after this is older still.
-            reached_older = true;
-            break;
-        };
-        applied[h] += 1;
-        if let Some(id) = e.get("id").and_then(Value::as_str) {
-            ids[h].insert(id);
-        }
-    }
-    for r in doc
+    let drifting = doc
         .resources
         .iter()
         .filter(|r| r.state != ResourceState::InSync)
-    {
-        let Some(since) = r.drift_since.as_deref().and_then(parse_time) else {
-            continue;
-        };
-        let first = hour_of(since, start).unwrap_or(0);
-        for set in &mut ids[first..] {
-            set.insert(&r.id);
-        }
-    }
-    let mut out_of_sync = [0; HOURS];
-    for (n, set) in out_of_sync.iter_mut().zip(&ids) {
-        *n = set.len();
-    }
-    Day {
-        out_of_sync,
-        applied,
-        partial: capped && !reached_older,
-    }
+        .filter_map(|r| Some((r.id.as_str(), parse_time(r.drift_since.as_deref()?)?)));
+    Day::of(drifting, audit, capped, now)
 }
 
 /// One row of bars scaled to its own peak, with a label and the peak.
@@ -172,6 +114,7 @@ mod tests {
     use super::*;
     use crate::status::ResourceStatus;
     use serde_json::json;
+    use std::time::Duration;
 
     fn at(now: SystemTime, hours_ago: f64) -> String {
         humantime::format_rfc3339_seconds(now - Duration::from_secs_f64(hours_ago * 3600.0))

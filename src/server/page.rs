@@ -22,9 +22,9 @@ use crate::status::{state_name, ResourceStatus, SourceStatus, StatusDoc};
 /// How many audit entries the page shows.
 pub const RECENT_AUDIT: usize = 20;
 /// How many audit entries the page reads for its picture of the day.
-pub const DAY_AUDIT: usize = 20_000;
+pub const DAY_AUDIT: usize = crate::ledger::day::AUDIT_ENTRIES;
 /// Bytes of the audit log's end the page reads at most to find them.
-pub const AUDIT_READ_CAP: u64 = 1 << 20;
+pub const AUDIT_READ_CAP: u64 = crate::ledger::day::AUDIT_BYTES;
 /// Rows of the not-in-sync table; the API has the rest.
 pub const MAX_ROWS: usize = 500;
 const REFRESH_SECS: u32 = 10;
