@@ -131,7 +131,10 @@ impl EventLoop {
                     Trigger::Fetch => {}
                 },
                 _ = sleep_until(next_fetch) => {
-                    let wait = match std::mem::take(&mut asked) || lp.polls() {
+                    // The fleet's revision not fetched yet (a fetch of it
+                    // failed) is fetched again at the backoff's time.
+                    let fetch = std::mem::take(&mut asked) || lp.polls() || lp.fleet_news();
+                    let wait = match fetch {
                         true => lp.poll().await,
                         false => period(lp.settings.source.interval),
                     };

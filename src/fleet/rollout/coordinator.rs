@@ -238,8 +238,20 @@ impl Task {
         }
     }
 
-    /// One read, decision and its writes.
+    /// One read, decision and its writes. A decision whose conditional
+    /// write did not take (another host wrote first: canaries chosen, a
+    /// halt, a promotion) was made on a stale read: it is made again from
+    /// a new read, and after three such reads the revision is held.
     async fn cycle(&mut self, local: &Local) -> Result<Decision, String> {
+        for _ in 0..3 {
+            if let Some(decision) = self.try_cycle(local).await? {
+                return Ok(decision);
+            }
+        }
+        Err("the rollout's keys kept changing under this host's writes".into())
+    }
+
+    async fn try_cycle(&mut self, local: &Local) -> Result<Option<Decision>, String> {
         let mut client = match self.client.clone() {
             Some(c) => c,
             None => {
@@ -269,9 +281,11 @@ impl Task {
         }
         let decision = decide(&snap, &self.me, &self.rollout, local);
         for w in &decision.writes {
-            self.write(&mut client, lease, w).await?;
+            if !self.write(&mut client, lease, w).await? {
+                return Ok(None);
+            }
         }
-        Ok(decision)
+        Ok(Some(decision))
     }
 
     async fn put_alive(&self, client: &mut Client, lease: i64) -> Result<(), String> {
@@ -353,7 +367,9 @@ impl Task {
         Ok(id)
     }
 
-    async fn write(&self, client: &mut Client, lease: i64, w: &Write) -> Result<(), String> {
+    /// Writes `w`; whether it took (a conditional write whose compare
+    /// failed did not).
+    async fn write(&self, client: &mut Client, lease: i64, w: &Write) -> Result<bool, String> {
         let absent = |key: &str| Compare::create_revision(key, CompareOp::Equal, 0);
         let txn = match w {
             Write::Canaries { rev, hosts } => {
@@ -371,7 +387,7 @@ impl Task {
                 return self
                     .timed("report", client.put(key, value, Some(put)))
                     .await
-                    .map(drop);
+                    .map(|_| true);
             }
             Write::Halt(h) => {
                 let (key, promoted) = (keys::halted(&h.revision), keys::promoted(&h.revision));
@@ -389,6 +405,8 @@ impl Task {
                     .and_then(vec![TxnOp::put(key, rev.as_bytes().to_vec(), None)])
             }
         };
-        self.timed("write", client.txn(txn)).await.map(drop)
+        self.timed("write", client.txn(txn))
+            .await
+            .map(|r| r.succeeded())
     }
 }

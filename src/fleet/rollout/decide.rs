@@ -114,6 +114,9 @@ pub fn decide(snap: &Snapshot, me: &Host, settings: &RolloutSettings, local: &Lo
     let state: RevState = snap.rev(&rev);
     let mut writes = Vec::new();
     let canaries = match state.canaries.clone() {
+        // An empty list (written by hand) names no canary: nothing soaks,
+        // so nothing is promoted by it.
+        Some(c) if c.is_empty() => return Decision::hold(Held::NoCanary, false, applying, writes),
         Some(c) => c,
         None => {
             let picked = pick_canaries(&snap.alive, settings);

@@ -162,3 +162,14 @@ fn a_failed_or_silent_canary_halts_and_a_newer_revision_starts_again() {
         }]
     );
 }
+
+#[test]
+fn an_empty_canary_list_promotes_nothing() {
+    let mut s = fleet();
+    s.revs.entry("r2".into()).or_default().canaries = Some(Vec::new());
+    for me in ["c1", "n1"] {
+        let d = decide(&s, &host(me), &settings(1), &local("r2", "r1", None));
+        assert_eq!(d.verdict, Verdict::Hold(Held::NoCanary), "{me}");
+        assert!(d.writes.is_empty(), "{me}: {:?}", d.writes);
+    }
+}

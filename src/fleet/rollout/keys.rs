@@ -120,9 +120,19 @@ impl Snapshot {
                     s.revs.entry(rev.to_string()).or_default().promoted = true;
                     Ok(())
                 }
-                ["rev", rev, "halted"] => parse(value).map(|h| {
+                ["rev", rev, "halted"] => {
+                    // A halt that does not read is a halt all the same:
+                    // failing open would apply what someone stopped.
+                    let read = parse(value);
+                    let h = read.as_ref().ok().cloned().unwrap_or_else(|| Halt {
+                        revision: rev.to_string(),
+                        reason: "the halt key does not read as one (see `tend rollout resume`)"
+                            .into(),
+                        host: String::new(),
+                    });
                     s.revs.entry(rev.to_string()).or_default().halted = Some(h);
-                }),
+                    read.map(drop)
+                }
                 _ => Ok(()),
             };
             if let Err(e) = ok {
@@ -175,5 +185,10 @@ mod tests {
         assert!(!r1.promoted);
         assert!(s.rev("r2").promoted);
         assert_eq!(s.rev("r3"), RevState::default());
+        // A halt that does not read still halts.
+        let kvs = [(halted("r4"), b"{oops".to_vec())];
+        let s = Snapshot::from_kvs(kvs.iter().map(|(k, v)| (k.as_str(), v.as_slice())));
+        let h = s.rev("r4").halted.expect("halted");
+        assert!(h.reason.contains("does not read"), "{h:?}");
     }
 }
