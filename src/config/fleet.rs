@@ -62,10 +62,6 @@ pub struct RolloutSettings {
     pub soak: Duration,
 }
 
-/// The shortest lease: etcd grants no less than about 1.5 s by default,
-/// and renewing every third of it must stay meaningful.
-const MIN_TTL: Duration = Duration::from_secs(2);
-
 /// The settings; each problem is added to `problems` with the dotted key
 /// whose line it names.
 pub(super) fn resolve(file: Option<FleetConfig>, problems: &mut Problems) -> Option<FleetSettings> {
@@ -74,17 +70,7 @@ pub(super) fn resolve(file: Option<FleetConfig>, problems: &mut Problems) -> Opt
     for (key, message) in c.etcd.validate() {
         problems.at(format!("fleet.etcd.{key}"), message);
     }
-    let lease_ttl = c.lease_ttl.map_or(Duration::from_secs(10), |d| d.0);
-    if lease_ttl < MIN_TTL || lease_ttl.subsec_nanos() != 0 {
-        problems.at(
-            "fleet.lease_ttl",
-            format!(
-                "{} must be whole seconds, at least {}s",
-                humantime::format_duration(lease_ttl),
-                MIN_TTL.as_secs()
-            ),
-        );
-    }
+    let lease_ttl = super::ha::lease_ttl("fleet.lease_ttl", c.lease_ttl, problems);
     let rollout = c.rollout.map(|r| {
         let count = r.canary.count.unwrap_or(1);
         if count == 0 {

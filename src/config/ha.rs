@@ -34,6 +34,24 @@ pub struct HaSettings {
 /// and renewing every third of it must stay meaningful.
 const MIN_TTL: Duration = Duration::from_secs(2);
 
+/// A lease as `key` gives it (10 s by default): whole seconds, at least
+/// [`MIN_TTL`]; otherwise a problem at `key`. The fleet's lease takes the
+/// same rule.
+pub(super) fn lease_ttl(key: &str, given: Option<Dur>, problems: &mut Problems) -> Duration {
+    let ttl = given.map_or(Duration::from_secs(10), |d| d.0);
+    if ttl < MIN_TTL || ttl.subsec_nanos() != 0 {
+        problems.at(
+            key,
+            format!(
+                "{} must be whole seconds, at least {}s",
+                humantime::format_duration(ttl),
+                MIN_TTL.as_secs()
+            ),
+        );
+    }
+    ttl
+}
+
 /// The settings; each problem is added to `problems` with the dotted key
 /// whose line it names.
 pub(super) fn resolve(file: Option<HaConfig>, problems: &mut Problems) -> Option<HaSettings> {
@@ -45,17 +63,7 @@ pub(super) fn resolve(file: Option<HaConfig>, problems: &mut Problems) -> Option
     if c.election.trim().is_empty() {
         problems.at("ha.election", "is empty");
     }
-    let lease_ttl = c.lease_ttl.map_or(Duration::from_secs(10), |d| d.0);
-    if lease_ttl < MIN_TTL || lease_ttl.subsec_nanos() != 0 {
-        problems.at(
-            "ha.lease_ttl",
-            format!(
-                "{} must be whole seconds, at least {}s",
-                humantime::format_duration(lease_ttl),
-                MIN_TTL.as_secs()
-            ),
-        );
-    }
+    let lease_ttl = lease_ttl("ha.lease_ttl", c.lease_ttl, problems);
     (problems.len() == before).then_some(HaSettings {
         etcd: c.etcd,
         election: c.election,

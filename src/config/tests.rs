@@ -265,3 +265,29 @@ fn ha_takes_a_cluster_an_election_and_a_lease_and_names_each_problem_by_line() {
     .to_string();
     assert!(err.contains("prefix"), "{err}");
 }
+
+#[test]
+fn fleet_takes_a_cluster_a_lease_and_a_rollout_and_names_each_problem_by_line() {
+    let t = "targets:\n  f: {type: files, root: /}\n";
+    let s = resolve_config(&format!(
+        "{t}fleet:\n  etcd: {{endpoints: [\"http://a:1\"]}}\n  rollout: {{canary: {{names: [web-1]}}}}\n"
+    ))
+    .unwrap();
+    let fleet = s.fleet.unwrap();
+    assert_eq!(fleet.lease_ttl, Duration::from_secs(10));
+    let rollout = fleet.rollout.unwrap();
+    assert_eq!((rollout.count, rollout.soak), (1, Duration::from_secs(300)));
+    let err = resolve_config(&format!(
+        "{t}fleet:\n  etcd: {{endpoints: [\"http://a:1\"]}}\n  lease_ttl: 1500ms\n  rollout: {{canary: {{count: 0}}}}\n"
+    ))
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("tend.yaml:5: fleet.lease_ttl: 1s 500ms must be whole seconds"),
+        "{err}"
+    );
+    assert!(
+        err.contains("fleet.rollout.canary.count: must be at least 1"),
+        "{err}"
+    );
+}
