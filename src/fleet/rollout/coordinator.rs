@@ -1,7 +1,8 @@
 //! The rollout's coordinator: a task on the etcd connection's runtime that
 //! keeps this host's alive key under a lease it renews itself, reads the
-//! rollout's keys every second (or at once when told of a new revision),
-//! decides ([`super::decide`]) and writes what the decision asks for. The
+//! alive hosts and the wanted revision's keys every second (or at once when
+//! told of a new revision), decides ([`super::decide`]), writes what the
+//! decision asks for, and once a minute deletes superseded revisions' keys. The
 //! daemon's loop tells it what it has and how its passes went, and reads
 //! the last verdict; it never waits on etcd.
 
@@ -9,8 +10,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use etcd_client::{
-    Client, Compare, CompareOp, GetOptions, LeaseKeepAliveStream, LeaseKeeper, PutOptions, Txn,
-    TxnOp,
+    Client, Compare, CompareOp, DeleteOptions, GetOptions, LeaseKeepAliveStream, LeaseKeeper,
+    PutOptions, Txn, TxnOp, TxnOpResponse,
 };
 use tokio::sync::Notify;
 use tokio::time::Instant;
@@ -23,6 +24,9 @@ use crate::target::etcd::{describe, Connection};
 
 /// How often the keys are read when nothing asks sooner.
 const EVERY: Duration = Duration::from_secs(1);
+
+/// How often superseded revisions' keys are looked for.
+const PRUNE_EVERY: Duration = Duration::from_secs(60);
 
 /// The last verdict, and the revision it is about.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -81,6 +85,7 @@ impl Coordinator {
             state: state.clone(),
             client: None,
             lease: None,
+            pruned: None,
         };
         conn.handle().spawn(task.run(stopped, wake.clone()));
         Ok(Coordinator {
@@ -146,13 +151,22 @@ struct Task {
     state: Arc<Mutex<State>>,
     client: Option<Client>,
     lease: Option<LeaseHeld>,
+    /// When superseded revisions' keys were last looked for.
+    pruned: Option<Instant>,
 }
 
 impl Task {
     async fn run(mut self, mut stopped: tokio::sync::oneshot::Receiver<()>, wake: Arc<Notify>) {
         loop {
             let (local, soaked) = self.local();
-            let view = match self.cycle(&local).await {
+            let decided = self.cycle(&local).await;
+            if decided.is_ok() && self.pruned.is_none_or(|at| at.elapsed() >= PRUNE_EVERY) {
+                self.pruned = Some(Instant::now());
+                if let Err(why) = self.prune(local.wanted.as_deref()).await {
+                    tracing::debug!(error = %why, "rollout: superseded revisions not pruned");
+                }
+            }
+            let view = match decided {
                 Ok(d) => View {
                     wanted: local.wanted.clone(),
                     applied: local.applied.clone(),
@@ -264,16 +278,34 @@ impl Task {
             }
         };
         let lease = self.keep_lease(&mut client).await?;
+        // Only what the decision reads, in one snapshot: the hosts alive and
+        // the wanted revision's keys, never every revision's.
+        let mut reads = vec![TxnOp::get(
+            keys::alive_prefix(),
+            Some(GetOptions::new().with_prefix()),
+        )];
+        if let Some(rev) = &local.wanted {
+            reads.push(TxnOp::get(
+                keys::rev_prefix(rev),
+                Some(GetOptions::new().with_prefix()),
+            ));
+        }
         let got = self
-            .timed(
-                "read",
-                client.get(keys::PREFIX, Some(GetOptions::new().with_prefix())),
-            )
+            .timed("read", client.txn(Txn::new().and_then(reads)))
             .await?;
         let kvs: Vec<(String, Vec<u8>)> = got
-            .kvs()
-            .iter()
-            .filter_map(|kv| Some((kv.key_str().ok()?.to_string(), kv.value().to_vec())))
+            .op_responses()
+            .into_iter()
+            .filter_map(|r| match r {
+                TxnOpResponse::Get(g) => Some(g),
+                _ => None,
+            })
+            .flat_map(|g| {
+                g.kvs()
+                    .iter()
+                    .filter_map(|kv| Some((kv.key_str().ok()?.to_string(), kv.value().to_vec())))
+                    .collect::<Vec<_>>()
+            })
             .collect();
         let snap = Snapshot::from_kvs(kvs.iter().map(|(k, v)| (k.as_str(), v.as_slice())));
         if !snap.alive.contains_key(&self.me.name) {
@@ -286,6 +318,42 @@ impl Task {
             }
         }
         Ok(Some(decision))
+    }
+
+    /// Deletes the keys of revisions older than the [`keys::KEPT`] newest
+    /// (never `wanted`'s): the rollout's keys stay bounded however many
+    /// commits roll out.
+    async fn prune(&self, wanted: Option<&str>) -> Result<(), String> {
+        let Some(mut client) = self.client.clone() else {
+            return Ok(());
+        };
+        let listed = self
+            .timed(
+                "list",
+                client.get(
+                    keys::revs_prefix(),
+                    Some(GetOptions::new().with_prefix().with_keys_only()),
+                ),
+            )
+            .await?;
+        let created: Vec<(String, i64)> = listed
+            .kvs()
+            .iter()
+            .filter_map(|kv| Some((kv.key_str().ok()?.to_string(), kv.create_revision())))
+            .collect();
+        let gone = keys::superseded(created.iter().map(|(k, at)| (k.as_str(), *at)), wanted);
+        for rev in gone {
+            self.timed(
+                "prune",
+                client.delete(
+                    keys::rev_prefix(&rev),
+                    Some(DeleteOptions::new().with_prefix()),
+                ),
+            )
+            .await?;
+            tracing::debug!(revision = %rev, "rollout: a superseded revision's keys deleted");
+        }
+        Ok(())
     }
 
     async fn put_alive(&self, client: &mut Client, lease: i64) -> Result<(), String> {

@@ -13,6 +13,8 @@
 //!
 //! Everything is per revision: a newer commit has none of these keys, so
 //! it starts again from the canaries, and a halt stops only its revision.
+//! A host reads only `alive/` and its wanted revision's keys; the keys of
+//! revisions older than the [`KEPT`] newest are deleted.
 
 use std::collections::BTreeMap;
 
@@ -38,6 +40,56 @@ pub fn promoted(rev: &str) -> String {
 
 pub fn halted(rev: &str) -> String {
     format!("{PREFIX}rev/{rev}/halted")
+}
+
+/// Where every key of one revision lives.
+pub fn rev_prefix(rev: &str) -> String {
+    format!("{PREFIX}rev/{rev}/")
+}
+
+/// Where the keys of every revision live.
+pub fn revs_prefix() -> String {
+    format!("{PREFIX}rev/")
+}
+
+/// The alive key of every host.
+pub fn alive_prefix() -> String {
+    format!("{PREFIX}alive/")
+}
+
+/// How many revisions keep their keys besides the one a host wants: the
+/// newest, by when their first key was made. A host still on an older one
+/// is far behind; it finds no keys and starts that revision's rollout
+/// again from the canaries, which is safe.
+pub const KEPT: usize = 8;
+
+/// The revisions whose keys may go, given each key under [`revs_prefix`]
+/// with its create revision: all but the [`KEPT`] newest and `wanted`.
+pub fn superseded<'a>(
+    created: impl IntoIterator<Item = (&'a str, i64)>,
+    wanted: Option<&str>,
+) -> Vec<String> {
+    let mut first: BTreeMap<&str, i64> = BTreeMap::new();
+    for (key, at) in created {
+        let Some(rev) = key
+            .strip_prefix(PREFIX)
+            .and_then(|k| k.strip_prefix("rev/"))
+            .and_then(|k| k.split('/').next())
+            .filter(|r| !r.is_empty())
+        else {
+            continue;
+        };
+        let e = first.entry(rev).or_insert(at);
+        *e = (*e).min(at);
+    }
+    let mut by_age: Vec<(&str, i64)> = first.into_iter().collect();
+    by_age.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    by_age
+        .into_iter()
+        .skip(KEPT)
+        .filter(|(rev, _)| Some(*rev) != wanted)
+        .map(|(rev, _)| rev.to_string())
+        .collect()
 }
 
 /// The value of an `alive/<host>` key.
@@ -154,6 +206,25 @@ fn parse<T: serde::de::DeserializeOwned>(value: &[u8]) -> Result<T, serde_json::
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn all_but_the_newest_revisions_and_the_wanted_one_are_superseded() {
+        let keys: Vec<(String, i64)> = (0..12)
+            .flat_map(|i| {
+                [
+                    (canaries(&format!("r{i:02}")), 100 + 10 * i),
+                    (report(&format!("r{i:02}"), "web-1"), 105 + 10 * i),
+                ]
+            })
+            .chain([(alive("web-1"), 1), (format!("{PREFIX}rev/"), 2)])
+            .collect();
+        let all = keys.iter().map(|(k, at)| (k.as_str(), *at));
+        // Twelve revisions, r11 the newest: r00..r03 go, but r01 is wanted.
+        assert_eq!(superseded(all.clone(), Some("r01")), ["r03", "r02", "r00"]);
+        assert_eq!(superseded(all, None).len(), 12 - KEPT);
+        let few = keys.iter().take(2 * KEPT).map(|(k, at)| (k.as_str(), *at));
+        assert!(superseded(few, None).is_empty());
+    }
 
     #[test]
     fn a_snapshot_reads_each_key_and_leaves_out_what_does_not_parse() {
