@@ -293,20 +293,16 @@ impl Task {
         let got = self
             .timed("read", client.txn(Txn::new().and_then(reads)))
             .await?;
-        let kvs: Vec<(String, Vec<u8>)> = got
-            .op_responses()
-            .into_iter()
-            .filter_map(|r| match r {
-                TxnOpResponse::Get(g) => Some(g),
-                _ => None,
-            })
-            .flat_map(|g| {
-                g.kvs()
-                    .iter()
-                    .filter_map(|kv| Some((kv.key_str().ok()?.to_string(), kv.value().to_vec())))
-                    .collect::<Vec<_>>()
-            })
-            .collect();
+        let mut kvs: Vec<(String, Vec<u8>)> = Vec::new();
+        for response in got.op_responses() {
+            if let TxnOpResponse::Get(g) = response {
+                kvs.extend(
+                    g.kvs().iter().filter_map(|kv| {
+                        Some((kv.key_str().ok()?.to_string(), kv.value().to_vec()))
+                    }),
+                );
+            }
+        }
         let snap = Snapshot::from_kvs(kvs.iter().map(|(k, v)| (k.as_str(), v.as_slice())));
         if !snap.alive.contains_key(&self.me.name) {
             self.put_alive(&mut client, lease).await?;

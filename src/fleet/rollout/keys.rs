@@ -27,24 +27,24 @@ pub fn alive(host: &str) -> String {
 }
 
 pub fn canaries(rev: &str) -> String {
-    format!("{PREFIX}rev/{rev}/canaries")
+    format!("{}canaries", rev_prefix(rev))
 }
 
 pub fn report(rev: &str, host: &str) -> String {
-    format!("{PREFIX}rev/{rev}/report/{host}")
+    format!("{}report/{host}", rev_prefix(rev))
 }
 
 pub fn promoted(rev: &str) -> String {
-    format!("{PREFIX}rev/{rev}/promoted")
+    format!("{}promoted", rev_prefix(rev))
 }
 
 pub fn halted(rev: &str) -> String {
-    format!("{PREFIX}rev/{rev}/halted")
+    format!("{}halted", rev_prefix(rev))
 }
 
 /// Where every key of one revision lives.
 pub fn rev_prefix(rev: &str) -> String {
-    format!("{PREFIX}rev/{rev}/")
+    format!("{}{rev}/", revs_prefix())
 }
 
 /// Where the keys of every revision live.
@@ -69,11 +69,11 @@ pub fn superseded<'a>(
     created: impl IntoIterator<Item = (&'a str, i64)>,
     wanted: Option<&str>,
 ) -> Vec<String> {
+    let revs = revs_prefix();
     let mut first: BTreeMap<&str, i64> = BTreeMap::new();
     for (key, at) in created {
         let Some(rev) = key
-            .strip_prefix(PREFIX)
-            .and_then(|k| k.strip_prefix("rev/"))
+            .strip_prefix(revs.as_str())
             .and_then(|k| k.split('/').next())
             .filter(|r| !r.is_empty())
         else {
