@@ -2,10 +2,10 @@
 //! fields that differ. `diff` and `sync` both use this, so a diff is exactly
 //! what a sync would do.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
 use crate::model::{
-    Action, Change, Desired, Field, Live, Observed, RelPath, ResourceId, SharedStr, Spec,
+    Action, Change, Desired, Field, Live, Observed, RelPath, ResourceId, Resources, SharedStr, Spec,
 };
 use crate::ownership;
 
@@ -96,54 +96,107 @@ pub fn compare(desired: &Desired, observed: &Observed, before: &[String]) -> Com
     }
 }
 
-/// An inventory member: something tend created or adopted.
+/// An inventory member no longer declared in this revision: something
+/// tend created or adopted, which the plan may prune.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Owned {
     pub id: ResourceId,
     pub target: SharedStr,
     pub path: RelPath,
-    /// The identity is declared in this revision (where, `target` and
-    /// `path` tell when it is the same place).
-    pub declared: bool,
+}
+
+/// The inventory as a plan needs it: the members no longer declared, and
+/// which declared identities are members, one flag each in the
+/// declaration's order (a member still declared, on a no-op pass every
+/// one, is held by nothing larger).
+#[derive(Debug, Default)]
+pub struct Inventory {
+    /// Members not declared in this revision, in the ledger's order.
+    pub undeclared: Vec<Owned>,
+    held: Vec<bool>,
+    /// Members in all.
+    pub count: usize,
+}
+
+impl Inventory {
+    /// An empty inventory beside `declared` declarations.
+    pub fn new(declared: usize) -> Inventory {
+        Inventory {
+            undeclared: Vec::new(),
+            held: vec![false; declared],
+            count: 0,
+        }
+    }
+
+    /// The `i`-th declaration's identity is a member (wherever it was
+    /// made: a member declared at another path is no prune candidate).
+    pub fn held(&mut self, i: usize) {
+        self.held[i] = true;
+        self.count += 1;
+    }
+
+    pub fn undeclared(&mut self, owned: Owned) {
+        self.undeclared.push(owned);
+        self.count += 1;
+    }
+
+    /// A ledger's member, placed by the declaration: `along` walks it.
+    pub fn add(&mut self, along: &mut Along, id: &str, target: &str, path: &str) {
+        match along.find(id) {
+            Some((i, _)) => self.held(i),
+            None => {
+                if let Ok(path) = RelPath::parse(path) {
+                    self.undeclared(Owned {
+                        id: ResourceId::from_string(id.to_string()),
+                        target: target.into(),
+                        path,
+                    });
+                }
+            }
+        }
+    }
+
+    fn holds(&self, i: usize) -> bool {
+        self.held.get(i).copied().unwrap_or(false)
+    }
 }
 
 /// What a pass saw: one observation per declared resource, in the order of
-/// the declared map, and those of the inventory members observed apart from
-/// it (no longer declared, or declared elsewhere).
+/// the declaration, and those of the inventory members no longer declared.
 #[derive(Debug, Default)]
 pub struct Observations {
     pub declared: Vec<Observed>,
     pub others: HashMap<ResourceId, Observed>,
 }
 
-/// Finds declarations by identity. Identities asked in ascending order (as
-/// the ledger lists its inventory) are found by one walk along the
-/// declared map; one asked out of order is looked up.
+/// Finds declarations by identity, with their place in the declaration.
+/// Identities asked in ascending order (as the ledger lists its inventory)
+/// are found by one walk along it; one asked out of order is looked up.
 pub struct Along<'a> {
-    map: &'a BTreeMap<ResourceId, Desired>,
-    rest: std::iter::Peekable<std::collections::btree_map::Values<'a, ResourceId, Desired>>,
-    /// The last declaration the walk went past.
-    passed: Option<&'a Desired>,
+    all: &'a [Desired],
+    next: usize,
 }
 
 impl<'a> Along<'a> {
-    pub fn new(map: &'a BTreeMap<ResourceId, Desired>) -> Along<'a> {
+    pub fn new(declared: &'a Resources) -> Along<'a> {
         Along {
-            map,
-            rest: map.values().peekable(),
-            passed: None,
+            all: declared.as_slice(),
+            next: 0,
         }
     }
 
-    pub fn find(&mut self, id: &str) -> Option<&'a Desired> {
-        // Everything up to `passed` is behind the walk.
-        if self.passed.is_some_and(|p| id <= p.id.as_str()) {
-            return self.map.get(id);
+    pub fn find(&mut self, id: &str) -> Option<(usize, &'a Desired)> {
+        let behind = self.next > 0 && id <= self.all[self.next - 1].id.as_str();
+        if behind {
+            let i = self.all.binary_search_by(|d| d.id.as_str().cmp(id)).ok()?;
+            return Some((i, &self.all[i]));
         }
-        while let Some(d) = self.rest.next_if(|d| d.id.as_str() < id) {
-            self.passed = Some(d);
+        while self.next < self.all.len() && self.all[self.next].id.as_str() < id {
+            self.next += 1;
         }
-        self.rest.peek().copied().filter(|d| d.id.as_str() == id)
+        let d = self.all.get(self.next).filter(|d| d.id.as_str() == id)?;
+        self.next += 1;
+        Some((self.next - 1, d))
     }
 }
 
@@ -182,47 +235,65 @@ impl Plan {
     }
 }
 
-/// Compares the whole desired state with fresh observations. `observed`
-/// must hold an answer for every desired identity and every inventory
-/// member neither declared nor kept; `keep` lists identities that are
-/// declared but blocked, which are never pruned; `managed` holds the fields
-/// tend set on structured resources before.
-pub fn plan(
-    desired: &BTreeMap<ResourceId, Desired>,
-    keep: &dyn Fn(&ResourceId) -> bool,
-    inventory: &[Owned],
-    observed: &Observations,
-    managed: &HashMap<ResourceId, Vec<String>>,
-) -> Plan {
-    let mut plan = Plan::default();
-    let missing = || Observed::Unknown("not observed".into());
-    for (i, (id, d)) in desired.iter().enumerate() {
-        let obs = observed.declared.get(i);
-        let before = managed.get(id).map(Vec::as_slice).unwrap_or_default();
-        match compare(d, obs.unwrap_or(&missing()), before) {
-            Comparison::InSync => plan.in_sync.push(id.clone()),
-            Comparison::Unknown(reason) => plan.unknown.push((id.clone(), reason)),
-            Comparison::Differs { action, fields } => plan.applies.push(Change {
-                id: id.clone(),
-                target: d.target().to_string(),
-                path: d.path.clone(),
-                action,
-                fields,
-                desired: Some(d.clone()),
-                observed: obs.cloned().unwrap_or_else(missing),
-            }),
+/// Builds a [`Plan`] one observation at a time, so a pass need not hold
+/// every observation at once: each declared resource in the declaration's
+/// order, then each inventory member no longer declared. `keep` names
+/// identities that are declared but blocked, which are never pruned.
+pub struct Planner<'a> {
+    plan: Plan,
+    inventory: &'a Inventory,
+    keep: &'a dyn Fn(&ResourceId) -> bool,
+    next: usize,
+}
+
+impl<'a> Planner<'a> {
+    pub fn new(inventory: &'a Inventory, keep: &'a dyn Fn(&ResourceId) -> bool) -> Planner<'a> {
+        Planner {
+            plan: Plan::default(),
+            inventory,
+            keep,
+            next: 0,
         }
     }
-    for owned in inventory {
-        if owned.declared || keep(&owned.id) {
-            continue;
+
+    /// The next declared resource and what was observed of it; `before`
+    /// lists the fields tend set on it earlier (structured resources).
+    pub fn declared(&mut self, d: &Desired, observed: Observed, before: &[String]) {
+        let held = self.inventory.holds(self.next);
+        self.next += 1;
+        let plan = &mut self.plan;
+        match compare(d, &observed, before) {
+            Comparison::InSync => {
+                if !held {
+                    plan.unowned.in_sync.push(d.id.clone());
+                }
+                plan.in_sync.push(d.id.clone());
+            }
+            Comparison::Unknown(reason) => plan.unknown.push((d.id.clone(), reason)),
+            Comparison::Differs { action, fields } => {
+                if action == Action::Update && !held {
+                    plan.unowned.updates.push(d.id.clone());
+                }
+                plan.applies.push(Change {
+                    id: d.id.clone(),
+                    target: d.target().to_string(),
+                    path: d.path.clone(),
+                    action,
+                    fields,
+                    desired: Some(d.clone()),
+                    observed,
+                });
+            }
         }
-        let obs = observed
-            .others
-            .get(&owned.id)
-            .cloned()
-            .unwrap_or_else(missing);
-        match obs {
+    }
+
+    /// An inventory member no longer declared, and what was observed of it.
+    pub fn undeclared(&mut self, owned: &Owned, observed: Observed) {
+        if (self.keep)(&owned.id) {
+            return;
+        }
+        let plan = &mut self.plan;
+        match observed {
             Observed::Absent => plan.forgotten.push(owned.id.clone()),
             Observed::Unknown(reason) => plan.unknown.push((owned.id.clone(), reason)),
             Observed::Present(_) => plan.deletes.push(Change {
@@ -232,42 +303,43 @@ pub fn plan(
                 action: Action::Delete,
                 fields: Vec::new(),
                 desired: None,
-                observed: obs,
+                observed,
             }),
         }
     }
-    plan.deletes.sort_by(|a, b| {
-        let depth = |c: &Change| c.path.components().count();
-        depth(b).cmp(&depth(a)).then_with(|| a.id.cmp(&b.id))
-    });
-    plan.unowned = unowned(desired.len(), inventory, &plan);
-    plan
+
+    pub fn finish(mut self) -> Plan {
+        self.plan.deletes.sort_by(|a, b| {
+            let depth = |c: &Change| c.path.components().count();
+            depth(b).cmp(&depth(a)).then_with(|| a.id.cmp(&b.id))
+        });
+        self.plan
+    }
 }
 
-/// The identities of [`Plan::unowned`]. When the inventory holds every
-/// declared identity (a converged pass) that is known by count alone.
-fn unowned(declared: usize, inventory: &[Owned], plan: &Plan) -> Unowned {
-    if inventory.iter().filter(|o| o.declared).count() >= declared {
-        return Unowned::default();
+/// Compares the whole desired state with observations made beforehand:
+/// [`Planner`] fed from `observed`, which must hold an answer for every
+/// desired identity, in order, and every member no longer declared
+/// (one missing is taken as not observed).
+pub fn plan(
+    desired: &Resources,
+    keep: &dyn Fn(&ResourceId) -> bool,
+    inventory: &Inventory,
+    observed: &Observations,
+    managed: &HashMap<ResourceId, Vec<String>>,
+) -> Plan {
+    let missing = || Observed::Unknown("not observed".into());
+    let mut planner = Planner::new(inventory, keep);
+    for (i, d) in desired.values().enumerate() {
+        let obs = observed.declared.get(i).cloned().unwrap_or_else(missing);
+        let before = managed.get(&d.id).map(Vec::as_slice).unwrap_or_default();
+        planner.declared(d, obs, before);
     }
-    let held: std::collections::HashSet<&ResourceId> = inventory
-        .iter()
-        .filter(|o| o.declared)
-        .map(|o| &o.id)
-        .collect();
-    let not_held = |ids: &mut dyn Iterator<Item = &ResourceId>| {
-        ids.filter(|id| !held.contains(id)).cloned().collect()
-    };
-    Unowned {
-        in_sync: not_held(&mut plan.in_sync.iter()),
-        updates: not_held(
-            &mut plan
-                .applies
-                .iter()
-                .filter(|c| c.action == Action::Update)
-                .map(|c| &c.id),
-        ),
+    for owned in &inventory.undeclared {
+        let obs = observed.others.get(&owned.id).cloned();
+        planner.undeclared(owned, obs.unwrap_or_else(missing));
     }
+    planner.finish()
 }
 
 #[cfg(test)]
@@ -349,48 +421,49 @@ pub(crate) mod tests {
 
     #[test]
     fn along_finds_declarations_in_and_out_of_order() {
-        let map: BTreeMap<_, _> = ["a", "a.txt", "a/b", "c", "e"]
+        let declared: Resources = ["a", "a.txt", "a/b", "c", "e"]
             .into_iter()
             .map(|p| file(p, b"x", 0o644))
-            .map(|d| (d.id.clone(), d))
             .collect();
         let id = |p: &str| ResourceId::new("files", "file", p).to_string();
         let asked = ["0", "a", "a/b", "b", "e", "c", "a.txt", "d", "a", "z", "e"];
-        let mut along = Along::new(&map);
+        let mut along = Along::new(&declared);
         for p in asked {
-            let found = along.find(&id(p)).map(|d| d.path.to_string());
-            let expected = map.get(id(p).as_str()).map(|d| d.path.to_string());
+            let found = along.find(&id(p)).map(|(i, d)| (i, d.path.to_string()));
+            let expected = declared
+                .values()
+                .position(|d| d.id.as_str() == id(p))
+                .map(|i| (i, p.to_string()));
             assert_eq!(found, expected, "{p}");
         }
     }
 
     #[test]
     fn prunes_only_undeclared_inventory_deepest_first() {
-        let desired: BTreeMap<_, _> = [file("keep", b"k", 0o644)]
+        let desired: Resources = [file("keep", b"k", 0o644), file("new", b"n", 0o644)]
             .into_iter()
-            .map(|d| (d.id.clone(), d))
             .collect();
-        let owned = |p: &str| Owned {
-            id: ResourceId::new("files", "file", p),
-            target: "files".into(),
-            path: RelPath::parse(p).unwrap(),
-            declared: p == "keep",
+        let members = ["keep", "a", "a/b/c", "gone", "blocked", "unsure"];
+        let inventory_in = |order: &[&str]| {
+            let mut inventory = Inventory::new(desired.len());
+            let mut along = Along::new(&desired);
+            for p in order {
+                let id = ResourceId::new("files", "file", p);
+                inventory.add(&mut along, id.as_str(), "files", p);
+            }
+            inventory
         };
-        let inventory = vec![
-            owned("keep"),
-            owned("a"),
-            owned("a/b/c"),
-            owned("gone"),
-            owned("blocked"),
-            owned("unsure"),
-        ];
-        let mut observed: HashMap<_, _> = inventory
+        let mut observed: HashMap<_, _> = members
             .iter()
-            .map(|o| (o.id.clone(), live_file(b"z", 0o644)))
+            .map(|p| (ResourceId::new("files", "file", p), live_file(b"z", 0o644)))
             .collect();
         observed.insert(
             ResourceId::new("files", "file", "keep"),
             live_file(b"k", 0o644),
+        );
+        observed.insert(
+            ResourceId::new("files", "file", "new"),
+            live_file(b"n", 0o644),
         );
         observed.insert(ResourceId::new("files", "file", "gone"), Observed::Absent);
         observed.insert(
@@ -402,6 +475,8 @@ pub(crate) mod tests {
             others: observed,
         };
         let blocked = ResourceId::new("files", "file", "blocked");
+        let inventory = inventory_in(&members);
+        assert_eq!(inventory.count, members.len());
         let p = plan(
             &desired,
             &|id| *id == blocked,
@@ -412,12 +487,12 @@ pub(crate) mod tests {
         let deletes: Vec<_> = p.deletes.iter().map(|c| c.path.as_str()).collect();
         assert_eq!(deletes, vec!["a/b/c", "a"]);
         // The same inventory in identity order, as the ledger gives it.
-        let mut in_order = inventory.clone();
-        in_order.sort_by(|a, b| a.id.cmp(&b.id));
+        let mut in_order = members.to_vec();
+        in_order.sort_by_key(|p| ResourceId::new("files", "file", p));
         let q = plan(
             &desired,
             &|id| *id == blocked,
-            &in_order,
+            &inventory_in(&in_order),
             &observed,
             &HashMap::new(),
         );
@@ -428,7 +503,14 @@ pub(crate) mod tests {
         assert_eq!(q.in_sync, p.in_sync);
         assert_eq!(p.forgotten, vec![ResourceId::new("files", "file", "gone")]);
         assert_eq!(p.unknown.len(), 1);
-        assert_eq!(p.in_sync.len(), 1);
+        assert_eq!(p.in_sync.len(), 2);
         assert!(p.applies.is_empty());
+        // `new` is in sync but no member: it is one to adopt; `keep` is not.
+        for plan in [&p, &q] {
+            assert_eq!(
+                plan.unowned.in_sync,
+                vec![ResourceId::new("files", "file", "new")]
+            );
+        }
     }
 }

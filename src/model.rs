@@ -7,8 +7,10 @@ use std::sync::Arc;
 use git2::Oid;
 
 pub mod host;
+mod resources;
 pub mod role;
 mod shared;
+pub use resources::Resources;
 pub use shared::SharedStr;
 
 /// A resource's stable identity: `<target>/<kind>/<key>`. Never depends on

@@ -9,7 +9,7 @@ use std::sync::{Arc, Weak};
 use tokio::sync::mpsc::UnboundedSender;
 
 use super::Trigger;
-use crate::model::{Desired, RelPath, ResourceId};
+use crate::model::{RelPath, ResourceId, Resources};
 use crate::target::{ChangeSink, Recheck, Subscription, Target};
 
 /// Where targets' notifications go: the loop's triggers.
@@ -120,7 +120,7 @@ impl Subscriptions {
 
     /// Tells each watch its target's managed set, from a revision's
     /// desired resources.
-    pub fn manage(&mut self, resources: &BTreeMap<ResourceId, Desired>) -> Recheck {
+    pub fn manage(&mut self, resources: &Resources) -> Recheck {
         let mut recheck = Recheck::Nothing;
         for (name, s) in &mut self.targets {
             let Some(w) = s.watch.as_mut() else {

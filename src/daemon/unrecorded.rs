@@ -53,7 +53,7 @@ impl Unrecorded {
     /// Returns the records kept, for requeueing.
     pub fn outcomes(
         &mut self,
-        outcomes: &BTreeMap<ResourceId, Outcome>,
+        outcomes: &crate::reconcile::Outcomes,
         ledger: &HashMap<String, ResourceRecord>,
         why: &str,
         now: SystemTime,
@@ -156,11 +156,12 @@ mod tests {
         let mut u = Unrecorded::default();
         let now = SystemTime::now();
         let failed = Outcome::new(State::Failed, Some("back up: No space left".into()));
-        let outcomes: BTreeMap<ResourceId, Outcome> = [
+        let outcomes: crate::reconcile::Outcomes = [
             (id("a"), failed),
             (id("b"), Outcome::new(State::InSync, None)),
         ]
-        .into();
+        .into_iter()
+        .collect();
         let mut ledger = HashMap::new();
         let mut older = ResourceRecord::new("files/file/a", State::InSync);
         older.last_applied = Some(now);

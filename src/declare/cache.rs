@@ -20,7 +20,7 @@ mod wire;
 
 use super::{Declared, WrittenOwner};
 use crate::model::{
-    Desired, FileSpec, Origin, RelPath, ResourceId, SharedStr, Spec, StructuredSpec,
+    Desired, FileSpec, Origin, RelPath, ResourceId, Resources, SharedStr, Spec, StructuredSpec,
 };
 use wire::{IntoInner, Reader, Writer};
 
@@ -239,8 +239,7 @@ fn decode_from(mut input: impl Read, key: &[u8; 32]) -> Option<Declared> {
     let mut d = Declared::default();
     let mut last_origin: Option<SharedStr> = None;
     let count = r.len()?;
-    // Collected, then built in one go: a map filled insert by insert keeps
-    // its nodes half empty, and there are as many as resources.
+    // Written in identity order: kept as read, each entry once.
     let mut resources = Vec::with_capacity(count.min(1 << 20));
     for _ in 0..count {
         let id = ResourceId::from_string(r.str()?.to_string());
@@ -283,7 +282,7 @@ fn decode_from(mut input: impl Read, key: &[u8; 32]) -> Option<Declared> {
         last_origin = Some(file.clone());
         let line = usize::try_from(r.u64()?).ok()?;
         let desired = Desired {
-            id: id.clone(),
+            id,
             path,
             spec,
             on_change,
@@ -292,9 +291,9 @@ fn decode_from(mut input: impl Read, key: &[u8; 32]) -> Option<Declared> {
             decrypted: false,
             origin: Origin { file, line },
         };
-        resources.push((id, desired));
+        resources.push(desired);
     }
-    d.resources = resources.into_iter().collect();
+    d.resources = Resources::from_vec(resources);
     for _ in 0..r.len()? {
         let id = ResourceId::from_string(r.str()?.to_string());
         d.blocked.insert(id, r.str()?.to_string());

@@ -17,7 +17,9 @@ mod structured;
 
 use super::yaml::{self, Decl, Parsed};
 use super::{Declared, Options, Problem};
-use crate::model::{blob_id, Desired, FileSpec, Origin, RelPath, ResourceId, SharedStr, Spec};
+use crate::model::{
+    blob_id, Desired, FileSpec, Origin, RelPath, ResourceId, Resources, SharedStr, Spec,
+};
 use crate::source::{refused_name, Entry, EntryMode, Refused, Snapshot, SourceError};
 pub(super) use clash::same_when_folded;
 use fields::{decrypts, parent_dir, parse_mode, repo_join, resolve_principal};
@@ -49,7 +51,7 @@ pub(super) struct Builder<'a> {
     /// Mirrored files, in walk order: their paths are unique, so they skip
     /// the conflict index and are indexed all at once in `finish`. Held as
     /// the map's entries, so building the map reuses this vector.
-    mirrored: Vec<(ResourceId, Desired)>,
+    mirrored: Vec<Desired>,
     /// The target of every mirrored file, picked once.
     mirror_target: Option<Result<String, DeclError>>,
     owners: BTreeMap<ResourceId, crate::declare::WrittenOwner>,
@@ -490,26 +492,29 @@ impl<'a> Builder<'a> {
 
     pub(super) fn finish(mut self) -> Declared {
         let mirrored = std::mem::take(&mut self.mirrored);
-        let unique = mirrored.windows(2).all(|w| w[0].0 < w[1].0);
-        if unique && self.resources.is_empty() {
-            self.resources = mirrored.into_iter().collect();
+        let unique = mirrored.windows(2).all(|w| w[0].id < w[1].id);
+        let mut resources = if unique && self.resources.is_empty() {
+            Resources::from_vec(mirrored)
         } else {
-            for (_, d) in mirrored {
+            for d in mirrored {
                 self.add(d);
             }
-        }
-        self.nested_conflicts();
-        self.case_clashes();
+            // Taken entry by entry: the map's nodes go as the vector grows.
+            let declared = std::mem::take(&mut self.resources);
+            let mut all = Vec::with_capacity(declared.len());
+            all.extend(declared.into_values());
+            Resources::from_vec(all)
+        };
+        self.nested_conflicts(&mut resources);
+        self.case_clashes(&resources);
         // An identity also declared by an invalid document is not applied:
         // which of the two was meant is for a human to say.
-        for id in self.blocked.keys() {
-            self.resources.remove(id);
-        }
+        resources.retain(|d| !self.blocked.contains_key(&d.id));
         self.notes.sort_by(|a, b| a.file.cmp(&b.file));
         let mut waiting = self.waiting;
         waiting.retain(|id| self.blocked.contains_key(id));
         Declared {
-            resources: self.resources,
+            resources,
             blocked: self.blocked,
             waiting,
             reread: self.reread,

@@ -14,7 +14,7 @@ use std::fmt;
 
 use git2::Oid;
 
-use crate::model::{Desired, ResourceId};
+use crate::model::{ResourceId, Resources};
 use crate::render::quote;
 use crate::source::{Entry, EntryMode, Snapshot, SourceError};
 
@@ -106,7 +106,7 @@ impl<'a> Options<'a> {
 /// The desired state of one revision.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Declared {
-    pub resources: BTreeMap<ResourceId, Desired>,
+    pub resources: Resources,
     /// Identities that are declared but cannot be applied (conflicts, bad
     /// sources, missing hooks): `Blocked` with the reason.
     pub blocked: BTreeMap<ResourceId, String>,

@@ -92,7 +92,7 @@ fn misuse_is_reported_with_file_and_line() {
         "{shown:?}"
     );
     assert!(has(30, "missing"), "{shown:?}");
-    assert!(d.resources.is_empty(), "{:?}", d.resources.keys());
+    assert!(d.resources.is_empty(), "{:?}", d.resources);
     assert!(d
         .blocked
         .contains_key(&ResourceId::new("app", "section", "h")));

@@ -31,8 +31,8 @@ pub struct Update {
 impl Update {
     /// The new revision's desired state, from the previous one.
     pub fn apply(self, mut prev: Declared) -> Declared {
+        prev.resources.retain(|d| !self.touched.contains(&d.id));
         for id in &self.touched {
-            prev.resources.remove(id);
             prev.blocked.remove(id);
         }
         prev.problems.retain(|p| !self.paths.contains(&p.file));
@@ -41,7 +41,7 @@ impl Update {
             let at = prev.notes.partition_point(|p| p.file <= note.file);
             prev.notes.insert(at, note);
         }
-        prev.resources.extend(self.fresh.resources);
+        prev.resources.merge(self.fresh.resources);
         prev.blocked.extend(self.fresh.blocked);
         prev.inline.extend(self.fresh.inline);
         prev.secrets.extend(self.fresh.secrets);
@@ -179,7 +179,7 @@ pub fn update(
             keys.take_while(|k| k.as_str().starts_with(prefix.as_str()))
                 .any(|k| !touched.contains(k))
         };
-        if inside(&mut prev.resources.range(prefix.clone()..).map(|(k, _)| k))
+        if inside(&mut prev.resources.keys_from(prefix.as_str()))
             || inside(&mut prev.blocked.range(prefix.clone()..).map(|(k, _)| k))
         {
             return Ok(None);

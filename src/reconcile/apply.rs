@@ -3,11 +3,10 @@
 //! tree (`publish.rs`), run the hooks, and record every outcome
 //! (`record.rs`).
 
-use std::collections::BTreeMap;
-
 use super::control::Control;
 use super::hooks::HookOutcome;
 use super::outcome::Outcome;
+use super::outcomes::Outcomes;
 use super::pass::{PassError, PassOptions, PassReport, Revision};
 use super::prepare::Prepared;
 use super::record::claim_fields;
@@ -15,6 +14,7 @@ use super::record::Recorder;
 use super::run::Run;
 use super::{decide, write};
 use crate::ledger::State;
+use crate::model::ResourceId;
 
 /// Applies a prepared plan and records the outcome of every resource in scope.
 pub fn apply(
@@ -41,7 +41,7 @@ pub fn apply(
         ctx,
         rev,
         previous,
-        outcomes: BTreeMap::new(),
+        outcomes: Outcomes::in_sync(p.plan.in_sync.clone()),
         now: ctx.clock.now(),
     };
     let mut report = PassReport {
@@ -53,14 +53,6 @@ pub fn apply(
     // A pass that prunes also drops the records of identities in its scope
     // it no longer covers.
     let full = p.scope.prunes();
-    // Built at once from the plan's identity order rather than one
-    // insertion at a time: on a no-op pass this is every resource.
-    run.outcomes = p
-        .plan
-        .in_sync
-        .iter()
-        .map(|id| (id.clone(), Outcome::new(State::InSync, None)))
-        .collect();
     for id in &p.plan.in_sync {
         // Only structured resources have managed fields to claim.
         let Some(before) = p.managed.get(id) else {
@@ -129,8 +121,7 @@ pub fn apply(
         for id in hook.ids.iter().filter(|id| p.scope.contains(id)) {
             let o = run
                 .outcomes
-                .entry(id.clone())
-                .or_insert_with(|| Outcome::new(State::Failed, None));
+                .get_or_insert_with(id, || Outcome::new(State::Failed, None));
             o.state = State::Failed;
             o.reason = Some(reason.clone());
             o.retry_at = Some(retry_at);
@@ -144,8 +135,9 @@ pub fn apply(
         full && !report.cancelled,
     );
     if let Ok(retries) = &recorded {
-        for (id, o) in run.outcomes.iter_mut() {
-            if let Some(at) = retries.get(id.as_str()) {
+        for (id, at) in retries {
+            let id = ResourceId::from_string(id.clone());
+            if let Some(o) = run.outcomes.get_mut(&id) {
                 o.retry_at = Some(*at);
             }
         }

@@ -230,39 +230,58 @@ impl Context {
         declare::update(prev, snapshot, &opts, changed)
     }
 
-    /// Observes every (identity, target, path, declaration), batched per
-    /// target: one observation per item, in the items' order.
+    /// Observes `items`, one answer each, in their order.
     pub fn observe<'a>(
         &self,
         items: impl IntoIterator<Item = (&'a ResourceId, &'a str, &'a RelPath, Option<&'a Spec>)>,
     ) -> Vec<Observed> {
-        let mut per_target: BTreeMap<&str, (Vec<usize>, Vec<Probe>)> = BTreeMap::new();
-        let mut count = 0;
-        for (id, target, path, spec) in items {
-            let (at, probes) = per_target.entry(target).or_default();
-            at.push(count);
-            probes.push(Probe { id, path, spec });
-            count += 1;
-        }
-        let observe = |name: &str, probes: &[Probe]| match self.targets.get(name) {
-            Some(target) => target.observe(probes),
-            None => {
-                let why = format!("target {name:?} is not configured");
-                vec![Observed::Unknown(why); probes.len()]
-            }
-        };
-        // One target (the common case): its answers are in the items' order.
-        if per_target.len() == 1 {
-            let (name, (_, probes)) = per_target.pop_first().expect("one target");
-            return observe(name, &probes);
-        }
-        let mut out = vec![Observed::Absent; count];
-        for (name, (at, probes)) in per_target {
-            for (i, obs) in at.into_iter().zip(observe(name, &probes)) {
-                out[i] = obs;
-            }
-        }
+        let mut out = Vec::new();
+        self.observe_each(items, |obs| out.push(obs));
         out
+    }
+
+    /// Observes `items` and hands each answer to `seen`, in the items'
+    /// order. Items of one target that follow each other are observed
+    /// together, at most as many at once as the target takes: a pass over
+    /// a whole declaration (in identity order, each target's resources
+    /// together) holds no more observations than that.
+    pub fn observe_each<'a>(
+        &self,
+        items: impl IntoIterator<Item = (&'a ResourceId, &'a str, &'a RelPath, Option<&'a Spec>)>,
+        mut seen: impl FnMut(Observed),
+    ) {
+        let mut run: Vec<Probe<'a>> = Vec::new();
+        let mut run_target: Option<&'a str> = None;
+        let mut flush = |name: &str, probes: &mut Vec<Probe<'a>>| {
+            let answers = match self.targets.get(name) {
+                Some(target) => target.observe(probes),
+                None => {
+                    let why = format!("target {name:?} is not configured");
+                    vec![Observed::Unknown(why); probes.len()]
+                }
+            };
+            debug_assert_eq!(answers.len(), probes.len());
+            answers.into_iter().for_each(&mut seen);
+            probes.clear();
+        };
+        for (id, target, path, spec) in items {
+            let full = run_target.is_some_and(|t| {
+                t != target
+                    || self
+                        .targets
+                        .get(t)
+                        .and_then(|t| t.observe_limit())
+                        .is_some_and(|limit| run.len() >= limit)
+            });
+            if let (true, Some(name)) = (full, run_target) {
+                flush(name, &mut run);
+            }
+            run_target = Some(target);
+            run.push(Probe { id, path, spec });
+        }
+        if let Some(name) = run_target {
+            flush(name, &mut run);
+        }
     }
 }
 

@@ -7,7 +7,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use git2::Oid;
 
 use super::context::{Context, PassContent};
-use super::outcome::Outcome;
 use crate::declare::{Declared, Problem};
 use crate::model::role::Fence;
 use crate::model::ResourceId;
@@ -78,7 +77,7 @@ pub struct PassReport {
     pub writes_by_target: BTreeMap<String, u64>,
     pub problems: Vec<Problem>,
     pub prune_blocked: Option<String>,
-    pub outcomes: BTreeMap<ResourceId, Outcome>,
+    pub outcomes: super::Outcomes,
     /// Every resource in scope is InSync and nothing is blocked.
     pub converged: bool,
     /// Hooks run at the end of the pass, and whether each succeeded.

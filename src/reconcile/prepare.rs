@@ -1,59 +1,31 @@
 //! Before a pass decides anything: observe what its scope names and plan
 //! the corrections against the ledger's inventory and managed fields.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 
 use super::context::Context;
 use super::pass::{Revision, Scope};
 use super::record::managed_fields;
-use crate::diff::{self, Owned, Plan};
+use crate::diff::{self, Inventory, Owned, Plan, Planner};
 use crate::ledger::{Ledger, LedgerError, State};
-use crate::model::{Desired, RelPath, ResourceId, Spec};
+use crate::model::{ResourceId, Resources, Spec};
 
-/// An inventory member as the plan compares it. Identity, target and path
-/// still declared are shared with the declaration rather than held twice.
-fn owned(id: &str, target: &str, path: &str, declared: Option<&Desired>) -> Option<Owned> {
-    Some(match declared {
-        Some(d) if d.target() == target && d.path.as_str() == path => Owned {
-            id: d.id.clone(),
-            target: d.id.target_shared(),
-            path: d.path.clone(),
-            declared: true,
-        },
-        Some(d) => Owned {
-            id: d.id.clone(),
-            target: target.into(),
-            path: RelPath::parse(path).ok()?,
-            declared: true,
-        },
-        None => Owned {
-            id: ResourceId::from_string(id.to_string()),
-            target: target.into(),
-            path: RelPath::parse(path).ok()?,
-            declared: false,
-        },
-    })
-}
-
-/// The whole inventory, read as a stream; the ledger lists it in identity
-/// order, so one walk along the declaration finds each member's.
-fn whole_inventory(
-    ledger: &Ledger,
-    declared: &BTreeMap<ResourceId, Desired>,
-) -> Result<Vec<Owned>, LedgerError> {
-    let mut out = Vec::new();
+/// The ledger's inventory, placed by the declaration; the ledger lists it
+/// in identity order, so one walk along the declaration finds each
+/// member's declaration.
+fn inventory_of(
+    declared: &Resources,
+    members: impl FnOnce(&mut dyn FnMut(&str, &str, &str)) -> Result<(), LedgerError>,
+) -> Result<Inventory, LedgerError> {
+    let mut inventory = Inventory::new(declared.len());
     let mut along = diff::Along::new(declared);
-    ledger.for_each_inventory(|id, target, path| {
-        out.extend(owned(id, target, path, along.find(id)));
-    })?;
-    Ok(out)
+    members(&mut |id, target, path| inventory.add(&mut along, id, target, path))?;
+    Ok(inventory)
 }
 
 /// Observations and the plan for one pass.
 pub struct Prepared {
     pub scope: Scope,
-    /// The inventory members in scope.
-    pub inventory: Vec<Owned>,
     /// How many identities tend manages in all, for the prune limits; read
     /// only when they apply (0 for a keyed scope that does not prune).
     pub managed_count: usize,
@@ -68,7 +40,8 @@ pub struct Prepared {
 
 /// Observes what the scope names and plans the corrections, with the
 /// inventory and the managed fields read from the ledger. A keyed scope
-/// reads and looks up only its keys.
+/// reads and looks up only its keys. Each observation is compared as it
+/// comes: no more of them are held at once than a target observes at once.
 pub fn prepare(
     ctx: &Context,
     rev: &Revision,
@@ -77,29 +50,26 @@ pub fn prepare(
 ) -> Result<Prepared, LedgerError> {
     // A full pass borrows the whole declaration; a keyed one looks up and
     // reads only its keys.
-    let filtered: BTreeMap<ResourceId, Desired>;
-    let (desired, inventory, managed_count) = match scope.keys() {
+    let filtered: Resources;
+    let (desired, inventory) = match scope.keys() {
         None => {
-            let inventory = whole_inventory(ledger, &rev.declared.resources)?;
-            let count = inventory.len();
-            (&rev.declared.resources, inventory, count)
+            let declared = &rev.declared.resources;
+            let inventory = inventory_of(declared, |f| ledger.for_each_inventory(f))?;
+            (declared, inventory)
         }
         Some(keys) => {
             filtered = keys
                 .iter()
                 .filter_map(|id| rev.declared.resources.get(id))
-                .map(|d| (d.id.clone(), d.clone()))
+                .cloned()
                 .collect();
-            let inventory = ledger
-                .inventory_of(keys.iter().map(|k| k.as_str()))?
-                .into_iter()
-                .filter_map(|e| {
-                    let d = rev.declared.resources.get(e.id.as_str());
-                    owned(&e.id, &e.target, &e.path, d)
-                })
-                .collect();
-            // The count is read below, only when it can matter.
-            (&filtered, inventory, 0)
+            let inventory = inventory_of(&filtered, |f| {
+                for e in ledger.inventory_of(keys.iter().map(|k| k.as_str()))? {
+                    f(&e.id, &e.target, &e.path);
+                }
+                Ok(())
+            })?;
+            (&filtered, inventory)
         }
     };
     let mut managed = HashMap::new();
@@ -112,31 +82,40 @@ pub fn prepare(
     // pass that is every member); one declared but blocked is kept as it
     // is. Only the rest, which the plan may prune, are observed apart.
     let keep = |id: &ResourceId| rev.declared.blocked.contains_key(id);
+    let mut planner = Planner::new(&inventory, &keep);
+    let mut next = desired.values();
+    ctx.observe_each(
+        desired
+            .values()
+            .map(|d| (&d.id, d.target(), &d.path, Some(&d.spec))),
+        |observed| {
+            let d = next.next().expect("one answer per declaration");
+            let before = managed.get(&d.id).map(Vec::as_slice).unwrap_or_default();
+            planner.declared(d, observed, before);
+        },
+    );
     let apart: Vec<&Owned> = inventory
+        .undeclared
         .iter()
-        .filter(|o| !o.declared && !keep(&o.id))
+        .filter(|o| !keep(&o.id))
         .collect();
-    let items = desired
-        .values()
-        .map(|d| (&d.id, d.target(), &d.path, Some(&d.spec)))
-        .chain(
-            apart
-                .iter()
-                .map(|o| (&o.id, o.target.as_str(), &o.path, None)),
-        );
-    let mut declared = ctx.observe(items);
-    let others = declared.split_off(desired.len().min(declared.len()));
-    let observed = diff::Observations {
-        declared,
-        others: apart.iter().map(|o| o.id.clone()).zip(others).collect(),
-    };
-    let plan = diff::plan(desired, &keep, &inventory, &observed, &managed);
+    let mut next = apart.iter();
+    ctx.observe_each(
+        apart
+            .iter()
+            .map(|o| (&o.id, o.target.as_str(), &o.path, None)),
+        |observed| {
+            let owned = next.next().expect("one answer per member");
+            planner.undeclared(owned, observed);
+        },
+    );
+    let plan = planner.finish();
     // Only the prune limits need the whole count: a keyed scope that would
     // prune reads it.
-    let managed_count = if scope.keys().is_some() && scope.prunes() && !plan.deletes.is_empty() {
-        ledger.inventory_count()?
-    } else {
-        managed_count
+    let managed_count = match scope.keys() {
+        None => inventory.count,
+        Some(_) if scope.prunes() && !plan.deletes.is_empty() => ledger.inventory_count()?,
+        Some(_) => 0,
     };
     let deletes_retried = match scope.prunes() || plan.deletes.is_empty() {
         true => HashSet::new(),
@@ -149,7 +128,6 @@ pub fn prepare(
     };
     Ok(Prepared {
         scope,
-        inventory,
         managed_count,
         managed,
         plan,

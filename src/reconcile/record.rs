@@ -265,7 +265,7 @@ impl Recorder {
     /// the retry time each failure's record was given, by identity.
     pub fn record_all(
         &mut self,
-        outcomes: &BTreeMap<ResourceId, Outcome>,
+        outcomes: &super::Outcomes,
         previous: Option<&BTreeMap<String, ResourceRecord>>,
         now: SystemTime,
         drop_stale: bool,

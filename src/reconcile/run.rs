@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::time::SystemTime;
 
 use super::outcome::Outcome;
+use super::outcomes::Outcomes;
 use super::pass::Revision;
 use crate::ledger::{ResourceRecord, State};
 use crate::model::ResourceId;
@@ -20,7 +21,7 @@ pub(super) struct Run<'a> {
     pub rev: &'a Revision,
     /// The records the pass holds (see the pass in `apply.rs`).
     pub previous: BTreeMap<String, ResourceRecord>,
-    pub outcomes: BTreeMap<ResourceId, Outcome>,
+    pub outcomes: Outcomes,
     pub now: SystemTime,
 }
 

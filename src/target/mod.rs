@@ -153,6 +153,13 @@ pub trait Target: Send + Sync {
     fn kinds(&self) -> Result<Vec<String>, TargetError>;
     /// Observe many resources at once; one answer per probe, in order.
     fn observe(&self, probes: &[Probe]) -> Vec<Observed>;
+    /// The most probes one [`Target::observe`] call is best given, for a
+    /// target that observes each resource apart (a pass then gives its
+    /// resources a batch at a time, holding no more answers than that);
+    /// `None`, the default, for one that reads its whole store per call.
+    fn observe_limit(&self) -> Option<usize> {
+        None
+    }
     /// Read the live bytes at a path (for rendering diffs); `None` when there
     /// is no regular file there.
     fn read_live(&self, path: &RelPath) -> std::io::Result<Option<Vec<u8>>>;

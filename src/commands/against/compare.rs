@@ -180,7 +180,7 @@ mod tests {
 
     fn declared(files: Vec<Desired>) -> Declared {
         Declared {
-            resources: files.into_iter().map(|d| (d.id.clone(), d)).collect(),
+            resources: files.into_iter().collect(),
             ..Declared::default()
         }
     }

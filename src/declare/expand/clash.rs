@@ -5,7 +5,7 @@
 use std::collections::{HashMap, HashSet};
 
 use super::Builder;
-use crate::model::{Desired, ResourceId, Spec};
+use crate::model::{Desired, ResourceId, Resources, Spec};
 
 /// Whether a declaration names a path of a file system: not a plugin's
 /// object, nor an etcd key (`a` and `a/b` are two keys, not a file and a
@@ -17,8 +17,8 @@ fn on_a_file_system(d: &Desired) -> bool {
 impl Builder<'_> {
     /// Blocks both sides wherever one declared path lies inside another
     /// (a file cannot also be a directory).
-    pub(super) fn nested_conflicts(&mut self) {
-        let on_paths = self.resources.values().filter(|d| on_a_file_system(d));
+    pub(super) fn nested_conflicts(&mut self, resources: &mut Resources) {
+        let on_paths = resources.values().filter(|d| on_a_file_system(d));
         // Every directory above a declared path, per target. A directory's
         // ancestors are added with it, so the walk up stops at the first
         // one already known.
@@ -60,7 +60,7 @@ impl Builder<'_> {
         }
         for (outer, inner, op, ip) in clash {
             for id in [outer, inner] {
-                if let Some(d) = self.resources.remove(&id) {
+                if let Some(d) = resources.remove(&id) {
                     self.block(
                         id,
                         &d.origin,
@@ -75,10 +75,10 @@ impl Builder<'_> {
     /// case: on a case-insensitive file system (a volume from macOS or
     /// Windows, an ext4 directory with casefold) they are one file, which
     /// two resources would take turns to overwrite. Neither is applied.
-    pub(super) fn case_clashes(&mut self) {
+    pub(super) fn case_clashes(&mut self, resources: &Resources) {
         let state = std::hash::RandomState::new();
         let mut seen: HashMap<u64, Vec<&Desired>> = HashMap::new();
-        let on_paths = self.resources.values().filter(|d| on_a_file_system(d));
+        let on_paths = resources.values().filter(|d| on_a_file_system(d));
         for d in on_paths {
             seen.entry(folded_hash(&state, d.target(), d.path.as_str()))
                 .or_default()

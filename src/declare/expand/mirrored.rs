@@ -81,19 +81,16 @@ impl Builder<'_> {
             line: 1,
         };
         match spec {
-            Ok(spec) => self.mirrored.push((
-                id.clone(),
-                Desired {
-                    id,
-                    path,
-                    spec,
-                    on_change: None,
-                    self_heal: None,
-                    sensitive: decrypting,
-                    decrypted: decrypting,
-                    origin,
-                },
-            )),
+            Ok(spec) => self.mirrored.push(Desired {
+                id,
+                path,
+                spec,
+                on_change: None,
+                self_heal: None,
+                sensitive: decrypting,
+                decrypted: decrypting,
+                origin,
+            }),
             Err(e) => self.refuse(id, e),
         }
     }

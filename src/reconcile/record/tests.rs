@@ -7,7 +7,7 @@ fn id(path: &str) -> ResourceId {
     ResourceId::from_string(format!("files/file/{path}"))
 }
 
-fn outcomes(items: &[(&str, State)]) -> BTreeMap<ResourceId, Outcome> {
+fn outcomes(items: &[(&str, State)]) -> super::super::Outcomes {
     items
         .iter()
         .map(|(p, st)| (id(p), Outcome::new(*st, None)))
