@@ -21,7 +21,7 @@ pub fn apply(
     ctx: &super::Context,
     rec: &mut Recorder,
     rev: &Revision,
-    p: &Prepared,
+    mut prepared: Prepared,
     opts: PassOptions,
     ctl: &Control,
 ) -> Result<PassReport, PassError> {
@@ -29,6 +29,10 @@ pub fn apply(
     // those of the resources it may correct (their corrections and blocked
     // reasons; none on a no-op pass); the rest are read one at a time when
     // outcomes are recorded.
+    // Those in sync are the plan's, taken over: on a no-op pass that is
+    // every resource.
+    let in_sync = std::mem::take(&mut prepared.plan.in_sync);
+    let p = &prepared;
     let records = match p.scope.keys() {
         None => rec
             .ledger
@@ -41,7 +45,7 @@ pub fn apply(
         ctx,
         rev,
         previous,
-        outcomes: Outcomes::in_sync(p.plan.in_sync.clone()),
+        outcomes: Outcomes::in_sync(in_sync),
         now: ctx.clock.now(),
     };
     let mut report = PassReport {
@@ -53,11 +57,11 @@ pub fn apply(
     // A pass that prunes also drops the records of identities in its scope
     // it no longer covers.
     let full = p.scope.prunes();
-    for id in &p.plan.in_sync {
-        // Only structured resources have managed fields to claim.
-        let Some(before) = p.managed.get(id) else {
+    // Only structured resources have managed fields to claim.
+    for (id, before) in &p.managed {
+        if !run.outcomes.contains_key(id) {
             continue;
-        };
+        }
         if let Some(d) = rev.declared.resources.get(id) {
             claim_fields(rec, d, Some(before))?;
         }

@@ -267,7 +267,7 @@ pub fn pruning_pass(
         publish::begin(ctx, rec, rev);
     }
     let prepared = prepare(ctx, rev, &rec.ledger, scope)?;
-    let report = apply(ctx, rec, rev, &prepared, opts, ctl)?;
+    let report = apply(ctx, rec, rev, prepared, opts, ctl)?;
     let recorded = record_problems(rec, &rev.declared).and_then(|()| {
         match !opts.dry_run && !report.cancelled && report.unpublished.is_none() {
             true => record_applied(ctx, rec, rev),
@@ -297,7 +297,7 @@ pub fn keyed_pass(
         publish::begin(ctx, rec, rev);
     }
     let prepared = prepare(ctx, rev, &rec.ledger, Scope::Keys(keys))?;
-    apply(ctx, rec, rev, &prepared, opts, ctl)
+    apply(ctx, rec, rev, prepared, opts, ctl)
 }
 
 /// Problems listed in the ledger at most; the rest are counted.

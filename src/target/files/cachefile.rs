@@ -1,7 +1,6 @@
 //! The stat cache's file: a compact little-endian record list under a
 //! SHA-256 checksum, replaced atomically; damage means an empty cache.
 
-use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
@@ -40,11 +39,7 @@ pub(super) fn file_stem(name: &str) -> String {
 }
 
 /// Writes the cache to `out` as a stream, with its checksum at the end.
-pub(super) fn encode_to(
-    out: impl Write,
-    map: &HashMap<u64, Entry>,
-    root_key: &[u8],
-) -> io::Result<()> {
+pub(super) fn encode_to(out: impl Write, map: &[(u64, Entry)], root_key: &[u8]) -> io::Result<()> {
     let mut w = Hashing {
         inner: out,
         hash: Sha256::new(),
@@ -92,7 +87,7 @@ pub(super) struct Entry {
 }
 
 #[cfg(test)]
-pub(super) fn encode(map: &HashMap<u64, Entry>, root_key: &[u8]) -> Vec<u8> {
+pub(super) fn encode(map: &[(u64, Entry)], root_key: &[u8]) -> Vec<u8> {
     let mut out = Vec::new();
     encode_to(&mut out, map, root_key).expect("writing to memory");
     out
@@ -102,13 +97,13 @@ pub(super) fn encode(map: &HashMap<u64, Entry>, root_key: &[u8]) -> Vec<u8> {
 /// anything missing, damaged or made for another root gives `None`, which
 /// means an empty cache. Entries count only once the checksum at the end
 /// matches.
-pub(super) fn load(file: &Path, root_key: &[u8]) -> Option<HashMap<u64, Entry>> {
+pub(super) fn load(file: &Path, root_key: &[u8]) -> Option<Vec<(u64, Entry)>> {
     let f = File::open(file).ok()?;
     let len = f.metadata().ok()?.len();
     decode(BufReader::new(f), len, root_key)
 }
 
-fn decode(input: impl Read, len: u64, root_key: &[u8]) -> Option<HashMap<u64, Entry>> {
+fn decode(input: impl Read, len: u64, root_key: &[u8]) -> Option<Vec<(u64, Entry)>> {
     let mut r = Hashing {
         inner: input,
         hash: Sha256::new(),
@@ -127,11 +122,11 @@ fn decode(input: impl Read, len: u64, root_key: &[u8]) -> Option<HashMap<u64, En
     }
     let count = u64::from_le_bytes(r.array()?);
     let most = len / FIXED as u64;
-    let mut map = HashMap::with_capacity(usize::try_from(count.min(most)).ok()?);
+    let mut map = Vec::with_capacity(usize::try_from(count.min(most)).ok()?);
     for _ in 0..count {
         let fixed: [u8; FIXED] = r.array()?;
         let word = |i: usize| u64::from_le_bytes(fixed[i * 8..i * 8 + 8].try_into().unwrap());
-        map.insert(
+        map.push((
             word(0),
             Entry {
                 dev: word(1),
@@ -143,7 +138,7 @@ fn decode(input: impl Read, len: u64, root_key: &[u8]) -> Option<HashMap<u64, En
                 blob: fixed[56..].try_into().ok()?,
                 seen: 0,
             },
-        );
+        ));
     }
     let computed = r.hash.finalize();
     let mut digest = [0; 32];
@@ -216,13 +211,13 @@ mod tests {
     use super::*;
     use crate::target::files::statcache::NEVER;
 
-    fn decode(bytes: &[u8], root_key: &[u8]) -> Option<HashMap<u64, Entry>> {
+    fn decode(bytes: &[u8], root_key: &[u8]) -> Option<Vec<(u64, Entry)>> {
         super::decode(bytes, bytes.len() as u64, root_key)
     }
 
     #[test]
     fn encoding_round_trips_and_rejects_damage() {
-        let mut map = HashMap::new();
+        let mut map = Vec::new();
         let entry = Entry {
             dev: 1,
             ino: 2,
@@ -233,8 +228,8 @@ mod tests {
             blob: [7; 20],
             seen: 0,
         };
-        map.insert(path_key("etc/a"), entry);
-        map.insert(path_key("b"), Entry { ino: 9, ..entry });
+        map.push((path_key("etc/a"), entry));
+        map.push((path_key("b"), Entry { ino: 9, ..entry }));
         let bytes = encode(&map, b"/root");
         assert_eq!(decode(&bytes, b"/root"), Some(map));
         assert_eq!(
@@ -263,7 +258,7 @@ mod tests {
     fn a_cache_file_loads_from_disk_and_a_torn_one_is_void() {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("files");
-        let mut map = HashMap::new();
+        let mut map = Vec::new();
         for i in 0..1000u64 {
             let entry = Entry {
                 dev: 1,
@@ -275,7 +270,7 @@ mod tests {
                 blob: [i as u8; 20],
                 seen: 0,
             };
-            map.insert(path_key(&format!("dir/{i}")), entry);
+            map.push((path_key(&format!("dir/{i}")), entry));
         }
         let bytes = encode(&map, b"/root");
         // What a save cut short by a crash left behind is written over.

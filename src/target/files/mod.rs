@@ -13,6 +13,7 @@ mod observe;
 mod remove;
 mod resolve;
 mod statcache;
+mod stattable;
 mod trees;
 mod watch;
 mod write;

@@ -2,7 +2,6 @@
 //! blob), so a file whose stat is unchanged is not read again; kept in the
 //! state dir in a compact checksummed file (see `cachefile`).
 
-use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
 use std::io;
 use std::path::{Path, PathBuf};
@@ -15,6 +14,7 @@ use rustix::fs::{self as rfs, Timespec, Timestamps, UTIME_NOW};
 
 use super::at::Meta;
 use super::cachefile::{encode_to, file_stem, load, path_key, write_atomically, Entry};
+use super::stattable::{Table, GONE};
 
 /// An entry not looked up during this many flushes (passes) is dropped.
 const KEEP_GENERATIONS: u32 = 8;
@@ -29,6 +29,14 @@ impl Entry {
             && self.size == meta.size
             && self.mtime == meta.mtime
             && self.ctime == meta.ctime
+    }
+}
+
+/// The generation after `g`: never the mark of a forgotten entry.
+fn next_generation(g: u32) -> u32 {
+    match g.wrapping_add(1) {
+        GONE => 0,
+        next => next,
     }
 }
 
@@ -49,10 +57,10 @@ pub(super) fn trusted(mtime: i64, recorded: i64) -> bool {
 struct Inner {
     /// Keyed by `path_key`: a collision is harmless, an entry vouches only
     /// for the inode (dev, ino) with the stat it names.
-    map: HashMap<u64, Entry>,
+    map: Table,
     /// The cache file being read on another thread; the map is taken from
     /// it at the first use.
-    loading: Option<JoinHandle<Option<HashMap<u64, Entry>>>>,
+    loading: Option<JoinHandle<Option<(Table, bool)>>>,
     generation: u32,
     dirty: bool,
 }
@@ -95,15 +103,15 @@ impl StatCache {
         let root_key = root.as_os_str().as_encoded_bytes().to_vec();
         // Read while the caller goes on (fetching, reading the declaration):
         // nothing looks at the cache before the first observation.
-        let (mut map, mut loading) = (HashMap::new(), None);
+        let (mut map, mut loading) = (Table::default(), None);
         if let Some(f) = &file {
             let (f2, key) = (f.clone(), root_key.clone());
             let spawned = std::thread::Builder::new()
                 .name("tend-statcache".into())
-                .spawn(move || load(&f2, &key));
+                .spawn(move || load(&f2, &key).map(Table::from_entries));
             match spawned {
                 Ok(handle) => loading = Some(handle),
-                Err(_) => map = load(f, &root_key).unwrap_or_default(),
+                Err(_) => map = Table::from_entries(load(f, &root_key).unwrap_or_default()).0,
             }
         }
         StatCache {
@@ -132,7 +140,10 @@ impl StatCache {
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         if let Some(loading) = inner.loading.take() {
             // A reader that failed (or panicked) leaves an empty cache.
-            inner.map = loading.join().ok().flatten().unwrap_or_default();
+            let (map, unsorted) = loading.join().ok().flatten().unwrap_or_default();
+            inner.map = map;
+            // Written again in order by the next flush.
+            inner.dirty |= unsorted;
         }
         inner
     }
@@ -166,7 +177,7 @@ impl StatCache {
         let key = path_key(path);
         let mut inner = self.lock();
         let generation = inner.generation;
-        let entry = inner.map.get_mut(&key)?;
+        let entry = inner.map.get_mut(key)?;
         if !entry.matches(meta) || !trusted(entry.mtime, entry.recorded) {
             return None;
         }
@@ -177,8 +188,8 @@ impl StatCache {
     /// The blob last recorded for `path`, whatever its stat is now: what
     /// tend last knew to be there.
     pub(super) fn last_known(&self, path: &str) -> Option<Oid> {
-        let inner = self.lock();
-        Oid::from_bytes(&inner.map.get(&path_key(path))?.blob).ok()
+        let mut inner = self.lock();
+        Oid::from_bytes(&inner.map.get_mut(path_key(path))?.blob).ok()
     }
 
     /// Remembers that the file at `path`, with this stat, had content `blob`
@@ -199,14 +210,9 @@ impl StatCache {
             blob,
             seen: inner.generation,
         };
-        match inner.map.get_mut(&key) {
-            Some(old) if *old == entry => return,
-            Some(old) => *old = entry,
-            None => {
-                inner.map.insert(key, entry);
-            }
+        if inner.map.put(key, entry) {
+            inner.dirty = true;
         }
-        inner.dirty = true;
     }
 
     /// Carries a trusted entry across a change of attributes only (chmod,
@@ -214,7 +220,7 @@ impl StatCache {
     pub(super) fn carry(&self, path: &str, before: &Meta, after: &Meta) {
         let key = path_key(path);
         let mut inner = self.lock();
-        let Some(entry) = inner.map.get_mut(&key) else {
+        let Some(entry) = inner.map.get_mut(key) else {
             return;
         };
         let same_content = (before.dev, before.ino, before.size, before.mtime)
@@ -227,7 +233,7 @@ impl StatCache {
 
     pub(super) fn forget(&self, path: &str) {
         let mut inner = self.lock();
-        if inner.map.remove(&path_key(path)).is_some() {
+        if inner.map.remove(path_key(path)) {
             inner.dirty = true;
         }
     }
@@ -240,18 +246,21 @@ impl StatCache {
         };
         let mut inner = self.lock();
         let generation = inner.generation;
-        let before = inner.map.len();
-        inner
-            .map
-            .retain(|_, e| generation.wrapping_sub(e.seen) < KEEP_GENERATIONS);
-        let pruned = inner.map.len() != before;
-        inner.generation = generation.wrapping_add(1);
+        let mut pruned = false;
+        inner.map.compact(|e| {
+            let keep = generation.wrapping_sub(e.seen) < KEEP_GENERATIONS;
+            pruned |= !keep;
+            keep
+        });
+        inner.generation = next_generation(generation);
         if !inner.dirty && !pruned {
             return Ok(());
         }
         // Streamed to the file under the lock (only the pass that flushes
         // uses the cache now), not encoded whole in memory first.
-        let result = write_atomically(file, |out| encode_to(out, &inner.map, &self.root_key));
+        let result = write_atomically(file, |out| {
+            encode_to(out, inner.map.entries(), &self.root_key)
+        });
         inner.dirty = result.is_err();
         result
     }

@@ -4,21 +4,19 @@
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
-use crate::model::RelPath;
-
 /// Whether the directory holding `path` under `root` is one of `dirs`.
-pub(super) fn parent_in(root: &Path, path: &RelPath, dirs: &HashSet<PathBuf>) -> bool {
+pub(super) fn parent_in(root: &Path, path: &str, dirs: &HashSet<PathBuf>) -> bool {
     if dirs.is_empty() {
         return false;
     }
-    let full = root.join(path.as_str());
+    let full = root.join(path);
     full.parent().is_some_and(|d| dirs.contains(d))
 }
 
 /// Calls `visit` with each directory holding `path` under `root`, from its
 /// parent up to the root itself, while `visit` returns true.
-pub(super) fn each_dir_up(root: &Path, path: &RelPath, mut visit: impl FnMut(&Path) -> bool) {
-    let full = root.join(path.as_str());
+pub(super) fn each_dir_up(root: &Path, path: &str, mut visit: impl FnMut(&Path) -> bool) {
+    let full = root.join(path);
     let mut dir = full.parent();
     while let Some(d) = dir {
         if !visit(d) || d == root {
@@ -34,15 +32,15 @@ mod tests {
 
     #[test]
     fn directories_are_visited_up_to_the_root_while_asked() {
-        let path = RelPath::parse("a/b/c.txt").unwrap();
+        let path = "a/b/c.txt";
         let mut seen = Vec::new();
-        each_dir_up(Path::new("/r"), &path, |d| {
+        each_dir_up(Path::new("/r"), path, |d| {
             seen.push(d.to_path_buf());
             true
         });
         assert_eq!(seen, ["/r/a/b", "/r/a", "/r"].map(PathBuf::from));
         let mut seen = Vec::new();
-        each_dir_up(Path::new("/r"), &path, |d| {
+        each_dir_up(Path::new("/r"), path, |d| {
             seen.push(d.to_path_buf());
             d != Path::new("/r/a")
         });

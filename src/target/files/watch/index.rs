@@ -3,11 +3,11 @@
 //! told by what they left at the path (inode, size, times, mode), never by
 //! a time window: any other state is a change.
 
-use std::collections::{BTreeMap, HashMap};
-use std::ops::Bound;
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use crate::model::{RelPath, ResourceId};
+use super::managed::Managed;
+use crate::model::ResourceId;
 use crate::target::{Left, Recheck};
 
 /// Stamps of tend's writes kept at most; past this many they are dropped
@@ -24,10 +24,8 @@ pub(super) struct Index {
     /// published tree); none before a tree is published, when no event
     /// names a managed path.
     pub(super) root: Option<PathBuf>,
-    /// The managed paths (path -> identity). The paths are the
-    /// declaration's own, shared rather than copied: at 100k files they
-    /// would be most of the index.
-    pub(super) files: BTreeMap<RelPath, ResourceId>,
+    /// The managed paths, by their identities (an identity names its path).
+    pub(super) files: Managed,
     /// What tend's last write of each identity left at its path: an event
     /// after which the path shows just that is the echo of tend's own
     /// write; anything else is a change.
@@ -88,11 +86,8 @@ impl Index {
         } else {
             format!("{rel}/")
         };
-        let under = files
-            .range::<str, _>((Bound::Included(prefix.as_str()), Bound::Unbounded))
-            .take_while(|(p, _)| p.as_str().starts_with(&prefix));
-        for (p, id) in under {
-            if may_have_changed(left, writing, id, &root.join(p.as_str())) {
+        for id in files.under(&prefix) {
+            if may_have_changed(left, writing, id, &root.join(id.key())) {
                 ids.push(id.clone());
             }
         }
@@ -101,10 +96,7 @@ impl Index {
 
     /// Takes `id` out of the managed paths, when it is there under its key.
     pub(super) fn remove(&mut self, id: &ResourceId) {
-        let path = id.key();
-        if self.files.get(path) == Some(id) {
-            self.files.remove(path);
-        }
+        self.files.remove(id);
     }
 
     /// The full path of a managed identity.
@@ -180,7 +172,7 @@ mod tests {
             ..Index::default()
         };
         for p in paths {
-            index.files.insert(RelPath::parse(p).unwrap(), id(p));
+            index.files.insert(id(p));
         }
         index
     }

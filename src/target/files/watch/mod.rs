@@ -9,10 +9,11 @@ mod dirs;
 mod echoes;
 mod events;
 mod index;
+mod managed;
 #[cfg(test)]
 mod tests;
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
@@ -24,6 +25,7 @@ use dirs::{each_dir_up, parent_in};
 pub(super) use echoes::{Echoes, Hook};
 use events::{changes_something, is_own_temp};
 use index::Index;
+use managed::Managed;
 
 /// Where the target's live paths are now; `None` before any tree is
 /// published.
@@ -119,7 +121,7 @@ impl FilesWatch {
         {
             let index = self.index.lock().expect("watch index");
             if let Some(root) = &index.root {
-                for path in index.files.keys() {
+                for path in index.files.iter().map(ResourceId::key) {
                     // Directories above one already added are added already.
                     each_dir_up(root, path, |d| dirs.insert(d.to_path_buf()));
                 }
@@ -146,8 +148,8 @@ impl FilesWatch {
         let under_new = index
             .files
             .iter()
-            .filter(|(p, _)| parent_in(root, p, &new))
-            .map(|(p, id)| (id, root.join(p.as_str())));
+            .filter(|id| parent_in(root, id.key(), &new))
+            .map(|id| (id, root.join(id.key())));
         index.recheck(under_new)
     }
 
@@ -190,9 +192,8 @@ impl FilesWatch {
 
 impl Subscription for FilesWatch {
     fn manage(&mut self, managed: &mut dyn Iterator<Item = (&ResourceId, &RelPath)>) -> Recheck {
-        let files: BTreeMap<RelPath, ResourceId> = managed
-            .map(|(id, path)| (path.clone(), id.clone()))
-            .collect();
+        // An identity names its path: the path given beside it is its key.
+        let files = Managed::from_ids(managed.map(|(id, _)| id.clone()).collect());
         self.index.lock().expect("watch index").files = files;
         self.root_moved();
         self.watch_all()
@@ -211,7 +212,7 @@ impl Subscription for FilesWatch {
             for (id, now) in changes {
                 index.remove(id);
                 if let Some(path) = now {
-                    index.files.insert(path.clone(), id.clone());
+                    index.files.insert(id.clone());
                     patched.push((id.clone(), path.clone()));
                 }
             }
@@ -224,7 +225,7 @@ impl Subscription for FilesWatch {
         };
         let mut dirs = Vec::new();
         for (_, path) in &patched {
-            each_dir_up(&root, path, |d| {
+            each_dir_up(&root, path.as_str(), |d| {
                 let new = !self.watched.contains(d);
                 if new {
                     dirs.push(d.to_path_buf());
