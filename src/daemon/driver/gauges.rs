@@ -33,9 +33,8 @@ impl Loop {
             )
         };
         let role = self.role();
-        self.shared
-            .metrics
-            .set_ha_leader(role.as_ref().is_some_and(|(r, _)| r == "leader"));
+        let leading = role.as_ref().is_some_and(|(r, _)| r == "leader");
+        publish::ha_leader(&self.shared.metrics, leading);
         let write_role = role.clone().filter(|r| Some(r) != self.role_seen.as_ref());
         self.role_seen = role;
         let line = Some(self.watch.describe());
