@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod age;
+pub mod certs;
 pub mod container;
 pub mod docker;
 pub mod etcd;
