@@ -13,6 +13,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 
+use crate::ledger::State;
+
 mod register;
 
 /// The Content-Type of what [`Metrics::encode`] returns.
@@ -24,16 +26,9 @@ pub const CONTENT_TYPE: &str = prometheus_client::encoding::prometheus_text::CON
 pub const MAX_RESOURCE_SERIES: usize = 100;
 
 /// The states a resource can be in, named as the status document names them.
-pub const STATES: [&str; 8] = [
-    "InSync",
-    "Drifted",
-    "Progressing",
-    "Failed",
-    "Blocked",
-    "Contested",
-    "Paused",
-    "Unknown",
-];
+fn states() -> [&'static str; 8] {
+    State::ALL.map(State::as_str)
+}
 
 const RECONCILE_RESULTS: [&str; 4] = ["noop", "applied", "failed", "blocked"];
 
@@ -174,7 +169,7 @@ impl Metrics {
 
     /// `tend_resources{state}`: states missing from `counts` read 0.
     pub fn set_resources(&self, counts: &BTreeMap<String, usize>) {
-        for state in STATES {
+        for state in states() {
             let n = counts.get(state).copied().unwrap_or(0);
             self.resources
                 .get_or_create(&StateLabel {
@@ -182,7 +177,10 @@ impl Metrics {
                 })
                 .set(n as i64);
         }
-        for (state, n) in counts.iter().filter(|(s, _)| !STATES.contains(&s.as_str())) {
+        for (state, n) in counts
+            .iter()
+            .filter(|(s, _)| !states().contains(&s.as_str()))
+        {
             self.resources
                 .get_or_create(&StateLabel {
                     state: state.clone(),

@@ -1,7 +1,7 @@
 //! Turns the ledger and a pass's report into metrics, so `/metrics`, the
 //! status API and `tend status` tell one story.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::ledger::{Ledger, ResourceRecord, State};
@@ -55,11 +55,7 @@ pub fn ledger(metrics: &Metrics, ledger: &Ledger, kept: &[ResourceRecord], faili
     ) else {
         return false;
     };
-    let mut by_name: BTreeMap<String, usize> =
-        State::ALL.iter().map(|s| (state_name(*s), 0)).collect();
-    for (state, n) in counts {
-        *by_name.entry(state_name(state)).or_default() += n;
-    }
+    let mut by_name = crate::status::counts(counts);
     if !kept.is_empty() {
         let ids: HashSet<&str> = kept.iter().map(|r| r.id.as_str()).collect();
         let older = ledger.resources_of(ids.iter().copied()).unwrap_or_default();

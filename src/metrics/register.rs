@@ -6,8 +6,8 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 
 use super::{
-    ok_error, result_label, Metrics, ReasonLabel, StateLabel, VersionLabel, RECONCILE_RESULTS,
-    STATES,
+    ok_error, result_label, states, Metrics, ReasonLabel, StateLabel, VersionLabel,
+    RECONCILE_RESULTS,
 };
 
 impl Metrics {
@@ -133,7 +133,7 @@ impl Metrics {
         );
         // Series that exist from the start, so rates and alerts work before
         // the first event of each kind.
-        for state in STATES {
+        for state in states() {
             self.resources.get_or_create_owned(&StateLabel {
                 state: state.into(),
             });

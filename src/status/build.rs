@@ -5,10 +5,10 @@ use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
 use super::{
-    state_name, HaStatus, LedgerHealth, PinnedStatus, RefusedStatus, ResourceStatus, SourceStatus,
+    counts, HaStatus, LedgerHealth, PinnedStatus, RefusedStatus, ResourceStatus, SourceStatus,
     StatusDoc,
 };
-use crate::ledger::{Ledger, LedgerError, ResourceRecord, SourceRecord, State};
+use crate::ledger::{Ledger, LedgerError, ResourceRecord, SourceRecord};
 
 fn rfc3339(t: SystemTime) -> String {
     humantime::format_rfc3339_seconds(t).to_string()
@@ -49,23 +49,12 @@ impl StatusDoc {
                 (None, Some(_)) => std::cmp::Ordering::Greater,
                 (None, None) => a.id.cmp(&b.id),
             });
-        self.counts = count(self.resources.iter().map(|r| r.state));
+        self.counts = counts(self.resources.iter().map(|r| (r.state, 1)));
         if let Some(why) = write_failed {
             self.ledger.write_failed = Some(why.to_string());
         }
     }
 }
-
-const STATES: [State; 8] = [
-    State::InSync,
-    State::Drifted,
-    State::Progressing,
-    State::Failed,
-    State::Blocked,
-    State::Contested,
-    State::Paused,
-    State::Unknown,
-];
 
 fn source_status(
     ledger: &Ledger,
@@ -120,15 +109,6 @@ fn resource_status(r: ResourceRecord, now: SystemTime) -> ResourceStatus {
     }
 }
 
-/// Resources per state, every state named.
-fn count(states: impl Iterator<Item = State>) -> BTreeMap<String, usize> {
-    let mut counts: BTreeMap<String, usize> = STATES.iter().map(|s| (state_name(*s), 0)).collect();
-    for state in states {
-        *counts.entry(state_name(state)).or_default() += 1;
-    }
-    counts
-}
-
 /// Builds the document at `now`; resources sorted oldest drift first.
 pub fn build(ledger: &Ledger, now: SystemTime) -> Result<StatusDoc, LedgerError> {
     let mut records = ledger.resources()?;
@@ -138,7 +118,7 @@ pub fn build(ledger: &Ledger, now: SystemTime) -> Result<StatusDoc, LedgerError>
         (None, Some(_)) => std::cmp::Ordering::Greater,
         (None, None) => a.id.cmp(&b.id),
     });
-    let counts = count(records.iter().map(|r| r.state));
+    let counts = counts(records.iter().map(|r| (r.state, 1)));
     document(ledger, now, counts, records)
 }
 
@@ -146,10 +126,7 @@ pub fn build(ledger: &Ledger, now: SystemTime) -> Result<StatusDoc, LedgerError>
 /// in sync, the longest drifting first. What the status page shows, read
 /// without loading every record.
 pub fn summary(ledger: &Ledger, now: SystemTime, rows: usize) -> Result<StatusDoc, LedgerError> {
-    let mut counts: BTreeMap<String, usize> = STATES.iter().map(|s| (state_name(*s), 0)).collect();
-    for (state, n) in ledger.state_counts()? {
-        *counts.entry(state_name(state)).or_default() += n;
-    }
+    let counts = counts(ledger.state_counts()?);
     let records = ledger.resources_not_in_sync_oldest(rows)?;
     document(ledger, now, counts, records)
 }

@@ -193,3 +193,14 @@ pub fn state_name(s: State) -> String {
         .and_then(|v| v.as_str().map(String::from))
         .unwrap_or_default()
 }
+
+/// Resources per state from `(state, how many)`, every state named: one
+/// with none reads 0.
+pub fn counts(per_state: impl IntoIterator<Item = (State, usize)>) -> BTreeMap<String, usize> {
+    let mut counts: BTreeMap<String, usize> =
+        State::ALL.iter().map(|s| (state_name(*s), 0)).collect();
+    for (state, n) in per_state {
+        *counts.entry(state_name(state)).or_default() += n;
+    }
+    counts
+}
