@@ -46,36 +46,28 @@ pub struct Etcd {
 impl Etcd {
     /// One member, started and answering.
     pub fn start() -> Etcd {
-        let dir = tempfile::Builder::new()
-            .prefix("tend-etcd-")
-            .tempdir()
-            .unwrap();
-        let peer_port = free_port();
-        let mut e = Etcd {
-            name: "m1".into(),
-            client_port: free_port(),
-            peer_port,
-            dir,
-            child: None,
-            user: None,
-            initial_cluster: format!("m1=http://127.0.0.1:{peer_port}"),
-            tls: None,
-        };
-        e.resume();
-        e
+        Etcd::alone(false)
     }
 
     /// One member serving clients over TLS only, asking each for a client
     /// certificate; its CA and a client's certificate are made by openssl
     /// in [`Etcd::tls_dir`].
     pub fn start_tls() -> Etcd {
+        Etcd::alone(true)
+    }
+
+    /// A one-member cluster, started and answering.
+    fn alone(tls: bool) -> Etcd {
         let dir = tempfile::Builder::new()
             .prefix("tend-etcd-")
             .tempdir()
             .unwrap();
-        let certs = dir.path().join("tls");
-        std::fs::create_dir(&certs).unwrap();
-        make_certificates(&certs);
+        let tls = tls.then(|| {
+            let certs = dir.path().join("tls");
+            std::fs::create_dir(&certs).unwrap();
+            make_certificates(&certs);
+            certs
+        });
         let peer_port = free_port();
         let mut e = Etcd {
             name: "m1".into(),
@@ -85,7 +77,7 @@ impl Etcd {
             child: None,
             user: None,
             initial_cluster: format!("m1=http://127.0.0.1:{peer_port}"),
-            tls: Some(certs),
+            tls,
         };
         e.resume();
         e
