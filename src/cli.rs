@@ -10,9 +10,11 @@ use crate::duration::Dur;
 
 mod args;
 mod flags;
+mod groups;
 
 pub use args::*;
 pub use flags::Flags;
+pub use groups::*;
 
 const EXAMPLES: &str = "\
 Examples:

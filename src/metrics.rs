@@ -1,5 +1,6 @@
 //! The Prometheus metrics tend exposes on `GET /metrics` (SPEC §6): one
-//! registry, the families the loop updates, and their text encoding.
+//! registry, the families the loop updates, and their text encoding; each
+//! family's name and help are registered in `register.rs`.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::AtomicU64;
@@ -12,6 +13,10 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 
+use crate::ledger::State;
+
+mod register;
+
 /// The Content-Type of what [`Metrics::encode`] returns.
 pub const CONTENT_TYPE: &str = prometheus_client::encoding::prometheus_text::CONTENT_TYPE;
 
@@ -21,16 +26,9 @@ pub const CONTENT_TYPE: &str = prometheus_client::encoding::prometheus_text::CON
 pub const MAX_RESOURCE_SERIES: usize = 100;
 
 /// The states a resource can be in, named as the status document names them.
-pub const STATES: [&str; 8] = [
-    "InSync",
-    "Drifted",
-    "Progressing",
-    "Failed",
-    "Blocked",
-    "Contested",
-    "Paused",
-    "Unknown",
-];
+fn states() -> [&'static str; 8] {
+    State::ALL.map(State::as_str)
+}
 
 const RECONCILE_RESULTS: [&str; 4] = ["noop", "applied", "failed", "blocked"];
 
@@ -160,148 +158,6 @@ impl Metrics {
         m.register()
     }
 
-    fn register(mut self) -> Metrics {
-        let r = &mut self.registry;
-        let build = Family::<VersionLabel, Gauge>::default();
-        build
-            .get_or_create(&VersionLabel {
-                version: env!("CARGO_PKG_VERSION").into(),
-            })
-            .set(1);
-        r.register(
-            "tend_build_info",
-            "The running tend version; always 1",
-            build,
-        );
-        r.register(
-            "tend_resources",
-            "Managed resources per state",
-            self.resources.clone(),
-        );
-        r.register(
-            "tend_drifted_resources",
-            "Resources whose live state differs from the declaration",
-            self.drifted.clone(),
-        );
-        r.register(
-            "tend_drift_oldest_age_seconds",
-            "Age of the oldest divergence still open, 0 when all is in sync",
-            self.drift_oldest_age.clone(),
-        );
-        // prometheus-client appends `_total` to counters.
-        r.register(
-            "tend_reconcile",
-            "Resource reconciliations by result",
-            self.reconciles.clone(),
-        );
-        r.register(
-            "tend_reconcile_duration_seconds",
-            "Time taken by one resource reconciliation",
-            self.reconcile_duration.clone(),
-        );
-        r.register(
-            "tend_writes",
-            "Writes performed on a target",
-            self.writes.clone(),
-        );
-        r.register(
-            "tend_source_fetch",
-            "Fetches of the source repository by result",
-            self.fetches.clone(),
-        );
-        r.register(
-            "tend_source_refused",
-            "Fetched revisions refused, by reason (unsigned, untrusted, bad_signature, expired, revoked, rewind)",
-            self.refused.clone(),
-        );
-        r.register(
-            "tend_source_revision_info",
-            "The revision last fetched from the source; only the current one is 1",
-            self.revision.clone(),
-        );
-        r.register(
-            "tend_last_converged_timestamp_seconds",
-            "Unix time when every resource was last in sync",
-            self.last_converged.clone(),
-        );
-        r.register(
-            "tend_queue_depth",
-            "Resources waiting to be reconciled",
-            self.queue_depth.clone(),
-        );
-        r.register(
-            "tend_ha_leader",
-            "1 while this replica is the leader that writes (ha), 0 otherwise",
-            self.ha_leader.clone(),
-        );
-        r.register(
-            "tend_fleet_poller",
-            "1 while this host polls the source for its fleet (fleet), 0 otherwise",
-            self.fleet_poller.clone(),
-        );
-        r.register(
-            "tend_rollout_halted",
-            "1 while the staged rollout of this host's newest revision is halted (fleet.rollout), 0 otherwise",
-            self.rollout_halted.clone(),
-        );
-        r.register(
-            "tend_rollout_pending",
-            "1 while this host holds a fetched revision it may not apply yet (fleet.rollout), 0 otherwise",
-            self.rollout_pending.clone(),
-        );
-        r.register(
-            "tend_declaration_problems",
-            "Problems in the declarations of the revision last worked on; while any, nothing is pruned",
-            self.declaration_problems.clone(),
-        );
-        r.register(
-            "tend_source_last_successful_fetch_timestamp_seconds",
-            "Unix time of the last successful fetch of the source",
-            self.last_successful_fetch.clone(),
-        );
-        r.register(
-            "tend_source_mirror_bytes",
-            "Bytes the Git mirrors under the state dir take",
-            self.mirror_bytes.clone(),
-        );
-        r.register("tend_hook_runs", "Hook runs by result", self.hooks.clone());
-        r.register(
-            "tend_webhook_requests",
-            "Webhook requests by provider and result (triggered, ignored, unauthorized, malformed, too_large, unavailable)",
-            self.webhooks.clone(),
-        );
-        r.register(
-            "tend_resource_drift_age_seconds",
-            "Drift age of a resource not in sync; only the 100 oldest have a series",
-            self.not_in_sync.clone(),
-        );
-        r.register(
-            "tend_ledger_write_failing",
-            "1 while the daemon cannot record its outcomes in the ledger (they are kept in memory and retried)",
-            self.ledger_write_failing.clone(),
-        );
-        // Series that exist from the start, so rates and alerts work before
-        // the first event of each kind.
-        for state in STATES {
-            self.resources.get_or_create_owned(&StateLabel {
-                state: state.into(),
-            });
-        }
-        for result in RECONCILE_RESULTS {
-            self.reconciles.get_or_create_owned(&result_label(result));
-        }
-        for reason in crate::source::verify::Reason::ALL {
-            self.refused.get_or_create_owned(&ReasonLabel {
-                reason: reason.as_str().into(),
-            });
-        }
-        for ok in [true, false] {
-            self.fetches.get_or_create_owned(&ok_error(ok));
-            self.hooks.get_or_create_owned(&ok_error(ok));
-        }
-        self
-    }
-
     /// The registry in the Prometheus text format, version 0.0.4.
     pub fn encode(&self) -> String {
         let _swap = self.swap.lock().unwrap_or_else(|e| e.into_inner());
@@ -313,7 +169,7 @@ impl Metrics {
 
     /// `tend_resources{state}`: states missing from `counts` read 0.
     pub fn set_resources(&self, counts: &BTreeMap<String, usize>) {
-        for state in STATES {
+        for state in states() {
             let n = counts.get(state).copied().unwrap_or(0);
             self.resources
                 .get_or_create(&StateLabel {
@@ -321,7 +177,10 @@ impl Metrics {
                 })
                 .set(n as i64);
         }
-        for (state, n) in counts.iter().filter(|(s, _)| !STATES.contains(&s.as_str())) {
+        for (state, n) in counts
+            .iter()
+            .filter(|(s, _)| !states().contains(&s.as_str()))
+        {
             self.resources
                 .get_or_create(&StateLabel {
                     state: state.clone(),

@@ -1,198 +1,19 @@
-//! The domain vocabulary shared by every stage: resource identities, desired
-//! and observed state, and the changes a plan is made of.
+//! The domain vocabulary shared by every stage: resource identities and
+//! paths (`identity.rs`), desired and observed state, and the changes a
+//! plan is made of.
 
 use std::fmt;
-use std::sync::Arc;
 
 use git2::Oid;
 
 pub mod host;
+mod identity;
 mod resources;
 pub mod role;
 mod shared;
+pub use identity::{PathError, RelPath, ResourceId};
 pub use resources::Resources;
 pub use shared::SharedStr;
-
-/// A resource's stable identity: `<target>/<kind>/<key>`. Never depends on
-/// order, time or random values, so a retry finds what an earlier attempt made.
-/// Shared, not copied: a pass holds each identity in several maps.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct ResourceId(Arc<str>);
-
-impl ResourceId {
-    pub fn new(target: &str, kind: &str, key: &str) -> Self {
-        ResourceId(format!("{target}/{kind}/{key}").into())
-    }
-    pub fn from_string(s: String) -> Self {
-        ResourceId(s.into())
-    }
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-    /// The target name, the first segment of the identity.
-    pub fn target(&self) -> &str {
-        self.0.split('/').next().unwrap_or("")
-    }
-    /// The kind, the second segment of the identity.
-    pub fn kind(&self) -> &str {
-        self.0.split('/').nth(1).unwrap_or("")
-    }
-    /// The key, what follows the target and the kind: a file's path.
-    pub fn key(&self) -> &str {
-        self.0.splitn(3, '/').nth(2).unwrap_or("")
-    }
-    /// [`ResourceId::target`], sharing the identity's bytes.
-    pub fn target_shared(&self) -> SharedStr {
-        SharedStr::part(&self.0, 0..self.target().len()).expect("a prefix ending before `/`")
-    }
-}
-
-// Ordering, equality and hashing are those of the inner string, so maps
-// keyed by identity can be searched with a `&str`.
-impl std::borrow::Borrow<str> for ResourceId {
-    fn borrow(&self) -> &str {
-        &self.0
-    }
-}
-
-impl serde::Serialize for ResourceId {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&self.0)
-    }
-}
-
-impl<'de> serde::Deserialize<'de> for ResourceId {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        String::deserialize(d).map(ResourceId::from_string)
-    }
-}
-
-impl fmt::Display for ResourceId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-/// A path relative to a target root: no empty, `.` or `..` components, no
-/// leading `/`, no NUL. Built only through [`RelPath::parse`] and its
-/// variants. Cloning shares the bytes.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct RelPath(SharedStr);
-
-/// Whether `raw` is a path in the form [`RelPath::parse`] gives.
-fn canonical(raw: &str) -> bool {
-    !raw.contains('\0') && raw.split('/').all(|part| !matches!(part, "" | "." | ".."))
-}
-
-/// Why a path is not one tend takes: relative to a root, inside it.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum PathError {
-    #[error("path is empty")]
-    Empty,
-    #[error("path {0:?} is absolute; paths are relative to the target root")]
-    Absolute(String),
-    #[error("path contains a NUL byte")]
-    Nul,
-    #[error("path {0:?} contains `..`")]
-    Parent(String),
-    #[error("path {0:?} names the root itself")]
-    Root(String),
-}
-
-impl RelPath {
-    pub fn parse(raw: &str) -> Result<Self, PathError> {
-        if raw.is_empty() {
-            return Err(PathError::Empty);
-        }
-        if raw.starts_with('/') {
-            return Err(PathError::Absolute(raw.into()));
-        }
-        if raw.contains('\0') {
-            return Err(PathError::Nul);
-        }
-        let mut parts = Vec::new();
-        for part in raw.split('/') {
-            match part {
-                "" | "." => continue,
-                ".." => return Err(PathError::Parent(raw.into())),
-                p => parts.push(p),
-            }
-        }
-        if parts.is_empty() {
-            return Err(PathError::Root(raw.into()));
-        }
-        Ok(RelPath(parts.join("/").into()))
-    }
-    /// [`RelPath::parse`], and the identity `<target>/<kind>/<path>` of what
-    /// stands there: the path is kept as the end of the identity, one
-    /// allocation for both.
-    pub fn identify(
-        raw: &str,
-        target: &str,
-        kind: &str,
-    ) -> Result<(ResourceId, RelPath), PathError> {
-        let parsed;
-        let path = if canonical(raw) {
-            raw
-        } else {
-            parsed = RelPath::parse(raw)?;
-            parsed.as_str()
-        };
-        let id = ResourceId::new(target, kind, path);
-        let start = id.0.len() - path.len();
-        let path = match SharedStr::part(&id.0, start..id.0.len()) {
-            Some(part) => RelPath(part),
-            None => RelPath(path.into()),
-        };
-        Ok((id, path))
-    }
-    /// `raw` as a path, sharing the bytes of `id` when it ends with it (as
-    /// [`RelPath::identify`] made it); parsed afresh otherwise.
-    pub fn ending(id: &ResourceId, raw: &str) -> Result<RelPath, PathError> {
-        let start = id.0.len().saturating_sub(raw.len());
-        match canonical(raw) && id.0.ends_with(raw) {
-            true => match SharedStr::part(&id.0, start..id.0.len()) {
-                Some(part) => Ok(RelPath(part)),
-                None => RelPath::parse(raw),
-            },
-            false => RelPath::parse(raw),
-        }
-    }
-    pub fn as_str(&self) -> &str {
-        self.0.as_str()
-    }
-    /// The path's bytes, shared.
-    pub fn shared(&self) -> SharedStr {
-        self.0.clone()
-    }
-    pub fn components(&self) -> impl Iterator<Item = &str> {
-        self.0.split('/')
-    }
-    /// The parent directory (empty for a top-level entry) and the final name.
-    pub fn split_last(&self) -> (&str, &str) {
-        let s = self.as_str();
-        match s.rfind('/') {
-            Some(i) => (&s[..i], &s[i + 1..]),
-            None => ("", s),
-        }
-    }
-    pub fn join(&self, child: &str) -> Result<RelPath, PathError> {
-        RelPath::parse(&format!("{}/{}", self.0, child))
-    }
-}
-
-// Ordering, equality and hashing are those of the path string.
-impl std::borrow::Borrow<str> for RelPath {
-    fn borrow(&self) -> &str {
-        self.as_str()
-    }
-}
-
-impl fmt::Display for RelPath {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
 
 /// An owner or group, as declared: a name resolved on the host, or a number.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -461,36 +282,6 @@ pub trait Backup: Send + Sync {
 /// The Git blob id of some bytes: how live content is compared with desired.
 pub fn blob_id(bytes: &[u8]) -> Oid {
     Oid::hash_object(git2::ObjectType::Blob, bytes).expect("hashing bytes in memory cannot fail")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::RelPath;
-
-    #[test]
-    fn an_identity_names_its_target_and_key() {
-        let id = super::ResourceId::new("files", "file", "etc/app/a.conf");
-        assert_eq!((id.target(), id.key()), ("files", "etc/app/a.conf"));
-        assert_eq!(id.target_shared(), "files");
-        let id = super::ResourceId::new("svc", "config.v1", "web");
-        assert_eq!((id.target(), id.key()), ("svc", "web"));
-    }
-
-    #[test]
-    fn identify_agrees_with_parse_and_shares_the_identity() {
-        for raw in ["a", "a/b.txt", "a//b", "./a/./b/", "/a", "a/../b", ""] {
-            match RelPath::identify(raw, "files", "file") {
-                Ok((id, path)) => {
-                    assert_eq!(Ok(path.clone()), RelPath::parse(raw), "{raw:?}");
-                    assert_eq!(id, super::ResourceId::new("files", "file", path.as_str()));
-                    // The path is the identity's tail, not a copy of it.
-                    let tail = &id.as_str()[id.as_str().len() - path.as_str().len()..];
-                    assert_eq!(tail.as_ptr(), path.as_str().as_ptr(), "{raw:?}");
-                }
-                Err(e) => assert_eq!(Err(e), RelPath::parse(raw), "{raw:?}"),
-            }
-        }
-    }
 }
 
 #[cfg(test)]

@@ -251,11 +251,7 @@ fn validate_limited(env: &Env) -> (util::Run, Duration) {
         .arg(env.state.path())
         .output()
         .expect("prlimit (util-linux) runs");
-    let run = util::Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into(),
-        stderr: String::from_utf8_lossy(&out.stderr).into(),
-    };
+    let run = util::Run::from(out);
     (run, started.elapsed())
 }
 

@@ -10,11 +10,7 @@ use util::{tend_cmd, Env, Run};
 
 fn tend(args: &[&str]) -> Run {
     let out = tend_cmd().args(args).output().expect("run tend");
-    Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
+    Run::from(out)
 }
 
 #[test]

@@ -7,11 +7,11 @@
 
 mod util;
 
-use std::path::{Path, PathBuf};
-use std::process::Child;
+use std::path::Path;
 
 use util::etcd::{self, Etcd};
-use util::http::{get, listening_addr, Metrics};
+use util::host::Host;
+use util::http::get;
 use util::https::HttpsServer;
 use util::{can_run, tend_cmd, wait_until, Run, TestRepo};
 
@@ -36,136 +36,39 @@ struct Source {
     extra: String,
 }
 
-/// One `tend run` host: its own root, state dir, config and log; killed
-/// when dropped.
-struct Host {
-    name: String,
-    dir: tempfile::TempDir,
-    child: Option<Child>,
+/// One `tend run` host with its own root, state dir, config and log,
+/// and a home of its own for Git.
+fn start_host(name: &str, source: &Source, etcd: &Etcd) -> Host {
+    let mut host = Host::new("tend-fleet-", name);
+    std::fs::create_dir_all(host.dir().join("home")).unwrap();
+    host.configure(&format!(
+        "host:\n  name: {name}\nsource:\n  interval: {}\n{}fleet:\n  etcd: {{endpoints: [\"{}\"], timeout: 2s}}\n  lease_ttl: {TTL_SECS}s\npolicy:\n  resync: 1h\n",
+        source.interval,
+        source.extra,
+        etcd.endpoint()
+    ));
+    let mut c = host.run_command();
+    c.arg("--repo")
+        .arg(&source.url)
+        .arg("--root")
+        .arg(host.root())
+        .env("HOME", host.dir().join("home"))
+        .env("GIT_CONFIG_NOSYSTEM", "1");
+    host.start(c);
+    host
 }
 
-impl Host {
-    fn start(name: &str, source: &Source, etcd: &Etcd) -> Host {
-        let dir = tempfile::Builder::new()
-            .prefix("tend-fleet-")
-            .tempdir()
-            .unwrap();
-        let host = Host {
-            name: name.to_string(),
-            dir,
-            child: None,
-        };
-        std::fs::create_dir_all(host.root()).unwrap();
-        std::fs::create_dir_all(host.dir.path().join("home")).unwrap();
-        std::fs::write(
-            host.config(),
-            format!(
-                "host:\n  name: {name}\nsource:\n  interval: {}\n{}fleet:\n  etcd: {{endpoints: [\"{}\"], timeout: 2s}}\n  lease_ttl: {TTL_SECS}s\npolicy:\n  resync: 1h\n",
-                source.interval,
-                source.extra,
-                etcd.endpoint()
-            ),
-        )
-        .unwrap();
-        let mut host = host;
-        host.spawn(source);
-        host
-    }
-
-    fn spawn(&mut self, source: &Source) {
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(self.log_path())
-            .unwrap();
-        let child = tend_cmd()
-            .args(["run", "--listen", "127.0.0.1:0", "--log-level", "info"])
-            .arg("--repo")
-            .arg(&source.url)
-            .arg("--root")
-            .arg(self.root())
-            .arg("--state-dir")
-            .arg(self.dir.path().join("state"))
-            .arg("-c")
-            .arg(self.config())
-            .env("HOME", self.dir.path().join("home"))
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .expect("start tend run");
-        self.child = Some(child);
-    }
-
-    fn root(&self) -> PathBuf {
-        self.dir.path().join("root")
-    }
-
-    fn config(&self) -> PathBuf {
-        self.dir.path().join("tend.yaml")
-    }
-
-    fn log_path(&self) -> PathBuf {
-        self.dir.path().join("daemon.log")
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.log_path()).unwrap_or_default()
-    }
-
-    fn motd(&self) -> String {
-        std::fs::read_to_string(self.root().join("etc/motd")).unwrap_or_default()
-    }
-
-    fn metrics(&self) -> Option<Metrics> {
-        let addr = listening_addr(&self.log())?;
-        Some(Metrics(get(addr, "/metrics").text()))
-    }
-
-    fn metric(&self, name: &str, with: &[(&str, &str)]) -> f64 {
-        self.metrics()
-            .and_then(|m| m.value(name, with))
-            .unwrap_or(-1.0)
-    }
-
-    fn polls_for_fleet(&self) -> bool {
-        self.child.is_some() && self.metric("tend_fleet_poller", &[]) == 1.0
-    }
-
-    fn fetches(&self) -> f64 {
-        self.metric("tend_source_fetch_total", &[("result", "ok")])
-    }
-
-    fn kill9(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-
-    /// SIGTERM, and its exit code once it exited.
-    fn terminate(&mut self) -> Option<i32> {
-        let mut c = self.child.take()?;
-        let pid = rustix::process::Pid::from_raw(c.id() as i32).unwrap();
-        rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
-        let mut code = None;
-        wait_until(20, || match c.try_wait() {
-            Ok(Some(s)) => {
-                code = s.code();
-                true
-            }
-            _ => false,
-        });
-        let _ = c.kill();
-        let _ = c.wait();
-        code
-    }
+fn motd(host: &Host) -> String {
+    std::fs::read_to_string(host.root().join("etc/motd")).unwrap_or_default()
 }
 
-impl Drop for Host {
-    fn drop(&mut self) {
-        self.kill9();
-    }
+fn polls_for_fleet(host: &Host) -> bool {
+    host.running() && host.metric("tend_fleet_poller", &[]) == Some(1.0)
+}
+
+fn fetches(host: &Host) -> f64 {
+    host.metric("tend_source_fetch_total", &[("result", "ok")])
+        .unwrap_or(-1.0)
 }
 
 fn declare(repo: &TestRepo, text: &str) -> String {
@@ -179,7 +82,7 @@ fn declare(repo: &TestRepo, text: &str) -> String {
 
 fn start_hosts(source: &Source, etcd: &Etcd) -> Vec<Host> {
     (1..=HOSTS)
-        .map(|i| Host::start(&format!("host-{i}"), source, etcd))
+        .map(|i| start_host(&format!("host-{i}"), source, etcd))
         .collect()
 }
 
@@ -193,8 +96,8 @@ fn logs(hosts: &[Host]) -> String {
 /// Waits until every running host has applied `text`.
 fn converge(hosts: &[Host], text: &str, secs: u64) {
     let want = format!("{text}\n");
-    let live = || hosts.iter().filter(|h| h.child.is_some());
-    let done = wait_until(secs, || live().all(|h| h.motd() == want));
+    let live = || hosts.iter().filter(|h| h.running());
+    let done = wait_until(secs, || live().all(|h| motd(h) == want));
     assert!(done, "not every host applied {text:?}:\n{}", logs(hosts));
 }
 
@@ -204,12 +107,7 @@ fn fleet_status(config: &Path, json: bool) -> Run {
     if json {
         c.args(["-o", "json"]);
     }
-    let out = c.output().expect("run tend fleet status");
-    Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
+    Run::from(c.output().expect("run tend fleet status"))
 }
 
 fn listed(config: &Path) -> Vec<serde_json::Value> {
@@ -228,7 +126,7 @@ fn poller(hosts: &[Host], secs: u64) -> usize {
     let mut found = None;
     let one = wait_until(secs, || {
         let polling: Vec<usize> = (0..hosts.len())
-            .filter(|i| hosts[*i].polls_for_fleet())
+            .filter(|i| polls_for_fleet(&hosts[*i]))
             .collect();
         found = polling.first().copied();
         polling.len() == 1
@@ -284,7 +182,7 @@ fn fleet_status_lists_every_host_and_a_stopped_one_drops_out() {
     }
 
     // The status page shows the fleet's table too.
-    let addr = listening_addr(&hosts[0].log()).expect("listening address");
+    let addr = hosts[0].addr().expect("listening address");
     let page = get(addr, "/").text();
     assert!(page.contains("<h2>Fleet</h2>"), "{page}");
     for name in &all {
@@ -313,7 +211,8 @@ fn fleet_status_lists_every_host_and_a_stopped_one_drops_out() {
     });
     assert!(gone, "{}", fleet_status(&config, true).all());
     // Stopped: it revokes its lease on the way out.
-    assert_eq!(hosts[3].terminate(), Some(0), "{}", hosts[3].log());
+    let stopped = hosts[3].terminate(20).and_then(|s| s.code());
+    assert_eq!(stopped, Some(0), "{}", hosts[3].log());
     assert_eq!(
         etcd.get("tend/fleet/host-4"),
         None,
@@ -377,11 +276,11 @@ fn one_host_polls_for_the_fleet_and_another_takes_over_when_it_dies() {
 
     // Ten polls of the poller: the server sees about ten fetches, not
     // fifty, and the others fetch nothing (there is nothing new).
-    let before: Vec<f64> = hosts.iter().map(Host::fetches).collect();
+    let before: Vec<f64> = hosts.iter().map(fetches).collect();
     let served_before = fetches_served(&server);
-    let ten = wait_until(60, || hosts[first].fetches() >= before[first] + 10.0);
+    let ten = wait_until(60, || fetches(&hosts[first]) >= before[first] + 10.0);
     assert!(ten, "the poller did not poll:\n{}", logs(&hosts));
-    let after: Vec<f64> = hosts.iter().map(Host::fetches).collect();
+    let after: Vec<f64> = hosts.iter().map(fetches).collect();
     let served = fetches_served(&server) - served_before;
     let polls = (after[first] - before[first]) as usize;
     let others: f64 = (0..HOSTS)
@@ -409,8 +308,8 @@ fn one_host_polls_for_the_fleet_and_another_takes_over_when_it_dies() {
     hosts[first].kill9();
     let next = poller(&hosts, TTL_SECS * 3 + 15);
     assert_ne!(next, first);
-    let polled = hosts[next].fetches();
-    let polls_on = wait_until(30, || hosts[next].fetches() >= polled + 2.0);
+    let polled = fetches(&hosts[next]);
+    let polls_on = wait_until(30, || fetches(&hosts[next]) >= polled + 2.0);
     assert!(polls_on, "the new poller does not poll:\n{}", logs(&hosts));
     declare(&repo, "v3");
     converge(&hosts, "v3", 30);
@@ -474,7 +373,7 @@ fn a_refresh_asked_of_any_host_reaches_the_whole_fleet() {
     let asked = (first + 1) % HOSTS;
 
     declare(&repo, "v2");
-    let addr = listening_addr(&hosts[asked].log()).expect("listening address");
+    let addr = hosts[asked].addr().expect("listening address");
     let answer = util::http::post(addr, "/api/v1/refresh", &[], b"");
     assert!(answer.status < 300, "{}", answer.text());
     converge(&hosts, "v2", 30);

@@ -42,11 +42,7 @@ impl Host {
             .arg(self.config())
             .output()
             .expect("run tend");
-        Run {
-            code: out.status.code().unwrap_or(-1),
-            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        }
+        Run::from(out)
     }
 
     /// The files under its root, relative and sorted.

@@ -7,10 +7,10 @@
 mod util;
 
 use std::path::{Path, PathBuf};
-use std::process::Child;
 use std::time::{Duration, Instant};
 
 use util::etcd::{self, Cluster};
+use util::host::Host;
 use util::{can_run, tend_cmd, wait_until, TestRepo};
 
 /// The lease: short, to keep the tests fast.
@@ -23,128 +23,30 @@ fn etcd_here() -> bool {
     )
 }
 
-/// One `tend run` replica: its own state dir and log, the shared config
-/// and repository; killed when dropped.
-struct Replica {
-    name: String,
-    state: tempfile::TempDir,
-    child: Option<Child>,
+/// One `tend run` replica with the shared config and `host.name` its
+/// own, against the shared repository.
+fn replica(name: &str, repo: &TestRepo, shared: &Path) -> Host {
+    let mut r = Host::new("tend-ha-", name);
+    let text = std::fs::read_to_string(shared).unwrap();
+    r.configure(&format!("{text}host:\n  name: {name}\n"));
+    let mut c = r.run_command();
+    c.args(["--interval", "1s", "--repo"]).arg(repo.url());
+    r.start(c);
+    r
 }
 
-impl Replica {
-    /// Started with the shared config and `host.name` its own.
-    fn start(name: &str, repo: &TestRepo, shared: &Path) -> Replica {
-        let state = tempfile::Builder::new()
-            .prefix("tend-ha-")
-            .tempdir()
-            .unwrap();
-        let config = state.path().join("tend.yaml");
-        let text = std::fs::read_to_string(shared).unwrap();
-        std::fs::write(&config, format!("{text}host:\n  name: {name}\n")).unwrap();
-        let mut r = Replica {
-            name: name.to_string(),
-            state,
-            child: None,
-        };
-        let log = std::fs::File::create(r.log_path()).unwrap();
-        let child = tend_cmd()
-            .args(["run", "--listen", "127.0.0.1:0", "--log-level", "info"])
-            .args(["--interval", "1s", "--repo"])
-            .arg(repo.url())
-            .arg("--state-dir")
-            .arg(r.state.path())
-            .arg("-c")
-            .arg(&config)
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .expect("start tend run");
-        r.child = Some(child);
-        r
-    }
-
-    fn log_path(&self) -> PathBuf {
-        self.state.path().join("daemon.log")
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.log_path()).unwrap_or_default()
-    }
-
-    fn status(&self) -> serde_json::Value {
-        let out = tend_cmd()
-            .args(["status", "-o", "json", "--state-dir"])
-            .arg(self.state.path())
-            .output()
-            .unwrap();
-        serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null)
-    }
-
-    /// `leader` or `follower`, as its status says.
-    fn role(&self) -> String {
-        self.status()["ha"]["role"]
-            .as_str()
-            .unwrap_or("")
-            .to_string()
-    }
-
-    /// `tend_ha_leader` as its /metrics says.
-    fn leader_metric(&self) -> Option<String> {
-        self.get("/metrics")?
-            .lines()
-            .find_map(|l| l.strip_prefix("tend_ha_leader "))
-            .map(str::to_string)
-    }
-
-    /// What its listener answers to `GET path`, read over HTTP at the
-    /// address it logged.
-    fn get(&self, path: &str) -> Option<String> {
-        use std::io::{Read, Write};
-        let log = self.log();
-        let addr = log
-            .lines()
-            .find_map(|l| l.split("listening addr=").nth(1))?
-            .split_whitespace()
-            .next()?
-            .to_string();
-        let mut c = std::net::TcpStream::connect(&addr).ok()?;
-        c.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-        write!(
-            c,
-            "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-        )
-        .ok()?;
-        let mut body = String::new();
-        c.read_to_string(&mut body).ok()?;
-        Some(body)
-    }
-
-    fn leads(&self) -> bool {
-        self.role() == "leader"
-    }
-
-    fn signal(&self, sig: rustix::process::Signal) {
-        let pid = self.child.as_ref().unwrap().id() as i32;
-        let pid = rustix::process::Pid::from_raw(pid).unwrap();
-        rustix::process::kill_process(pid, sig).unwrap();
-    }
-
-    fn kill9(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
+/// `leader` or `follower`, as its status says.
+fn role(r: &Host) -> String {
+    r.status()["ha"]["role"].as_str().unwrap_or("").to_string()
 }
 
-impl Drop for Replica {
-    fn drop(&mut self) {
-        if self.child.is_some() {
-            // A stopped process must be woken to die of anything but KILL.
-            self.signal(rustix::process::Signal::CONT);
-        }
-        self.kill9();
-    }
+fn leads(r: &Host) -> bool {
+    role(r) == "leader"
+}
+
+/// `tend_ha_leader` as its /metrics says.
+fn leader_metric(r: &Host) -> Option<f64> {
+    r.metric("tend_ha_leader", &[])
 }
 
 /// The config both replicas share: an etcd target on `/app/` and `ha` on
@@ -173,12 +75,12 @@ fn declare(repo: &TestRepo, value: &str) {
 
 /// Two replicas, `a` and `b`, once exactly one of them leads and the key
 /// is `v1`: (leader, follower).
-fn two_replicas(repo: &TestRepo, cfg: &Path, cluster: &Cluster) -> (Replica, Replica) {
+fn two_replicas(repo: &TestRepo, cfg: &Path, cluster: &Cluster) -> (Host, Host) {
     declare(repo, "v1");
-    let a = Replica::start("a", repo, cfg);
-    let b = Replica::start("b", repo, cfg);
+    let a = replica("a", repo, cfg);
+    let b = replica("b", repo, cfg);
     let settled = wait_until(30, || {
-        let roles = [a.role(), b.role()];
+        let roles = [role(&a), role(&b)];
         roles.contains(&"leader".to_string())
             && roles.contains(&"follower".to_string())
             && cluster.any().get("/app/greeting").as_deref() == Some("v1")
@@ -191,28 +93,28 @@ fn two_replicas(repo: &TestRepo, cfg: &Path, cluster: &Cluster) -> (Replica, Rep
         b.status(),
         b.log()
     );
-    let (leader, follower) = if a.leads() { (a, b) } else { (b, a) };
+    let (leader, follower) = if leads(&a) { (a, b) } else { (b, a) };
     let named = wait_until(10, || {
         follower.status()["ha"]["leader"] == leader.name.as_str()
     });
     assert!(named, "{}", follower.status());
     assert_eq!(leader.status()["ha"]["leader"], leader.name.as_str());
-    assert_eq!(leader.leader_metric().as_deref(), Some("1"));
-    let text = |r: &Replica| {
-        let out = tend_cmd()
-            .args(["status", "--state-dir"])
-            .arg(r.state.path())
-            .output()
-            .unwrap();
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    };
+    assert_eq!(leader_metric(&leader), Some(1.0));
     let says = format!("role     follower (leader: {})", leader.name);
-    assert!(text(&follower).contains(&says), "{}", text(&follower));
+    assert!(
+        follower.status_text().contains(&says),
+        "{}",
+        follower.status_text()
+    );
     let says = format!("role     leader (leader: {})", leader.name);
-    assert!(text(&leader).contains(&says), "{}", text(&leader));
-    assert_eq!(follower.leader_metric().as_deref(), Some("0"));
+    assert!(
+        leader.status_text().contains(&says),
+        "{}",
+        leader.status_text()
+    );
+    assert_eq!(leader_metric(&follower), Some(0.0));
     // The page says it too.
-    let page = |r: &Replica| r.get("/").unwrap_or_default();
+    let page = |r: &Host| r.get("/").map(|p| p.text()).unwrap_or_default();
     let says = format!(
         "<h2>Role</h2><p class=\"muted\"><b>follower</b>: observes and records drift, writes nothing (leader: {})</p>",
         leader.name
@@ -260,7 +162,7 @@ fn a_killed_leader_is_replaced_within_its_lease_and_a_pass() {
         killed.elapsed(),
         follower.log()
     );
-    assert!(wait_until(5, || follower.leads()), "{}", follower.status());
+    assert!(wait_until(5, || leads(&follower)), "{}", follower.status());
     assert_eq!(cluster.any().history("/app/greeting"), ["v1", "v2"]);
 }
 
@@ -283,13 +185,13 @@ fn a_paused_leader_writes_nothing_after_its_lease_ended() {
         cluster.any().get("/app/greeting").as_deref() == Some("v2")
     });
     assert!(took, "the other replica never took over:\n{}", new.log());
-    assert!(wait_until(5, || new.leads()), "{}", new.status());
+    assert!(wait_until(5, || leads(&new)), "{}", new.status());
 
     // Woken up, the old leader sees the key differ from what it declares
     // (its watch and its next pass), and must not write it back.
     let applied_before = old.log().matches("applied id=").count();
     old.signal(rustix::process::Signal::CONT);
-    let followed = wait_until(15, || old.role() == "follower");
+    let followed = wait_until(15, || role(&old) == "follower");
     assert!(followed, "{}\n{}", old.status(), old.log());
     std::thread::sleep(TTL * 2);
     let history = cluster.history_revisions("/app/greeting");
@@ -356,7 +258,7 @@ fn one_member_down_still_writes_two_down_writes_nothing_until_they_return() {
         follower.status(),
         leader.log()
     );
-    assert!(wait_until(10, || !leader.leads() && !follower.leads()));
+    assert!(wait_until(10, || !leads(&leader) && !leads(&follower)));
 
     cluster.members[0].resume();
     cluster.members[1].resume();
@@ -369,7 +271,7 @@ fn one_member_down_still_writes_two_down_writes_nothing_until_they_return() {
         ["v1", "v2", "v3"],
         "each revision written once"
     );
-    assert!(wait_until(10, || leader.leads() != follower.leads()));
+    assert!(wait_until(10, || leads(&leader) != leads(&follower)));
 }
 
 #[test]
@@ -411,7 +313,7 @@ fn every_member_restarted_in_turn_under_a_running_leader_loses_and_doubles_nothi
     assert!(restored, "{}\n{}", a.log(), b.log());
     want.extend(["by hand".to_string(), "v4".to_string()]);
     assert_eq!(cluster.any().history("/app/greeting"), want);
-    assert!(wait_until(10, || a.leads() != b.leads()));
+    assert!(wait_until(10, || leads(&a) != leads(&b)));
 }
 
 #[test]
@@ -430,14 +332,10 @@ fn a_leader_stopped_by_sigterm_hands_over_before_its_lease_would_expire() {
     std::fs::write(&cfg, long).unwrap();
     let (mut leader, follower) = two_replicas(&repo, &cfg, &cluster);
     let stopped = Instant::now();
-    leader.signal(rustix::process::Signal::TERM);
-    let exited = wait_until(10, || {
-        matches!(leader.child.as_mut().unwrap().try_wait(), Ok(Some(_)))
-    });
-    assert!(exited, "{}", leader.log());
-    leader.child = None;
+    let exited = leader.terminate(10);
+    assert!(exited.is_some(), "{}", leader.log());
     assert!(
-        wait_until(15, || follower.leads()),
+        wait_until(15, || leads(&follower)),
         "{}\n{}",
         follower.status(),
         follower.log()

@@ -12,11 +12,7 @@ use util::{tend_cmd, wait_until, Env, Run};
 
 fn health(args: &[&str]) -> Run {
     let out = tend_cmd().arg("health").args(args).output().unwrap();
-    Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
+    Run::from(out)
 }
 
 fn commit_a(env: &Env) {

@@ -8,11 +8,10 @@
 
 mod util;
 
-use std::path::PathBuf;
-use std::process::Child;
 use std::sync::Mutex;
 
 use util::etcd::{self, Etcd};
+use util::host::Host;
 use util::{can_run, tend_cmd, wait_until, Run, TestRepo};
 
 /// Five daemons each: one test at a time, so the machine keeps up.
@@ -28,149 +27,52 @@ fn etcd_here() -> bool {
     )
 }
 
-/// One host: its own dir with root, state dir, config and log.
-struct Host {
-    name: String,
-    dir: tempfile::TempDir,
-    child: Option<Child>,
+/// One host, not started: its own dir with root, state dir, config and
+/// log.
+fn new_host(name: &str, zone: &str, endpoint: &str, repo: &TestRepo) -> Host {
+    let host = Host::new("tend-rollout-", name);
+    // The hook fails when the applied file says "bad": the canary's
+    // failing hook.
+    host.configure(&format!(
+        "host:\n  name: {name}\n  labels: {{zone: {zone}}}\n\
+         fleet:\n  etcd: {{endpoints: [\"{endpoint}\"], timeout: 2s}}\n  lease_ttl: 5s\n\
+         \x20 rollout:\n    canary: {{labels: {{zone: a}}, count: 1}}\n    soak: 3s\n\
+         source:\n  repo: {}\n  on_change: check\n\
+         hooks:\n  check: {{run: [sh, -c, \"! grep -q bad {}/app.conf\"]}}\n",
+        repo.url(),
+        host.root().display()
+    ));
+    host
 }
 
-impl Host {
-    fn new(name: &str, zone: &str, endpoint: &str, repo: &TestRepo) -> Host {
-        let dir = tempfile::Builder::new()
-            .prefix("tend-rollout-")
-            .tempdir()
-            .unwrap();
-        let root = dir.path().join("root");
-        std::fs::create_dir(&root).unwrap();
-        // The hook fails when the applied file says "bad": the canary's
-        // failing hook.
-        let cfg = format!(
-            "host:\n  name: {name}\n  labels: {{zone: {zone}}}\n\
-             fleet:\n  etcd: {{endpoints: [\"{endpoint}\"], timeout: 2s}}\n  lease_ttl: 5s\n\
-             \x20 rollout:\n    canary: {{labels: {{zone: a}}, count: 1}}\n    soak: 3s\n\
-             source:\n  repo: {}\n  on_change: check\n\
-             hooks:\n  check: {{run: [sh, -c, \"! grep -q bad {}/app.conf\"]}}\n",
-            repo.url(),
-            root.display()
-        );
-        std::fs::write(dir.path().join("tend.yaml"), cfg).unwrap();
-        Host {
-            name: name.to_string(),
-            dir,
-            child: None,
-        }
-    }
-
-    fn start(&mut self, repo: &TestRepo) {
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(self.dir.path().join("daemon.log"))
-            .unwrap();
-        let child = tend_cmd()
-            .args(["run", "--listen", "127.0.0.1:0", "--log-level", "info"])
-            .args(["--interval", "1s", "--mirror", "--path", "site", "--repo"])
-            .arg(repo.url())
-            .arg("--root")
-            .arg(self.dir.path().join("root"))
-            .arg("--state-dir")
-            .arg(self.state())
-            .arg("-c")
-            .arg(self.config())
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .expect("start tend run");
-        self.child = Some(child);
-    }
-
-    fn state(&self) -> PathBuf {
-        self.dir.path().join("state")
-    }
-
-    fn config(&self) -> PathBuf {
-        self.dir.path().join("tend.yaml")
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("daemon.log")).unwrap_or_default()
-    }
-
-    /// What its root holds of the declared file.
-    fn content(&self) -> Option<String> {
-        std::fs::read_to_string(self.dir.path().join("root/app.conf")).ok()
-    }
-
-    fn status(&self, json: bool) -> Run {
-        let mut c = tend_cmd();
-        c.arg("status").arg("--state-dir").arg(self.state());
-        if json {
-            c.args(["-o", "json"]);
-        }
-        let out = c.output().unwrap();
-        Run {
-            code: out.status.code().unwrap_or(-1),
-            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        }
-    }
-
-    /// The revision its ledger says it applied.
-    fn applied(&self) -> Option<String> {
-        let doc: serde_json::Value =
-            serde_json::from_str(&self.status(true).stdout).unwrap_or_default();
-        doc["source"]["applied_revision"].as_str().map(String::from)
-    }
-
-    /// Its `rollout:` status line.
-    fn rollout_line(&self) -> String {
-        self.status(false)
-            .stdout
-            .lines()
-            .find(|l| l.starts_with("rollout: "))
-            .unwrap_or("")
-            .to_string()
-    }
-
-    /// A sample of its /metrics, read at the address it logged.
-    fn metric(&self, name: &str) -> Option<String> {
-        use std::io::{Read, Write};
-        let log = self.log();
-        let addr = log
-            .lines()
-            .find_map(|l| l.split("listening addr=").nth(1))?
-            .split_whitespace()
-            .next()?
-            .to_string();
-        let mut c = std::net::TcpStream::connect(&addr).ok()?;
-        c.set_read_timeout(Some(std::time::Duration::from_secs(5)))
-            .ok()?;
-        write!(
-            c,
-            "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-        )
-        .ok()?;
-        let mut body = String::new();
-        c.read_to_string(&mut body).ok()?;
-        let prefix = format!("{name} ");
-        body.lines()
-            .find_map(|l| l.strip_prefix(prefix.as_str()))
-            .map(str::to_string)
-    }
-
-    fn kill9(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
+fn start_host(host: &mut Host, repo: &TestRepo) {
+    let mut c = host.run_command();
+    c.args(["--interval", "1s", "--mirror", "--path", "site", "--repo"])
+        .arg(repo.url())
+        .arg("--root")
+        .arg(host.root());
+    host.start(c);
 }
 
-impl Drop for Host {
-    fn drop(&mut self) {
-        self.kill9();
-    }
+/// What its root holds of the declared file.
+fn app_conf(host: &Host) -> Option<String> {
+    std::fs::read_to_string(host.root().join("app.conf")).ok()
+}
+
+/// The revision its ledger says it applied.
+fn applied(host: &Host) -> Option<String> {
+    host.status()["source"]["applied_revision"]
+        .as_str()
+        .map(String::from)
+}
+
+/// Its `rollout:` status line.
+fn rollout_line(host: &Host) -> String {
+    host.status_text()
+        .lines()
+        .find(|l| l.starts_with("rollout: "))
+        .unwrap_or("")
+        .to_string()
 }
 
 /// A repository, an etcd member and five hosts: `canary` in zone a, the
@@ -188,17 +90,12 @@ impl Fleet {
         repo.write("site/app.conf", "v1\n");
         let v1 = repo.commit("v1");
         let etcd = Etcd::start();
-        let mut hosts = vec![Host::new("canary", "a", &etcd.endpoint(), &repo)];
+        let mut hosts = vec![new_host("canary", "a", &etcd.endpoint(), &repo)];
         for i in 1..=4 {
-            hosts.push(Host::new(
-                &format!("host-{i}"),
-                "b",
-                &etcd.endpoint(),
-                &repo,
-            ));
+            hosts.push(new_host(&format!("host-{i}"), "b", &etcd.endpoint(), &repo));
         }
         for h in &mut hosts {
-            h.start(&repo);
+            start_host(h, &repo);
         }
         let f = Fleet {
             repo,
@@ -227,11 +124,11 @@ impl Fleet {
     fn wait_all_on(&self, rev: &str, content: &str) {
         for h in &self.hosts {
             assert!(
-                wait_until(WAIT, || h.applied().as_deref() == Some(rev)
-                    && h.content().as_deref() == Some(content)),
+                wait_until(WAIT, || applied(h).as_deref() == Some(rev)
+                    && app_conf(h).as_deref() == Some(content)),
                 "{} never applied {rev}: {:?}\n{}\n{}",
                 h.name,
-                h.status(false),
+                h.status_text(),
                 h.log(),
                 self.canary().log()
             );
@@ -241,7 +138,7 @@ impl Fleet {
     /// No host but the canary applied `content`.
     fn others_never_applied(&self, content: &str) {
         for h in self.others() {
-            assert_ne!(h.content().as_deref(), Some(content), "{}", h.name);
+            assert_ne!(app_conf(h).as_deref(), Some(content), "{}", h.name);
         }
     }
 
@@ -249,13 +146,13 @@ impl Fleet {
         for h in &self.hosts {
             assert!(
                 wait_until(WAIT, || {
-                    let line = h.rollout_line();
+                    let line = rollout_line(h);
                     what.iter().all(|w| line.contains(w))
                 }),
                 "{}: {:?} not in {:?}\n{}",
                 h.name,
                 what,
-                h.rollout_line(),
+                rollout_line(h),
                 h.log()
             );
         }
@@ -276,27 +173,27 @@ fn a_good_commit_reaches_the_canary_first_and_the_others_after_the_soak() {
     let v2 = f.commit("v2\n");
     let canary = f.canary();
     assert!(
-        wait_until(WAIT, || canary.applied().as_deref() == Some(v2.as_str())),
+        wait_until(WAIT, || applied(canary).as_deref() == Some(v2.as_str())),
         "{}",
         canary.log()
     );
     // The canary applies it; every other host holds it, still on v1, and
     // says so.
     for h in f.others() {
-        assert_eq!(h.applied().as_deref(), Some(f.v1.as_str()), "{}", h.name);
-        assert_eq!(h.content().as_deref(), Some("v1\n"), "{}", h.name);
+        assert_eq!(applied(h).as_deref(), Some(f.v1.as_str()), "{}", h.name);
+        assert_eq!(app_conf(h).as_deref(), Some("v1\n"), "{}", h.name);
     }
     for h in f.others() {
         assert!(
             wait_until(WAIT, || {
-                let line = h.rollout_line();
+                let line = rollout_line(h);
                 line.contains(&format!("pending {}", short(&v2)))
                     && line.contains("canaries soaking")
-                    || h.applied().as_deref() == Some(v2.as_str())
+                    || applied(h).as_deref() == Some(v2.as_str())
             }),
             "{}: {}",
             h.name,
-            h.rollout_line()
+            rollout_line(h)
         );
     }
     f.wait_all_on(&v2, "v2\n");
@@ -332,9 +229,9 @@ fn a_failing_hook_on_the_canary_halts_everyone_and_a_fix_rolls_out() {
         "hook check failed",
         "(canary canary)",
     ]);
-    assert_eq!(f.canary().content().as_deref(), Some("bad\n"));
+    assert_eq!(app_conf(f.canary()).as_deref(), Some("bad\n"));
     for h in f.others() {
-        assert_eq!(h.applied().as_deref(), Some(f.v1.as_str()), "{}", h.name);
+        assert_eq!(applied(h).as_deref(), Some(f.v1.as_str()), "{}", h.name);
     }
     f.others_never_applied("bad\n");
     let halted = f
@@ -344,23 +241,19 @@ fn a_failing_hook_on_the_canary_halts_everyone_and_a_fix_rolls_out() {
     assert!(halted.contains("hook check failed"), "{halted}");
     for h in &f.hosts {
         assert_eq!(
-            h.metric("tend_rollout_halted").as_deref(),
-            Some("1"),
+            h.metric("tend_rollout_halted", &[]),
+            Some(1.0),
             "{}",
             h.name
         );
     }
-    assert_eq!(
-        f.hosts[1].metric("tend_rollout_pending").as_deref(),
-        Some("1")
-    );
+    assert_eq!(f.hosts[1].metric("tend_rollout_pending", &[]), Some(1.0));
     let v3 = f.commit("v3\n");
     f.wait_all_on(&v3, "v3\n");
     f.others_never_applied("bad\n");
     for h in &f.hosts {
         assert!(
-            wait_until(WAIT, || h.metric("tend_rollout_halted").as_deref()
-                == Some("0")),
+            wait_until(WAIT, || h.metric("tend_rollout_halted", &[]) == Some(0.0)),
             "{}",
             h.name
         );
@@ -383,11 +276,7 @@ fn resume_lifts_a_halt_and_every_host_applies_the_revision() {
             .arg(f.canary().config())
             .output()
             .unwrap();
-        Run {
-            code: out.status.code().unwrap_or(-1),
-            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        }
+        Run::from(out)
     };
     assert_eq!(r.code, 0, "{r:?}");
     assert!(
@@ -420,7 +309,7 @@ fn a_canary_killed_during_the_soak_halts_the_rollout() {
     {
         let canary = f.canary();
         assert!(
-            wait_until(WAIT, || canary.content().as_deref() == Some("v2\n")),
+            wait_until(WAIT, || app_conf(canary).as_deref() == Some("v2\n")),
             "{}",
             canary.log()
         );
@@ -436,13 +325,13 @@ fn a_canary_killed_during_the_soak_halts_the_rollout() {
     for h in f.others() {
         assert!(
             wait_until(WAIT, || {
-                let line = h.rollout_line();
+                let line = rollout_line(h);
                 line.contains(&format!("halted at {}", short(&v2)))
                     && line.contains("canary went silent")
             }),
             "{}: {}\n{}",
             h.name,
-            h.rollout_line(),
+            rollout_line(h),
             h.log()
         );
     }
@@ -451,7 +340,7 @@ fn a_canary_killed_during_the_soak_halts_the_rollout() {
     let halted = f.etcd.get(&format!("tend/rollout/rev/{v2}/halted"));
     assert!(halted.is_some_and(|h| h.contains("went silent")));
     for h in f.others() {
-        assert_eq!(h.applied().as_deref(), Some(f.v1.as_str()), "{}", h.name);
+        assert_eq!(applied(h).as_deref(), Some(f.v1.as_str()), "{}", h.name);
     }
     f.others_never_applied("v2\n");
     assert!(f
@@ -471,12 +360,11 @@ fn with_etcd_stopped_no_host_applies_the_held_revision_until_it_returns() {
     let v2 = f.commit("v2\n");
     for h in &f.hosts {
         assert!(
-            wait_until(WAIT, || h
-                .rollout_line()
+            wait_until(WAIT, || rollout_line(h)
                 .contains("waiting: etcd unreachable")),
             "{}: {}\n{}",
             h.name,
-            h.rollout_line(),
+            rollout_line(h),
             h.log()
         );
     }
@@ -485,15 +373,13 @@ fn with_etcd_stopped_no_host_applies_the_held_revision_until_it_returns() {
     for h in &f.hosts {
         assert!(
             wait_until(WAIT, || {
-                let doc: serde_json::Value =
-                    serde_json::from_str(&h.status(true).stdout).unwrap_or_default();
-                doc["source"]["fetched_revision"].as_str() == Some(v2.as_str())
+                h.status()["source"]["fetched_revision"].as_str() == Some(v2.as_str())
             }),
             "{}",
             h.name
         );
-        assert_eq!(h.applied().as_deref(), Some(f.v1.as_str()), "{}", h.name);
-        assert_eq!(h.content().as_deref(), Some("v1\n"), "{}", h.name);
+        assert_eq!(applied(h).as_deref(), Some(f.v1.as_str()), "{}", h.name);
+        assert_eq!(app_conf(h).as_deref(), Some("v1\n"), "{}", h.name);
     }
     f.etcd.resume();
     f.wait_all_on(&v2, "v2\n");

@@ -1,7 +1,7 @@
 //! Turns the ledger and a pass's report into metrics, so `/metrics`, the
 //! status API and `tend status` tell one story.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::ledger::{Ledger, ResourceRecord, State};
@@ -55,11 +55,7 @@ pub fn ledger(metrics: &Metrics, ledger: &Ledger, kept: &[ResourceRecord], faili
     ) else {
         return false;
     };
-    let mut by_name: BTreeMap<String, usize> =
-        State::ALL.iter().map(|s| (state_name(*s), 0)).collect();
-    for (state, n) in counts {
-        *by_name.entry(state_name(state)).or_default() += n;
-    }
+    let mut by_name = crate::status::counts(counts);
     if !kept.is_empty() {
         let ids: HashSet<&str> = kept.iter().map(|r| r.id.as_str()).collect();
         let older = ledger.resources_of(ids.iter().copied()).unwrap_or_default();
@@ -123,6 +119,16 @@ pub fn refused(metrics: &Metrics, reason: &str) {
 /// Resources waiting in the queue for their time.
 pub fn queue(metrics: &Metrics, depth: usize) {
     metrics.set_queue_depth(depth);
+}
+
+/// Whether this replica leads, with `ha`.
+pub fn ha_leader(metrics: &Metrics, leading: bool) {
+    metrics.set_ha_leader(leading);
+}
+
+/// Where this host's staged rollout stands: halted, or a revision held.
+pub fn rollout(metrics: &Metrics, halted: bool, held: bool) {
+    metrics.set_rollout(halted, held);
 }
 
 /// Whether this host polls the source for its fleet.

@@ -11,6 +11,7 @@ mod declared;
 mod hashkey;
 mod lock;
 mod notes;
+mod pauses;
 mod records;
 mod schema;
 mod trust;

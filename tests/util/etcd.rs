@@ -1,12 +1,15 @@
 //! A real etcd member for tests (Debian's etcd-server): its own data dir
 //! in a temp dir, free loopback ports, killed on drop, never left running.
 //! `etcdctl` (etcd-client) reads and writes beside tend as another writer.
-//! Self-contained, so unit tests include it too.
+//! Self-contained but for `certs.rs`, which its includer names beside it
+//! as `certs`, so unit tests include it too.
 
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
+
+use super::certs;
 
 pub const ETCD: &str = "/usr/bin/etcd";
 pub const ETCDCTL: &str = "/usr/bin/etcdctl";
@@ -43,36 +46,28 @@ pub struct Etcd {
 impl Etcd {
     /// One member, started and answering.
     pub fn start() -> Etcd {
-        let dir = tempfile::Builder::new()
-            .prefix("tend-etcd-")
-            .tempdir()
-            .unwrap();
-        let peer_port = free_port();
-        let mut e = Etcd {
-            name: "m1".into(),
-            client_port: free_port(),
-            peer_port,
-            dir,
-            child: None,
-            user: None,
-            initial_cluster: format!("m1=http://127.0.0.1:{peer_port}"),
-            tls: None,
-        };
-        e.resume();
-        e
+        Etcd::alone(false)
     }
 
     /// One member serving clients over TLS only, asking each for a client
     /// certificate; its CA and a client's certificate are made by openssl
     /// in [`Etcd::tls_dir`].
     pub fn start_tls() -> Etcd {
+        Etcd::alone(true)
+    }
+
+    /// A one-member cluster, started and answering.
+    fn alone(tls: bool) -> Etcd {
         let dir = tempfile::Builder::new()
             .prefix("tend-etcd-")
             .tempdir()
             .unwrap();
-        let certs = dir.path().join("tls");
-        std::fs::create_dir(&certs).unwrap();
-        make_certificates(&certs);
+        let tls = tls.then(|| {
+            let certs = dir.path().join("tls");
+            std::fs::create_dir(&certs).unwrap();
+            make_certificates(&certs);
+            certs
+        });
         let peer_port = free_port();
         let mut e = Etcd {
             name: "m1".into(),
@@ -82,7 +77,7 @@ impl Etcd {
             child: None,
             user: None,
             initial_cluster: format!("m1=http://127.0.0.1:{peer_port}"),
-            tls: Some(certs),
+            tls,
         };
         e.resume();
         e
@@ -411,57 +406,9 @@ pub fn wait(secs: u64, mut check: impl FnMut() -> bool) -> bool {
     check()
 }
 
-/// A CA, a server certificate for 127.0.0.1 and a client certificate, all
-/// EC P-256, made by openssl in `dir`.
+/// A CA, a server certificate for 127.0.0.1 and a client certificate.
 fn make_certificates(dir: &Path) {
-    let openssl = |args: &[&str]| {
-        let out = Command::new("openssl")
-            .args(args)
-            .current_dir(dir)
-            .output()
-            .expect("run openssl");
-        assert!(
-            out.status.success(),
-            "openssl {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    };
-    let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1"];
-    let mut ca = vec!["req", "-x509", "-nodes", "-days", "2"];
-    ca.extend(ec);
-    ca.extend([
-        "-keyout",
-        "ca.key",
-        "-out",
-        "ca.pem",
-        "-subj",
-        "/CN=tend etcd test CA",
-    ]);
-    ca.extend(["-addext", "basicConstraints=critical,CA:TRUE"]);
-    ca.extend(["-addext", "keyUsage=critical,keyCertSign"]);
-    openssl(&ca);
-    for (name, ext) in [
-        (
-            "server",
-            "subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n",
-        ),
-        ("client", "basicConstraints=CA:FALSE\nextendedKeyUsage=clientAuth\n"),
-    ] {
-        let (key, csr, pem, extfile) = (
-            format!("{name}.key"),
-            format!("{name}.csr"),
-            format!("{name}.pem"),
-            format!("{name}.ext"),
-        );
-        let mut req = vec!["req", "-nodes"];
-        req.extend(ec);
-        let subject = format!("/CN={name}");
-        req.extend(["-keyout", &key, "-out", &csr, "-subj", &subject]);
-        openssl(&req);
-        std::fs::write(dir.join(&extfile), ext).unwrap();
-        openssl(&[
-            "x509", "-req", "-in", &csr, "-CA", "ca.pem", "-CAkey", "ca.key",
-            "-CAcreateserial", "-days", "2", "-out", &pem, "-extfile", &extfile,
-        ]);
-    }
+    certs::authority(dir);
+    certs::signed(dir, "server", "server", certs::SERVER);
+    certs::signed(dir, "client", "client", certs::CLIENT);
 }

@@ -5,15 +5,14 @@
 //! name (`localhost` instead of `127.0.0.1`), and the git server on that
 //! other host, which logs the Authorization header of every request.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+use super::certs::{self, openssl, OPENSSL};
 use super::servers::{available, free_port, git_http_backend, wait_for_port, Group};
 
 const NGINX: &str = "/usr/sbin/nginx";
 const FCGIWRAP: &str = "/usr/sbin/fcgiwrap";
-const OPENSSL: &str = "/usr/bin/openssl";
 
 pub struct HttpsServer {
     dir: tempfile::TempDir,
@@ -149,83 +148,10 @@ fn log_file(path: &Path) -> std::fs::File {
         .unwrap()
 }
 
-fn openssl(dir: &Path, args: &[&str], stdin: Option<&str>) -> String {
-    let mut child = Command::new(OPENSSL)
-        .args(args)
-        .current_dir(dir)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut input = child.stdin.take().unwrap();
-    if let Some(text) = stdin {
-        input.write_all(text.as_bytes()).unwrap();
-    }
-    drop(input);
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "openssl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
 /// A CA, and a server certificate it signs for 127.0.0.1 and localhost.
 fn make_certificates(dir: &Path) {
-    let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1"];
-    let mut ca = vec!["req", "-x509", "-nodes", "-days", "2"];
-    ca.extend(ec);
-    ca.extend([
-        "-keyout",
-        "ca.key",
-        "-out",
-        "ca.pem",
-        "-subj",
-        "/CN=tend test CA",
-    ]);
-    ca.extend(["-addext", "basicConstraints=critical,CA:TRUE"]);
-    ca.extend(["-addext", "keyUsage=critical,keyCertSign"]);
-    openssl(dir, &ca, None);
-    let mut csr = vec!["req", "-nodes"];
-    csr.extend(ec);
-    csr.extend([
-        "-keyout",
-        "server.key",
-        "-out",
-        "server.csr",
-        "-subj",
-        "/CN=127.0.0.1",
-    ]);
-    openssl(dir, &csr, None);
-    std::fs::write(
-        dir.join("server.ext"),
-        "subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=CA:FALSE\n\
-         extendedKeyUsage=serverAuth\n",
-    )
-    .unwrap();
-    openssl(
-        dir,
-        &[
-            "x509",
-            "-req",
-            "-in",
-            "server.csr",
-            "-CA",
-            "ca.pem",
-            "-CAkey",
-            "ca.key",
-            "-CAcreateserial",
-            "-days",
-            "2",
-            "-out",
-            "server.pem",
-            "-extfile",
-            "server.ext",
-        ],
-        None,
-    );
+    certs::authority(dir);
+    certs::signed(dir, "server", "127.0.0.1", certs::SERVER);
 }
 
 fn nginx_config(dir: &Path, backend: &Path, port: u16, redirect: u16, other: u16) -> String {

@@ -4,10 +4,12 @@
 #![allow(dead_code)]
 
 pub mod age;
+pub mod certs;
 pub mod container;
 pub mod docker;
 pub mod etcd;
 pub mod gate;
+pub mod host;
 pub mod http;
 pub mod https;
 pub mod plugins;
@@ -33,7 +35,7 @@ pub struct Run {
     pub stderr: String,
 }
 
-impl Run {
+impl From<Output> for Run {
     fn from(out: Output) -> Run {
         Run {
             code: out.status.code().unwrap_or(-1),
@@ -41,6 +43,9 @@ impl Run {
             stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
         }
     }
+}
+
+impl Run {
     /// Everything printed, for searching.
     pub fn all(&self) -> String {
         format!("{}{}", self.stdout, self.stderr)

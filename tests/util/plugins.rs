@@ -16,11 +16,7 @@ pub fn check(command: &[&str]) -> Run {
         .args(command)
         .output()
         .expect("run tend plugin check");
-    Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
+    Run::from(out)
 }
 
 /// Live pids named by the replicas plugin's pid files under `dir/name`.

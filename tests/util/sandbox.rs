@@ -81,11 +81,7 @@ impl Sandbox {
             .env("TMPDIR", self.tmp.path())
             .output()
             .expect("run tend");
-        Run {
-            code: out.status.code().unwrap_or(-1),
-            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        }
+        Run::from(out)
     }
 
     pub fn assert_untouched(&self) {

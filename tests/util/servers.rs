@@ -189,11 +189,7 @@ pub fn run_remote(env: &Env, url: &str, config: Option<&Path>, args: &[&str]) ->
     let out = remote_cmd(env, url, config, args)
         .output()
         .expect("run tend");
-    Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
+    Run::from(out)
 }
 
 /// `tend run` against a remote address, logging to `daemon.log` in the

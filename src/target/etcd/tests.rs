@@ -1,6 +1,9 @@
 //! The etcd target against a real one-member etcd (Debian's etcd-server):
 //! a writer between observe and write, and an unreachable cluster.
 
+#[path = "../../../tests/util/certs.rs"]
+#[allow(dead_code)]
+mod certs;
 #[path = "../../../tests/util/etcd.rs"]
 #[allow(dead_code)]
 mod server;

@@ -10,6 +10,7 @@ mod config;
 mod decide;
 mod durable;
 mod observe;
+mod ops;
 mod remove;
 mod resolve;
 mod statcache;
@@ -32,17 +33,17 @@ mod tests_observe;
 mod tests_trees;
 
 use std::fmt::Display;
-use std::os::fd::{BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
 use git2::Oid;
 
-use crate::model::{Backup, Change, ContentSource, Observed, RelPath, ResourceId, Spec};
+use crate::model::{Backup, Change, ContentSource, Observed, RelPath, Spec};
 use crate::target::{Applied, ChangeSink, Probe, Subscription, Swept, Target, TargetError};
 
 pub use config::{check_link_name, FilesConfig, Link, LINK_KEEP};
+use ops::{counted_fsync, Ops};
 use resolve::Root;
 use statcache::StatCache;
 use trees::Trees;
@@ -392,54 +393,6 @@ impl Target for FilesTarget {
         self.watch.attach(w.echoes());
         Some(Box::new(w))
     }
-}
-
-/// What one apply has done so far, and where overwritten content goes.
-pub(super) struct Ops<'a> {
-    id: &'a ResourceId,
-    backup: &'a dyn Backup,
-    writes: u64,
-    backups: Vec<String>,
-    dir_syncs: &'a AtomicU64,
-    /// Inside a batch: directories that gained an entry other than by the
-    /// final rename (a new subdirectory), left for the batch to sync once.
-    deferred: Option<Vec<OwnedFd>>,
-    /// What the last write of the change left at its path.
-    left: Option<crate::target::Left>,
-}
-
-impl Ops<'_> {
-    /// fsync of a directory, counted.
-    fn sync_dir(&self, dir: BorrowedFd) -> rustix::io::Result<()> {
-        counted_fsync(self.dir_syncs, dir)
-    }
-
-    /// Syncs a directory now or, inside a batch, leaves it for the batch.
-    fn sync_dir_or_defer(&mut self, dir: BorrowedFd) -> rustix::io::Result<()> {
-        match &mut self.deferred {
-            Some(deferred) => {
-                deferred.push(rustix::io::fcntl_dupfd_cloexec(dir, 0)?);
-                Ok(())
-            }
-            None => self.sync_dir(dir),
-        }
-    }
-
-    /// Saves content about to be overwritten or removed; the write must not
-    /// go ahead when this fails.
-    fn save(&mut self, path: &str, bytes: &[u8]) -> Result<(), TargetError> {
-        let reference = self
-            .backup
-            .save(self.id, bytes)
-            .map_err(|e| transient(path, "back up", e))?;
-        self.backups.push(reference);
-        Ok(())
-    }
-}
-
-fn counted_fsync(counter: &AtomicU64, dir: BorrowedFd) -> rustix::io::Result<()> {
-    counter.fetch_add(1, Ordering::Relaxed);
-    rustix::fs::fsync(dir)
 }
 
 /// A retryable failure, naming the path (root-relative) and the operation.
