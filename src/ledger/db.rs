@@ -61,6 +61,11 @@ impl Ledger {
         // FULL: an intent must be on disk before the effect it announces.
         conn.pragma_update(None, "synchronous", "FULL")
             .map_err(err)?;
+        // A pass reads the ledger in order, once: pages beyond a few
+        // hundred KiB would only hold what the kernel's page cache holds
+        // anyway, in the process's memory (2 MiB by default).
+        conn.pragma_update(None, "cache_size", CACHE_KIB)
+            .map_err(err)?;
         // Every commit is already durable in the WAL; checkpointing it into
         // the database at close would only add two syncs to each command.
         // The next writer's automatic checkpoints fold it in.
@@ -384,6 +389,9 @@ fn create(state_dir: &Path, path: &Path) -> Res<()> {
     built?;
     sync_dir(state_dir)
 }
+
+/// SQLite's page cache of a connection, in KiB (as a negative count).
+const CACHE_KIB: i64 = -512;
 
 fn build(temp: &Path) -> Res<()> {
     let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
