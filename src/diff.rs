@@ -98,7 +98,7 @@ pub fn compare(desired: &Desired, observed: &Observed, before: &[String]) -> Com
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::model::{blob_id, Change, FileSpec, Origin, RelPath, ResourceId, Resources};
+    use crate::model::{blob_id, Change, FileSpec, RelPath, ResourceId, Resources};
     use std::collections::HashMap;
 
     /// A desired `file` resource at `path`, for tests here and elsewhere.
@@ -114,11 +114,9 @@ pub(crate) mod tests {
                 gid: None,
                 secret: false,
             }),
-            on_change: None,
-            self_heal: None,
+            declaration: Default::default(),
             sensitive: false,
             decrypted: false,
-            origin: Origin::default(),
         }
     }
 

@@ -131,7 +131,7 @@ pub fn build(
         declared_at: origin
             .as_ref()
             .and_then(|o| o.desired)
-            .map(|d| d.origin.to_string()),
+            .map(|d| d.origin().to_string()),
         commit: origin.as_ref().and_then(|o| {
             o.commit.as_ref().map(|c| CommitView {
                 id: o.revision.to_string(),

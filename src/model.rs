@@ -3,6 +3,7 @@
 //! plan is made of.
 
 use std::fmt;
+use std::sync::Arc;
 
 use git2::Oid;
 
@@ -91,15 +92,72 @@ pub struct Desired {
     pub id: ResourceId,
     pub path: RelPath,
     pub spec: Spec,
-    pub on_change: Option<String>,
-    /// Per-resource override of `policy.self_heal`.
-    pub self_heal: Option<bool>,
+    /// Where it was declared, and what the declaration says beside its
+    /// spec: shared by every resource one declaration makes.
+    pub declaration: Arc<Declaration>,
     pub sensitive: bool,
     /// The content is a decrypted `decrypt: age` source (and so
     /// sensitive): what it overwrites is not backed up, since a backup
     /// would keep a secret in clear.
     pub decrypted: bool,
-    pub origin: Origin,
+}
+
+/// Where declarations came from and what they say beside their specs, held
+/// once for all the resources it made: the files of a `directory`, the
+/// keys of a document, every file of a mirror. A revision holds 100k
+/// resources and more, most of them alike in all of this.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Declaration {
+    /// The declaring file; `None` for a mirrored file, declared by itself:
+    /// its own path, between `under` (the source path) and `suffix` (what
+    /// a decrypted file's name ends with in the repository).
+    pub file: Option<SharedStr>,
+    pub under: SharedStr,
+    pub suffix: SharedStr,
+    pub line: usize,
+    pub on_change: Option<String>,
+    /// Per-resource override of `policy.self_heal`.
+    pub self_heal: Option<bool>,
+}
+
+impl Declaration {
+    /// What a document at `origin` declares beside its specs.
+    pub fn written(
+        origin: &Origin,
+        on_change: Option<String>,
+        self_heal: Option<bool>,
+    ) -> Arc<Declaration> {
+        Arc::new(Declaration {
+            file: Some(origin.file.clone()),
+            line: origin.line,
+            on_change,
+            self_heal,
+            ..Declaration::default()
+        })
+    }
+}
+
+impl Desired {
+    /// Where it was declared: the file and line.
+    pub fn origin(&self) -> Origin {
+        let d = &self.declaration;
+        let file = match &d.file {
+            Some(file) => file.clone(),
+            None if d.under.is_empty() && d.suffix.is_empty() => self.path.shared(),
+            None => format!("{}{}{}", d.under, self.path, d.suffix).into(),
+        };
+        Origin { file, line: d.line }
+    }
+
+    /// The hook its changes trigger.
+    pub fn on_change(&self) -> Option<&str> {
+        self.declaration.on_change.as_deref()
+    }
+
+    /// Its override of `policy.self_heal`.
+    pub fn self_heal(&self) -> Option<bool> {
+        self.declaration.self_heal
+    }
 }
 
 /// A plugin object's values decrypted from `decrypt: age` sources are
@@ -302,7 +360,8 @@ mod size_tests {
     use super::*;
 
     /// A daemon holds one `Desired` per declared resource (100k and more):
-    /// the rare structured spec is boxed so files do not pay for its size.
+    /// the rare structured spec is boxed so files do not pay for its size,
+    /// and what a declaration says beside specs is shared.
     #[test]
     fn a_declared_file_stays_small() {
         assert!(
@@ -311,7 +370,7 @@ mod size_tests {
             std::mem::size_of::<Spec>()
         );
         assert!(
-            std::mem::size_of::<Desired>() <= 200,
+            std::mem::size_of::<Desired>() <= 112,
             "{}",
             std::mem::size_of::<Desired>()
         );

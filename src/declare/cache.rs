@@ -12,6 +12,7 @@ use std::fs;
 use std::io::{self, BufReader, BufWriter, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use git2::Oid;
 use sha2::{Digest, Sha256};
@@ -20,13 +21,13 @@ mod wire;
 
 use super::{Declared, WrittenOwner};
 use crate::model::{
-    Desired, FileSpec, Origin, RelPath, ResourceId, Resources, SharedStr, Spec, StructuredSpec,
+    Declaration, Desired, FileSpec, RelPath, ResourceId, Resources, SharedStr, Spec, StructuredSpec,
 };
 use wire::{IntoInner, Reader, Writer};
 
 const MAGIC: &[u8; 8] = b"tenddecl";
 /// Bumped whenever the encoding below or what a declaration holds changes.
-const VERSION: u32 = 1;
+const VERSION: u32 = 2;
 const FILE: &str = "declared.cache";
 /// Magic, version, key, the body's checksum and its length.
 const HEADER: usize = 8 + 4 + 32 + 32 + 8;
@@ -141,7 +142,7 @@ impl<W: Write> Writer<W> {
     fn body(&mut self, d: &Declared) -> io::Result<()> {
         let w = self;
         w.len(d.resources.len())?;
-        let mut last_origin: Option<&str> = None;
+        let mut last: Option<&Arc<Declaration>> = None;
         for r in d.resources.values() {
             w.str(r.id.as_str())?;
             w.str(r.path.as_str())?;
@@ -166,26 +167,26 @@ impl<W: Write> Writer<W> {
                     w.strs(s.ignore.iter().map(String::as_str), s.ignore.len())?;
                 }
             }
-            w.opt_str(r.on_change.as_deref())?;
-            w.u8(match r.self_heal {
-                None => 0,
-                Some(false) => 1,
-                Some(true) => 2,
-            })?;
             w.u8(u8::from(r.sensitive))?;
-            // Most origins are the path itself or the file before's: shared
-            // again when read.
-            let file = r.origin.file.as_str();
-            if file == r.path.as_str() {
+            // Declarations are shared by the resources they made, which
+            // follow each other: shared again when read.
+            let declared = &r.declaration;
+            if last.is_some_and(|l| Arc::ptr_eq(l, declared)) {
                 w.u8(0)?;
-            } else if last_origin == Some(file) {
-                w.u8(1)?;
             } else {
-                w.u8(2)?;
-                w.str(file)?;
+                w.u8(1)?;
+                w.opt_str(declared.file.as_deref())?;
+                w.str(&declared.under)?;
+                w.str(&declared.suffix)?;
+                w.u64(declared.line as u64)?;
+                w.opt_str(declared.on_change.as_deref())?;
+                w.u8(match declared.self_heal {
+                    None => 0,
+                    Some(false) => 1,
+                    Some(true) => 2,
+                })?;
             }
-            last_origin = Some(file);
-            w.u64(r.origin.line as u64)?;
+            last = Some(declared);
         }
         w.len(d.blocked.len())?;
         for (id, why) in &d.blocked {
@@ -237,7 +238,7 @@ fn decode_from(mut input: impl Read, key: &[u8; 32]) -> Option<Declared> {
         buf: Vec::new(),
     };
     let mut d = Declared::default();
-    let mut last_origin: Option<SharedStr> = None;
+    let mut last: Option<Arc<Declaration>> = None;
     let count = r.len()?;
     // Written in identity order: kept as read, each entry once.
     let mut resources = Vec::with_capacity(count.min(1 << 20));
@@ -265,31 +266,32 @@ fn decode_from(mut input: impl Read, key: &[u8; 32]) -> Option<Declared> {
             })),
             _ => return None,
         };
-        let on_change = r.opt_str()?;
-        let self_heal = match r.u8()? {
-            0 => None,
-            1 => Some(false),
-            2 => Some(true),
-            _ => return None,
-        };
         let sensitive = r.u8()? != 0;
-        let file = match r.u8()? {
-            0 => path.shared(),
-            1 => last_origin.clone()?,
-            2 => SharedStr::from(r.str()?),
+        let declaration = match r.u8()? {
+            0 => last.clone()?,
+            1 => Arc::new(Declaration {
+                file: r.opt_str()?.map(SharedStr::from),
+                under: r.str()?.into(),
+                suffix: r.str()?.into(),
+                line: usize::try_from(r.u64()?).ok()?,
+                on_change: r.opt_str()?,
+                self_heal: match r.u8()? {
+                    0 => None,
+                    1 => Some(false),
+                    2 => Some(true),
+                    _ => return None,
+                },
+            }),
             _ => return None,
         };
-        last_origin = Some(file.clone());
-        let line = usize::try_from(r.u64()?).ok()?;
+        last = Some(declaration.clone());
         let desired = Desired {
             id,
             path,
             spec,
-            on_change,
-            self_heal,
+            declaration,
             sensitive,
             decrypted: false,
-            origin: Origin { file, line },
         };
         resources.push(desired);
     }

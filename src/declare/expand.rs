@@ -4,6 +4,7 @@
 
 use crate::declare::DeclError;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
 
 use git2::Oid;
 
@@ -43,6 +44,8 @@ pub(super) struct Builder<'a> {
     /// the conflict index and are indexed all at once in `finish`. Held as
     /// the map's entries, so building the map reuses this vector.
     mirrored: Vec<Desired>,
+    /// What declares mirrored files, one for each source path and suffix.
+    mirror_declarations: Vec<Arc<crate::model::Declaration>>,
     /// The target of every mirrored file, picked once.
     mirror_target: Option<Result<String, DeclError>>,
     owners: BTreeMap<ResourceId, crate::declare::WrittenOwner>,
@@ -68,6 +71,7 @@ impl<'a> Builder<'a> {
             secrets: HashMap::new(),
             lfs_dirs,
             mirrored: Vec::new(),
+            mirror_declarations: Vec::new(),
             mirror_target: None,
             owners: BTreeMap::new(),
             reread: false,
@@ -170,7 +174,7 @@ impl<'a> Builder<'a> {
         let key = (d.id.target_shared(), d.path.clone());
         if self.conflicted.contains(&key) {
             let reason = format!("{} is declared more than once", d.path);
-            self.block(d.id.clone(), &d.origin.clone(), reason);
+            self.block(d.id.clone(), &d.origin(), reason);
             return;
         }
         if let Some(prev_id) = self.by_path.get(&key).cloned() {
@@ -181,10 +185,11 @@ impl<'a> Builder<'a> {
             self.conflicted.insert(key);
             let reason = format!(
                 "declared twice, at {} and {}; neither is applied",
-                prev.origin, d.origin
+                prev.origin(),
+                d.origin()
             );
-            self.block(prev.id.clone(), &prev.origin, reason.clone());
-            self.block(d.id.clone(), &d.origin.clone(), reason);
+            self.block(prev.id.clone(), &prev.origin(), reason.clone());
+            self.block(d.id.clone(), &d.origin(), reason);
             return;
         }
         self.by_path.insert(key, d.id.clone());

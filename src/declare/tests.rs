@@ -78,12 +78,12 @@ fn kinds_and_sources() {
         }
         other => panic!("{other:?}"),
     }
-    assert_eq!(conf.origin.line, 1);
+    assert_eq!(conf.origin().line, 1);
     let run_sh = &d.resources[&ResourceId::new("files", "file", "bin/run")];
     assert!(matches!(&run_sh.spec, Spec::File(f) if f.mode == 0o755));
-    assert_eq!(run_sh.on_change.as_deref(), Some("reload"));
+    assert_eq!(run_sh.on_change(), Some("reload"));
     let link = &d.resources[&ResourceId::new("files", "symlink", "etc/link")];
-    assert_eq!(link.origin.line, 6);
+    assert_eq!(link.origin().line, 6);
 }
 
 #[test]

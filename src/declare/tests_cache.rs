@@ -98,3 +98,40 @@ fn a_cache_that_is_damaged_foreign_or_of_another_version_is_not_trusted() {
     let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().flatten().collect();
     assert_eq!(names.len(), 1, "{names:?}");
 }
+
+/// A mirror under a source path: each file is declared by itself at its
+/// repository path, line 1, and the files share one declaration, as they
+/// do again when read back from the cache.
+#[test]
+fn mirrored_files_share_one_declaration_naming_each_repository_path() {
+    let repo = varied();
+    let fx = snapshot_of(&repo);
+    let targets = vec![TargetInfo {
+        name: "files".into(),
+        kinds: vec!["file".into(), "symlink".into()],
+        kinds_unknown: None,
+    }];
+    let opts = Options::plain("host", true, &targets, &[]);
+    let d = declare(&fx.snapshot, &opts).unwrap();
+    let conf = d
+        .resources
+        .get("files/file/app.conf")
+        .expect("mirrored under the source path");
+    assert_eq!(conf.origin().to_string(), "host/app.conf:1");
+    let k = key(git2::Oid::zero(), "basis");
+    let back = decode(&encode(&k, &d), &k).expect("read back");
+    assert_eq!(back, d);
+    for r in [&d, &back] {
+        let files: Vec<_> = r.resources.values().collect();
+        assert!(files.len() > 2);
+        assert!(
+            files
+                .windows(2)
+                .all(|w| std::sync::Arc::ptr_eq(&w[0].declaration, &w[1].declaration)),
+            "one declaration for the mirror's files"
+        );
+        for f in &files {
+            assert_eq!(f.origin().to_string(), format!("host/{}:1", f.path));
+        }
+    }
+}

@@ -179,7 +179,7 @@ impl<'a> IntoIterator for &'a Resources {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{FileSpec, Origin, RelPath, Spec};
+    use crate::model::{FileSpec, RelPath, Spec};
     use std::collections::BTreeMap;
 
     fn file(path: &str, size: u64) -> Desired {
@@ -195,11 +195,9 @@ mod tests {
                 gid: None,
                 secret: false,
             }),
-            on_change: None,
-            self_heal: None,
+            declaration: Default::default(),
             sensitive: false,
             decrypted: false,
-            origin: Origin::default(),
         }
     }
 

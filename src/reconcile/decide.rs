@@ -63,7 +63,7 @@ pub(super) fn corrections<'a>(
             );
             continue;
         }
-        let heal = d.self_heal.unwrap_or(policy.self_heal);
+        let heal = d.self_heal().unwrap_or(policy.self_heal);
         if opts.dry_run || (!heal && drift_of_applied) {
             let reason = if opts.follower {
                 "not the leader"

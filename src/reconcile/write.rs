@@ -171,7 +171,7 @@ fn write_batch(
                     path: c.path.to_string(),
                 })?;
             }
-            if let Some(hook) = c.desired.as_ref().and_then(|d| d.on_change.as_deref()) {
+            if let Some(hook) = c.desired.as_ref().and_then(|d| d.on_change()) {
                 tx.add_intent(IntentKind::Hook, hook, c.id.as_str())?;
             }
             // Deletes too: mirror mode names its hook here alone.

@@ -67,8 +67,8 @@ fn extras(d: &Desired, owner: Option<&WrittenOwner>) -> [(&'static str, Option<S
     [
         ("owner", owner.and_then(|o| o.owner.clone())),
         ("group", owner.and_then(|o| o.group.clone())),
-        ("on_change", d.on_change.clone()),
-        ("self_heal", d.self_heal.map(|b| b.to_string())),
+        ("on_change", d.on_change().map(String::from)),
+        ("self_heal", d.self_heal().map(|b| b.to_string())),
         ("sensitive", d.sensitive.then(|| "true".to_string())),
     ]
 }
@@ -188,7 +188,10 @@ mod tests {
     #[test]
     fn creates_updates_deletes_and_what_only_a_declaration_has() {
         let mut hooked = file("same", b"s", 0o644);
-        hooked.on_change = Some("reload".into());
+        hooked.declaration = std::sync::Arc::new(crate::model::Declaration {
+            on_change: Some("reload".into()),
+            ..Default::default()
+        });
         let old = declared(vec![
             file("gone", b"g", 0o644),
             file("mode", b"m", 0o644),

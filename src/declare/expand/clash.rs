@@ -63,7 +63,7 @@ impl Builder<'_> {
                 if let Some(d) = resources.remove(&id) {
                     self.block(
                         id,
-                        &d.origin,
+                        &d.origin(),
                         format!("{ip} lies inside {op}, which is declared as a file"),
                     );
                 }

@@ -8,7 +8,7 @@ use super::fields::{decrypts, parent_dir, parse_mode, repo_join, resolve_princip
 use super::Builder;
 use crate::declare::yaml::{self, Decl};
 use crate::declare::{DeclError, Problem};
-use crate::model::{blob_id, Desired, FileSpec, Origin, RelPath, ResourceId, Spec};
+use crate::model::{blob_id, Declaration, Desired, FileSpec, Origin, RelPath, ResourceId, Spec};
 use crate::source::{refused_name, EntryMode};
 
 /// An owner or group as written in the declaration.
@@ -73,15 +73,15 @@ impl Builder<'_> {
             group: d.group.as_ref().map(written_principal),
         };
         let written = (self.opts.as_written && written != Default::default()).then_some(written);
+        // One for all the files a `directory` declares.
+        let declaration = Declaration::written(origin, d.on_change.clone(), d.self_heal);
         let common = |id: ResourceId, path: RelPath, spec: Spec| Desired {
             id,
             path,
             spec,
-            on_change: d.on_change.clone(),
-            self_heal: d.self_heal,
+            declaration: declaration.clone(),
             sensitive: decrypt || d.sensitive.unwrap_or(false),
             decrypted: decrypt,
-            origin: origin.clone(),
         };
         let hook_missing = d
             .on_change

@@ -9,7 +9,8 @@ use super::Builder;
 use crate::declare::yaml::Decl;
 use crate::declare::DeclError;
 use crate::model::{
-    blob_id, Desired, FileSpec, Origin, RelPath, Spec, StructuredSpec, KEY_KIND as KIND, VALUE_MODE,
+    blob_id, Declaration, Desired, FileSpec, Origin, RelPath, Spec, StructuredSpec,
+    KEY_KIND as KIND, VALUE_MODE,
 };
 use crate::ownership;
 
@@ -57,11 +58,9 @@ impl Builder<'_> {
                 id,
                 path,
                 spec,
-                on_change: d.on_change,
-                self_heal: d.self_heal,
+                declaration: Declaration::written(origin, d.on_change, d.self_heal),
                 sensitive: decrypt || d.sensitive.unwrap_or(false),
                 decrypted: decrypt,
-                origin: origin.clone(),
             }),
             Err(reason) => self.block(id, origin, reason),
         }

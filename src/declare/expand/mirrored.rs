@@ -6,7 +6,9 @@
 use super::Builder;
 use crate::declare::DeclError;
 use crate::declare::Problem;
-use crate::model::{Desired, Origin, RelPath, Spec};
+use std::sync::Arc;
+
+use crate::model::{Declaration, Desired, RelPath, Spec};
 use crate::source::{Entry, EntryMode, Refused};
 
 impl Builder<'_> {
@@ -71,28 +73,56 @@ impl Builder<'_> {
                 .map(Spec::File),
             _ => self.content_spec(&entry).map(Spec::File),
         };
-        // Mirroring the whole repository, the origin is the path itself.
-        let origin = Origin {
-            file: if entry.path == path.as_str() {
-                path.shared()
-            } else {
-                entry.path.into()
-            },
-            line: 1,
-        };
+        let declaration = self.mirrored_by(&entry.path, path.as_str());
         match spec {
             Ok(spec) => self.mirrored.push(Desired {
                 id,
                 path,
                 spec,
-                on_change: None,
-                self_heal: None,
+                declaration,
                 sensitive: decrypting,
                 decrypted: decrypting,
-                origin,
             }),
             Err(e) => self.refuse(id, e),
         }
+    }
+
+    /// What declares a mirrored file: itself, at its repository path
+    /// (`file`), line 1. Its path is that but for the source path before
+    /// it and a decrypted file's suffix after it; the mirror's files share
+    /// one declaration for each such pair.
+    fn mirrored_by(&mut self, file: &str, path: &str) -> Arc<Declaration> {
+        let parts = file
+            .rfind(path)
+            .map(|at| (&file[..at], &file[at + path.len()..]));
+        let decrypted = self.opts.decrypt_suffix.unwrap_or_default();
+        let fits = |(under, suffix): &(&str, &str)| {
+            (under.is_empty() || under.ends_with('/'))
+                && (suffix.is_empty() || *suffix == decrypted)
+        };
+        let Some((under, suffix)) = parts.filter(fits) else {
+            // Not its path in any form: named as it is.
+            return Arc::new(Declaration {
+                file: Some(file.into()),
+                line: 1,
+                ..Declaration::default()
+            });
+        };
+        let known = self
+            .mirror_declarations
+            .iter()
+            .find(|d| d.under.as_str() == under && d.suffix.as_str() == suffix);
+        if let Some(d) = known {
+            return d.clone();
+        }
+        let declaration = Arc::new(Declaration {
+            under: under.into(),
+            suffix: suffix.into(),
+            line: 1,
+            ..Declaration::default()
+        });
+        self.mirror_declarations.push(declaration.clone());
+        declaration
     }
 
     /// A mirrored symlink: published as the link itself when it resolves

@@ -5,7 +5,7 @@
 use super::Builder;
 use crate::declare::DeclError;
 use crate::declare::{valid_kind, yaml::Decl};
-use crate::model::{Desired, Origin, RelPath, ResourceId, Spec, StructuredSpec};
+use crate::model::{Declaration, Desired, Origin, RelPath, ResourceId, Spec, StructuredSpec};
 use crate::ownership;
 
 /// Longest name accepted; plugins' stores often cap names near this.
@@ -104,11 +104,9 @@ impl Builder<'_> {
                 spec,
                 ignore,
             })),
-            on_change: d.on_change,
-            self_heal: d.self_heal,
+            declaration: Declaration::written(origin, d.on_change, d.self_heal),
             sensitive: decrypted || d.sensitive.unwrap_or(false),
             decrypted,
-            origin: origin.clone(),
         });
         Ok(())
     }

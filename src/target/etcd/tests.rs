@@ -17,8 +17,8 @@ use super::{EtcdConfig, EtcdTarget};
 use crate::duration::Dur;
 use crate::model::role::{Fence, Token};
 use crate::model::{
-    blob_id, Action, Backup, Change, ContentSource, Desired, Field, FileSpec, Observed, Origin,
-    RelPath, ResourceId, Spec,
+    blob_id, Action, Backup, Change, ContentSource, Desired, Field, FileSpec, Observed, RelPath,
+    ResourceId, Spec,
 };
 use crate::target::{Probe, Target, TargetError};
 
@@ -74,11 +74,9 @@ fn value(key: &str, bytes: &[u8]) -> Desired {
             gid: None,
             secret: false,
         }),
-        on_change: None,
-        self_heal: None,
+        declaration: Default::default(),
         sensitive: false,
         decrypted: false,
-        origin: Origin::default(),
     }
 }
 

@@ -87,7 +87,7 @@ pub fn desired(change: &Change, content: &dyn ContentSource) -> Result<Vec<u8>, 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{Action, Desired, Origin, RelPath, ResourceId, StructuredSpec};
+    use crate::model::{Action, Desired, RelPath, ResourceId, StructuredSpec};
     use serde_json::json;
 
     struct NoContent;
@@ -127,11 +127,9 @@ mod tests {
                 id,
                 path: RelPath::parse("flags").unwrap(),
                 spec: structured,
-                on_change: None,
-                self_heal: None,
+                declaration: Default::default(),
                 sensitive: false,
                 decrypted: false,
-                origin: Origin::default(),
             }),
             observed,
         };

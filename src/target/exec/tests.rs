@@ -8,7 +8,7 @@ use serde_json::json;
 
 use super::protocol::{parse_line, Incoming, ObjectRef, ProtocolError};
 use super::*;
-use crate::model::{Desired, Origin, StructuredSpec};
+use crate::model::{Desired, StructuredSpec};
 
 fn plugin(name: &str) -> String {
     format!("{}/fixtures/plugins/{name}", env!("CARGO_MANIFEST_DIR"))
@@ -24,11 +24,9 @@ fn desired(target: &str, kind: &str, name: &str, spec: Value) -> Desired {
             spec,
             ignore: vec![],
         })),
-        on_change: None,
-        self_heal: None,
+        declaration: Default::default(),
         sensitive: false,
         decrypted: false,
-        origin: Origin::default(),
     }
 }
 

@@ -11,8 +11,8 @@ use git2::Oid;
 
 use super::FilesTarget;
 use crate::model::{
-    blob_id, Action, Backup, Change, ContentSource, Desired, Field, FileSpec, Observed, Origin,
-    RelPath, ResourceId, Spec,
+    blob_id, Action, Backup, Change, ContentSource, Desired, Field, FileSpec, Observed, RelPath,
+    ResourceId, Spec,
 };
 use crate::target::{Applied, Target, TargetError};
 
@@ -181,11 +181,9 @@ pub(super) fn change(path: &str, action: Action, spec: Option<Spec>, fields: Vec
         id: id.clone(),
         path: rel(path),
         spec,
-        on_change: None,
-        self_heal: None,
+        declaration: Default::default(),
         sensitive: false,
         decrypted: false,
-        origin: Origin::default(),
     });
     Change {
         id,
