@@ -15,7 +15,32 @@ impl Managed {
         // Stable: of equal paths, the one given last comes first here.
         ids.sort_by(|a, b| a.key().cmp(b.key()));
         ids.dedup_by(|later, first| later.key() == first.key());
+        ids.shrink_to_fit();
         Managed(ids)
+    }
+
+    /// The managed set `ids` make, or `None` when it is this one (every
+    /// pass tells the whole set, mostly unchanged): no second copy of it
+    /// is made to find that out, only a flag for each identity held.
+    pub(super) fn replaced_by<'a>(
+        &self,
+        ids: impl Iterator<Item = &'a ResourceId>,
+    ) -> Option<Managed> {
+        let mut kept = vec![false; self.0.len()];
+        let mut others = Vec::new();
+        for id in ids {
+            match self.position(id.key()) {
+                Ok(i) if self.0[i] == *id && !kept[i] => kept[i] = true,
+                _ => others.push(id.clone()),
+            }
+        }
+        if others.is_empty() && kept.iter().all(|k| *k) {
+            return None;
+        }
+        let held = self.0.iter().zip(kept).filter(|(_, k)| *k).map(|(id, _)| id.clone());
+        let mut all: Vec<ResourceId> = held.collect();
+        all.append(&mut others);
+        Some(Managed::from_ids(all))
     }
 
     fn position(&self, path: &str) -> Result<usize, usize> {
@@ -88,5 +113,20 @@ mod tests {
         );
         m.remove(&id("file", "etc/a"));
         assert_eq!(m.iter().count(), 3);
+    }
+
+    #[test]
+    fn a_set_told_again_is_kept_and_a_changed_one_made_anew() {
+        let ids = [id("file", "a"), id("symlink", "b"), id("file", "c/d")];
+        let m = Managed::from_ids(ids.to_vec());
+        assert!(m.replaced_by(ids.iter().rev()).is_none(), "the same set");
+        let fewer = m.replaced_by(ids[..2].iter()).expect("one gone");
+        assert_eq!(fewer.iter().count(), 2);
+        let moved = [id("file", "a"), id("file", "b"), id("file", "c/d")];
+        let changed = m.replaced_by(moved.iter()).expect("b is a file now");
+        assert_eq!(changed.get("b"), Some(&id("file", "b")));
+        assert_eq!(changed.iter().count(), 3);
+        let twice = [id("file", "a"), id("file", "a"), id("symlink", "b"), id("file", "c/d")];
+        assert!(m.replaced_by(twice.iter()).is_some_and(|n| n.iter().count() == 3));
     }
 }

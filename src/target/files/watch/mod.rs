@@ -25,7 +25,6 @@ use dirs::{each_dir_up, parent_in};
 pub(super) use echoes::{Echoes, Hook};
 use events::{changes_something, is_own_temp};
 use index::Index;
-use managed::Managed;
 
 /// Where the target's live paths are now; `None` before any tree is
 /// published.
@@ -193,8 +192,11 @@ impl FilesWatch {
 impl Subscription for FilesWatch {
     fn manage(&mut self, managed: &mut dyn Iterator<Item = (&ResourceId, &RelPath)>) -> Recheck {
         // An identity names its path: the path given beside it is its key.
-        let files = Managed::from_ids(managed.map(|(id, _)| id.clone()).collect());
-        self.index.lock().expect("watch index").files = files;
+        let mut index = self.index.lock().expect("watch index");
+        if let Some(files) = index.files.replaced_by(managed.map(|(id, _)| id)) {
+            index.files = files;
+        }
+        drop(index);
         self.root_moved();
         self.watch_all()
     }
