@@ -34,7 +34,7 @@ pub(super) fn resolve(
     let path = match crate::model::host::expand(&path, host) {
         Ok(p) => p.trim_matches('/').to_string(),
         Err(m) => {
-            problems.at("source.path", m);
+            problems.at("source.path", m.to_string());
             String::new()
         }
     };
