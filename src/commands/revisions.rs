@@ -79,7 +79,7 @@ pub fn declare_as_written(
             let kinds = t.kind.kinds();
             TargetInfo {
                 name: t.name.clone(),
-                kinds_unknown: kinds.as_ref().err().cloned(),
+                kinds_unknown: kinds.as_ref().err().map(ToString::to_string),
                 kinds: kinds.unwrap_or_default(),
             }
         })
