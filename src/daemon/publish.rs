@@ -125,6 +125,16 @@ pub fn queue(metrics: &Metrics, depth: usize) {
     metrics.set_queue_depth(depth);
 }
 
+/// Whether this replica leads, with `ha`.
+pub fn ha_leader(metrics: &Metrics, leading: bool) {
+    metrics.set_ha_leader(leading);
+}
+
+/// Where this host's staged rollout stands: halted, or a revision held.
+pub fn rollout(metrics: &Metrics, halted: bool, held: bool) {
+    metrics.set_rollout(halted, held);
+}
+
 /// Whether this host polls the source for its fleet.
 pub fn fleet_poller(metrics: &Metrics, polling: bool) {
     metrics.set_fleet_poller(polling);

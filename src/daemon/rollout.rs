@@ -7,6 +7,7 @@
 //! held revision when it may, and records the rollout line for status.
 
 use super::driver::Loop;
+use super::publish;
 use crate::fleet::rollout::{self, Verdict};
 use crate::reconcile::{trust, PassReport};
 
@@ -79,9 +80,7 @@ impl Loop {
         };
         let status = rollout::status(&view);
         let held = view.wanted.is_some() && view.wanted != view.applied;
-        self.shared
-            .metrics
-            .set_rollout(status.state == "halted", held);
+        publish::rollout(&self.shared.metrics, status.state == "halted", held);
         if st.recorded.as_ref() != Some(&status) {
             tracing::info!(rollout = %status.line(), "rollout");
             st.recorded = Some(status.clone());

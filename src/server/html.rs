@@ -1,9 +1,12 @@
-//! HTML building blocks of the status page: escaping, resource links, times,
-//! and the one self-contained document shell (inline CSS, no scripts, no
-//! external assets, so the page works on an air-gapped host).
+//! HTML building blocks of the status page: escaping, resource links, state
+//! badges, times, and the one self-contained document shell (inline CSS, no
+//! scripts, no external assets, so the page works on an air-gapped host).
 
 use std::fmt::Write;
 use std::time::{Duration, SystemTime};
+
+use crate::ledger::State;
+use crate::status::state_name;
 
 /// Text safe inside elements and quoted attributes.
 pub fn escape(text: &str) -> String {
@@ -42,6 +45,12 @@ pub fn resource_link(id: &str) -> String {
         escape(&resource_href(id)),
         escape(id)
     )
+}
+
+/// A resource's state, coloured by the page's style.
+pub fn state_badge(s: State) -> String {
+    let name = escape(&state_name(s));
+    format!("<span class=\"state s-{name}\">{name}</span>")
 }
 
 /// A revision shortened for reading, the full id in the tooltip.

@@ -4,7 +4,9 @@
 
 mod api;
 mod auth;
+mod diff_view;
 mod fleet;
+mod front;
 mod history;
 mod html;
 mod listen;
