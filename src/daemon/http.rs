@@ -98,9 +98,7 @@ fn fleet_read(settings: &Settings) -> Result<Option<server::FleetRead>, String> 
         return Ok(None);
     };
     let conn = crate::target::etcd::Connection::new(&fleet.etcd).map_err(|e| e.to_string())?;
-    Ok(Some(Arc::new(move || {
-        crate::fleet::status::read_all(&conn).map_err(|e| e.to_string())
-    })))
+    Ok(Some(Arc::new(move || crate::fleet::status::read_all(&conn))))
 }
 
 /// Binds and serves in the background until `stop` is notified. The loop
