@@ -171,8 +171,11 @@ pub fn run(cli: Cli) -> ExitCode {
             Ok(s) => {
                 crate::logging::init(&s.log_format, &s.log_level);
                 let args = g.clone();
-                let read = move || config::resolve(&args).map_err(|e| e.to_string());
-                crate::daemon::run(s, Box::new(read))
+                let read = move || config::resolve(&args);
+                match crate::daemon::run(s, Box::new(read)) {
+                    Ok(()) => ExitCode::SUCCESS,
+                    Err(e) => fail(e),
+                }
             }
             Err(code) => code,
         },
