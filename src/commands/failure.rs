@@ -85,10 +85,6 @@ impl Failure {
         }
     }
 
-    pub fn cause(&self) -> Cause {
-        self.cause
-    }
-
     /// The exit code: the one place a cause becomes one.
     pub fn code(&self) -> ExitCode {
         ExitCode::from(match self.cause {
