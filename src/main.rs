@@ -1,6 +1,7 @@
 //! The `tend` binary: bound malloc's arenas, raise the open-files limit,
-//! parse the command line, run the command, exit. (libgit2's process-wide
-//! settings are made once the config is read: `source::configure_transport`.)
+//! parse the command line, run the command, exit with its code or say why
+//! it failed. (libgit2's process-wide settings are made once the config is
+//! read: `source::configure_transport`.)
 
 use std::process::ExitCode;
 
@@ -37,5 +38,8 @@ fn limit_memory() {
 fn main() -> ExitCode {
     limit_memory();
     tend::open_files::raise();
-    tend::commands::run(tend::cli::Cli::parse())
+    match tend::commands::run(tend::cli::Cli::parse()) {
+        Ok(code) => code,
+        Err(failure) => failure.report(),
+    }
 }

@@ -16,15 +16,37 @@ pub fn escape(token: &str) -> String {
     token.replace('~', "~0").replace('/', "~1")
 }
 
+/// Why a pointer is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PointerError {
+    #[error("{0:?} is not a JSON pointer: it must start with `/`")]
+    NoSlash(String),
+    #[error("{0:?}: `~` must be followed by 0 or 1")]
+    Escape(String),
+    #[error("ignore pointer {0:?} must name a field under /spec (like /spec/replicas)")]
+    NotUnderSpec(String),
+}
+
+/// Why a patch could not be applied.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PatchError {
+    #[error("a patch operation without `path`")]
+    NoPath,
+    #[error(transparent)]
+    Pointer(#[from] PointerError),
+    #[error("a patch operation on the whole object")]
+    WholeObject,
+    #[error("patch operation {0:?} is not add, replace or remove")]
+    Op(Option<String>),
+}
+
 /// The unescaped tokens of a pointer; refuses what RFC 6901 refuses.
-pub fn tokens(pointer: &str) -> Result<Vec<String>, String> {
+pub fn tokens(pointer: &str) -> Result<Vec<String>, PointerError> {
     if pointer.is_empty() {
         return Ok(Vec::new());
     }
     let Some(rest) = pointer.strip_prefix('/') else {
-        return Err(format!(
-            "{pointer:?} is not a JSON pointer: it must start with `/`"
-        ));
+        return Err(PointerError::NoSlash(pointer.to_string()));
     };
     rest.split('/')
         .map(|t| {
@@ -38,7 +60,7 @@ pub fn tokens(pointer: &str) -> Result<Vec<String>, String> {
                 match chars.next() {
                     Some('0') => out.push('~'),
                     Some('1') => out.push('/'),
-                    _ => return Err(format!("{pointer:?}: `~` must be followed by 0 or 1")),
+                    _ => return Err(PointerError::Escape(pointer.to_string())),
                 }
             }
             Ok(out)
@@ -47,12 +69,10 @@ pub fn tokens(pointer: &str) -> Result<Vec<String>, String> {
 }
 
 /// Checks an `ignore:` entry: a pointer to a field under `/spec`.
-pub fn check_ignore(pointer: &str) -> Result<(), String> {
+pub fn check_ignore(pointer: &str) -> Result<(), PointerError> {
     let t = tokens(pointer)?;
     if t.len() < 2 || t[0] != "spec" {
-        return Err(format!(
-            "ignore pointer {pointer:?} must name a field under /spec (like /spec/replicas)"
-        ));
+        return Err(PointerError::NotUnderSpec(pointer.to_string()));
     }
     Ok(())
 }
@@ -213,18 +233,16 @@ pub fn to_patch(fields: &[Field]) -> Vec<Value> {
 /// applies it: adds and replaces set the value (making missing or
 /// non-object parents objects), removes take the field out. Fields the
 /// patch does not name are left as they are.
-pub fn apply_patch(state: &Value, patch: &[Value]) -> Result<Value, String> {
+pub fn apply_patch(state: &Value, patch: &[Value]) -> Result<Value, PatchError> {
     let mut doc = state.clone();
     if !doc.is_object() {
         doc = Value::Object(Map::new());
     }
     for op in patch {
-        let path = op["path"]
-            .as_str()
-            .ok_or("a patch operation without `path`")?;
+        let path = op["path"].as_str().ok_or(PatchError::NoPath)?;
         let t = tokens(path)?;
         let Some((last, parents)) = t.split_last() else {
-            return Err("a patch operation on the whole object".into());
+            return Err(PatchError::WholeObject);
         };
         let mut node = &mut doc;
         for k in parents {
@@ -245,11 +263,7 @@ pub fn apply_patch(state: &Value, patch: &[Value]) -> Result<Value, String> {
             Some("add" | "replace") => {
                 map.insert(last.clone(), op["value"].clone());
             }
-            other => {
-                return Err(format!(
-                    "patch operation {other:?} is not add, replace or remove"
-                ))
-            }
+            other => return Err(PatchError::Op(other.map(str::to_string))),
         }
     }
     Ok(doc)

@@ -2,8 +2,8 @@
 //! runtime, the server cannot reach the writer, no module imports one
 //! that imports it back (at the level of files and of folders alike),
 //! every wait comes from the one retry rule, what it decides is opaque,
-//! metrics are set where the architecture says, and no source file grows
-//! past the length of one concern.
+//! metrics are set where the architecture says, no source file grows
+//! past the length of one concern, and no error is a bare string.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -456,4 +456,100 @@ fn no_source_file_runs_past_the_length_of_one_concern() {
         found,
         [format!("{}: {} lines", long.display(), MAX_LINES + 1)]
     );
+}
+
+/// The type arguments of the generic whose `<` is at `open` in `code`,
+/// split at its top-level commas; `None` when it is not closed. An arrow's
+/// `>` (`Fn() -> T`) closes nothing.
+fn type_arguments(code: &str, open: usize) -> Option<Vec<String>> {
+    let bytes = code.as_bytes();
+    let (mut depth, mut args, mut current) = (0usize, Vec::new(), String::new());
+    for (i, &b) in bytes.iter().enumerate().skip(open) {
+        match b {
+            b'<' | b'(' | b'[' => depth += 1,
+            b'>' if i > 0 && bytes[i - 1] == b'-' => {}
+            b'>' | b')' | b']' => depth -= 1,
+            b',' if depth == 1 => {
+                args.push(std::mem::take(&mut current));
+                continue;
+            }
+            _ => {}
+        }
+        match depth {
+            0 => {
+                args.push(current);
+                return Some(args);
+            }
+            _ if i > open => current.push(b as char),
+            _ => {}
+        }
+    }
+    None
+}
+
+/// Where `file` gives an error as a bare `String`: a `Result` whose error
+/// type is `String`, however it is spelled or spread over lines.
+fn string_errors(file: &Path) -> Vec<String> {
+    let code = code_of(file);
+    let mut found = Vec::new();
+    let mut at = 0;
+    while let Some(i) = code[at..].find("Result").map(|i| at + i) {
+        at = i + "Result".len();
+        let word = i == 0 || {
+            let before = code.as_bytes()[i - 1];
+            !(before.is_ascii_alphanumeric() || before == b'_')
+        };
+        let rest = &code[at..];
+        let open = at + (rest.len() - rest.trim_start().len());
+        if !word || !code[open..].starts_with('<') {
+            continue;
+        }
+        let Some(mut args) = type_arguments(&code, open) else {
+            continue;
+        };
+        // A trailing comma leaves nothing after it.
+        args.retain(|a| !a.trim().is_empty());
+        let error = args
+            .last()
+            .map(|a| a.split_whitespace().collect::<String>());
+        let bare = error.is_some_and(|e| e == "String" || e.ends_with("::String"));
+        if args.len() == 2 && bare {
+            let line = code[..i].matches('\n').count() + 1;
+            let text = code[i..].lines().next().unwrap_or_default().trim();
+            found.push(format!("{}:{line}: {text}", file.display()));
+        }
+    }
+    found
+}
+
+#[test]
+fn no_error_is_a_bare_string() {
+    let files = code_files();
+    assert!(files.len() > 100, "{}", files.len());
+    let found: Vec<String> = files.iter().flat_map(|f| string_errors(f)).collect();
+    assert!(
+        found.is_empty(),
+        "errors that are strings (give them a thiserror type): {found:#?}"
+    );
+    // The rule can fail: each spelling of a string error is found, and
+    // strings that are no error are not.
+    let planted = std::env::temp_dir().join(format!("house-string-{}.rs", std::process::id()));
+    std::fs::write(
+        &planted,
+        "fn a() -> Result<(), String> {}\n\
+         fn b(\n) -> Result<\n    Vec<u8>,\n    std::string::String,\n> {}\n\
+         type Read = Box<dyn Fn() -> Result<Settings, String> + Send>;\n\
+         fn c() -> Result<String, Error> {}\n\
+         fn d() -> io::Result<String> {}\n\
+         fn e() -> Result<HashMap<String, Vec<String>>, ParseError> {}\n\
+         fn f() -> MyResult<u8, String> {}\n",
+    )
+    .unwrap();
+    let found = string_errors(&planted);
+    std::fs::remove_file(&planted).unwrap();
+    let lines: Vec<&str> = found
+        .iter()
+        .map(|f| f.split(':').nth(1).unwrap_or_default())
+        .collect();
+    assert_eq!(lines, ["1", "3", "7"], "{found:#?}");
 }

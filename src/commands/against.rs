@@ -11,7 +11,7 @@ use std::process::ExitCode;
 use git2::Oid;
 
 use super::revisions::{declare_as_written, Revisions};
-use super::{fail, out, outln};
+use super::{out, outln, Because, Cause, Failure};
 use crate::cli::{Flags, Output};
 use crate::config::Settings;
 use crate::declare::Declared;
@@ -34,9 +34,10 @@ impl Side {
         settings: &Settings,
         config_given: bool,
         rev: Option<&str>,
-    ) -> Result<Side, ExitCode> {
-        let snapshot = revisions.snapshot(rev).map_err(fail)?;
-        let declared = declare_as_written(settings, config_given, &snapshot).map_err(fail)?;
+    ) -> Result<Side, Failure> {
+        let snapshot = revisions.snapshot(rev).because(Cause::Source)?;
+        let declared =
+            declare_as_written(settings, config_given, &snapshot).because(Cause::Source)?;
         Ok(Side {
             name: rev.unwrap_or("HEAD").to_string(),
             snapshot,
@@ -56,14 +57,9 @@ impl Side {
     }
 }
 
-pub fn run(g: &Flags, settings: Settings, against: &str) -> ExitCode {
-    match compare_revisions(g, &settings, against) {
-        Ok(code) | Err(code) => code,
-    }
-}
-
-fn compare_revisions(g: &Flags, settings: &Settings, against: &str) -> Result<ExitCode, ExitCode> {
-    let revisions = Revisions::open(settings).map_err(fail)?;
+pub fn run(g: &Flags, settings: Settings, against: &str) -> Result<ExitCode, Failure> {
+    let settings = &settings;
+    let revisions = Revisions::open(settings)?;
     let config_given = g.config.is_some();
     let reference = settings.source.reference.as_deref();
     let new = Side::read(&revisions, settings, config_given, reference)?;
@@ -131,12 +127,14 @@ fn compare_revisions(g: &Flags, settings: &Settings, against: &str) -> Result<Ex
         }
     }
     if !problems.is_empty() {
-        eprintln!(
-            "tend: {} at {}",
-            count(problems.len(), "problem", "problems"),
-            new.name
-        );
-        return Ok(ExitCode::from(super::ERROR));
+        return Err(Failure::says(
+            Cause::Declarations,
+            format!(
+                "{} at {}",
+                count(problems.len(), "problem", "problems"),
+                new.name
+            ),
+        ));
     }
     Ok(if differences.is_empty() {
         ExitCode::SUCCESS
@@ -148,15 +146,16 @@ fn compare_revisions(g: &Flags, settings: &Settings, against: &str) -> Result<Ex
 /// The key of the hashes shown for sensitive content: the state dir's when
 /// there is one (so they match its audit log), read, never made; otherwise
 /// a throwaway one, so they only tell old from new.
-fn hash_key(settings: &Settings) -> Result<HashKey, ExitCode> {
+fn hash_key(settings: &Settings) -> Result<HashKey, Failure> {
     if let Some(key) = HashKey::load(&settings.state_dir).ok().flatten() {
         return Ok(key);
     }
     let dir = tempfile::Builder::new()
         .prefix("tend-key-")
         .tempdir()
-        .map_err(|e| fail(format!("cannot make a throwaway key: {e}")))?;
-    HashKey::load_or_create(dir.path()).map_err(fail)
+        .because(Cause::Io)
+        .map_err(|f| f.context("cannot make a throwaway key"))?;
+    HashKey::load_or_create(dir.path()).because(Cause::Io)
 }
 
 /// One difference with the bytes its content diff needs.

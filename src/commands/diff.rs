@@ -5,7 +5,7 @@
 
 use std::process::ExitCode;
 
-use super::{fail, fetch_or_last, throwaway_state_dir};
+use super::{fetch_or_last, throwaway_state_dir, Because, Cause, Failure};
 use crate::cli::{Flags, Output};
 use crate::config::Settings;
 use crate::ledger::{HashKey, Ledger, DATABASE_FILE};
@@ -13,20 +13,11 @@ use crate::model::Change;
 use crate::reconcile::{self, Context, PassOptions, Pruning, Scope};
 use crate::render::{self, count, markdown, quote};
 
-pub fn run(g: &Flags, mut settings: Settings) -> ExitCode {
+pub fn run(g: &Flags, mut settings: Settings) -> Result<ExitCode, Failure> {
     // Dropped last: everything below may write into it.
-    let _throwaway = match throwaway_state_dir(&mut settings) {
-        Ok(t) => t,
-        Err(code) => return code,
-    };
-    let ctx = match Context::observing(settings) {
-        Ok(c) => c,
-        Err(e) => return fail(e),
-    };
-    let fetched = match fetch_or_last(&ctx, "tend diff") {
-        Ok(f) => f,
-        Err(code) => return code,
-    };
+    let _throwaway = throwaway_state_dir(&mut settings)?;
+    let ctx = Context::observing(settings).because(Cause::Target)?;
+    let fetched = fetch_or_last(&ctx, "tend diff")?;
     let dir = &ctx.settings.state_dir;
     // With no ledger yet, a fresh one is what there is to compare with; an
     // empty one in memory gives the same answer and writes nothing.
@@ -37,27 +28,20 @@ pub fn run(g: &Flags, mut settings: Settings) -> ExitCode {
     } else {
         Ledger::open_in_memory(dir)
     };
-    let ledger = match ledger {
-        Ok(l) => l,
-        Err(e) => return fail(e),
-    };
-    let key = match HashKey::load_or_create(dir) {
-        Ok(k) => k,
-        Err(e) => return fail(e),
-    };
-    let revision = match reconcile::trust::admit(&ctx, &ledger, fetched.revision) {
-        Ok(Ok(admitted)) => admitted.revision,
-        Ok(Err(refused)) => return fail(format!("{refused}; sync would change nothing")),
-        Err(e) => return fail(e),
-    };
-    let rev = match reconcile::load(&ctx, revision) {
-        Ok(r) => r,
-        Err(e) => return fail(e),
-    };
-    let p = match reconcile::prepare(&ctx, &rev, &ledger, Scope::All) {
-        Ok(p) => p,
-        Err(e) => return fail(e),
-    };
+    let ledger = ledger.because(Cause::State)?;
+    let key = HashKey::load_or_create(dir).because(Cause::State)?;
+    let revision =
+        match reconcile::trust::admit(&ctx, &ledger, fetched.revision).because(Cause::Source)? {
+            Ok(admitted) => admitted.revision,
+            Err(refused) => {
+                return Err(Failure::says(
+                    Cause::Source,
+                    format!("{refused}; sync would change nothing"),
+                ))
+            }
+        };
+    let rev = reconcile::load(&ctx, revision).because(Cause::Source)?;
+    let p = reconcile::prepare(&ctx, &rev, &ledger, Scope::All).because(Cause::State)?;
     let pruning = reconcile::pruning(&ctx, &rev, &p, PassOptions::default());
     let color = g.use_color();
     let json = g.output != Output::Text;
@@ -135,17 +119,23 @@ pub fn run(g: &Flags, mut settings: Settings) -> ExitCode {
         ),
         Pruning::Delete => {}
     }
-    if !rev.declared.problems.is_empty() || !p.plan.unknown.is_empty() {
-        return ExitCode::from(super::ERROR);
+    // Both are told above, beside the changes.
+    if !rev.declared.problems.is_empty() {
+        return Err(Failure::told(Cause::Declarations));
+    }
+    if !p.plan.unknown.is_empty() {
+        return Err(Failure::told(Cause::Target));
     }
     // Prunes held back are differences too: the root holds what the
     // revision no longer declares, and `sync` would not converge. Releases
     // are not: sync acts on nothing there.
-    if shown_changes.is_empty() && (p.plan.deletes.is_empty() || pruning == Pruning::Release) {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    }
+    Ok(
+        if shown_changes.is_empty() && (p.plan.deletes.is_empty() || pruning == Pruning::Release) {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::from(1)
+        },
+    )
 }
 
 /// A change's row in the Markdown report, from its JSON form.

@@ -6,28 +6,33 @@ use std::process::ExitCode;
 
 use git2::Oid;
 
-use super::fail;
+use super::status::NoLedger;
+use super::{Because, Cause, Failure};
 use crate::cli::{Flags, Output};
 use crate::config::Settings;
-use crate::ledger::{audit_tail, BackupStore, Ledger};
+use crate::ledger::{audit_tail, BackupStore, Ledger, LedgerError};
 use crate::model::{Desired, ResourceId};
-use crate::reconcile::{self, Context, Revision};
+use crate::reconcile::{self, Context, PassError, Revision};
+
+/// Why the applied revision could not be read.
+#[derive(Debug, thiserror::Error)]
+enum AppliedError {
+    #[error(transparent)]
+    Ledger(#[from] LedgerError),
+    #[error(transparent)]
+    Id(#[from] git2::Error),
+    #[error(transparent)]
+    Load(#[from] PassError),
+}
 
 /// The applied revision, read from the mirror, and whether a pin holds it.
-fn applied(ctx: &Context, ledger: &Ledger) -> Result<Option<(Revision, bool)>, String> {
-    let Some(applied) = ledger
-        .source()
-        .map_err(|e| e.to_string())?
-        .and_then(|s| s.applied_revision)
-    else {
+fn applied(ctx: &Context, ledger: &Ledger) -> Result<Option<(Revision, bool)>, AppliedError> {
+    let Some(applied) = ledger.source()?.and_then(|s| s.applied_revision) else {
         return Ok(None);
     };
-    let id = Oid::from_str(&applied).map_err(|e| e.to_string())?;
-    let rev = reconcile::load(ctx, id).map_err(|e| e.to_string())?;
-    let pinned = ledger
-        .pin()
-        .map_err(|e| e.to_string())?
-        .is_some_and(|p| p.revision == applied);
+    let id = Oid::from_str(&applied)?;
+    let rev = reconcile::load(ctx, id)?;
+    let pinned = ledger.pin()?.is_some_and(|p| p.revision == applied);
     Ok(Some((rev, pinned)))
 }
 
@@ -51,36 +56,30 @@ fn find<'a>(ctx: &Context, rev: &'a Revision, what: &str) -> Option<&'a Desired>
     })
 }
 
-fn open(settings: Settings) -> Result<(Context, Ledger), ExitCode> {
-    let ledger = Ledger::open_read_only(&settings.state_dir).map_err(|e| {
-        fail(format!(
-            "{e} (has `tend sync` or `tend run` used this state dir?)"
-        ))
-    })?;
-    let ctx = Context::observing(settings).map_err(fail)?;
+fn open(settings: Settings) -> Result<(Context, Ledger), Failure> {
+    let ledger = Ledger::open_read_only(&settings.state_dir)
+        .map_err(NoLedger)
+        .because(Cause::State)?;
+    let ctx = Context::observing(settings).because(Cause::Target)?;
     Ok((ctx, ledger))
 }
 
-pub fn run(g: &Flags, settings: Settings, what: &str) -> ExitCode {
-    let (ctx, ledger) = match open(settings) {
-        Ok(o) => o,
-        Err(code) => return code,
-    };
-    let applied = match applied(&ctx, &ledger) {
-        Ok(a) => a,
-        Err(e) => return fail(format!("reading the applied revision: {e}")),
-    };
+pub fn run(g: &Flags, settings: Settings, what: &str) -> Result<ExitCode, Failure> {
+    let (ctx, ledger) = open(settings)?;
+    let applied = applied(&ctx, &ledger)
+        .because(Cause::Source)
+        .map_err(|f| f.context("reading the applied revision"))?;
     let desired = applied.as_ref().and_then(|(rev, _)| find(&ctx, rev, what));
     let id = match desired {
         Some(d) => d.id.to_string(),
-        None => match ledger.resource(what) {
-            Ok(Some(r)) => r.id,
-            Ok(None) => {
-                return fail(format!(
-                    "no resource {what:?}: neither an identity nor a path declared by the applied revision (`tend status -o json` lists identities)"
+        None => match ledger.resource(what).because(Cause::State)? {
+            Some(r) => r.id,
+            None => {
+                return Err(Failure::says(
+                    Cause::Usage,
+                    format!("no resource {what:?}: neither an identity nor a path declared by the applied revision (`tend status -o json` lists identities)"),
                 ))
             }
-            Err(e) => return fail(e),
         },
     };
     let origin = applied
@@ -91,10 +90,7 @@ pub fn run(g: &Flags, settings: Settings, what: &str) -> ExitCode {
             commit: ctx.mirror.commit_info(rev.id).ok(),
             pinned: *pinned,
         });
-    let x = match crate::explain::build(&ledger, &id, origin) {
-        Ok(x) => x,
-        Err(e) => return fail(e),
-    };
+    let x = crate::explain::build(&ledger, &id, origin).because(Cause::State)?;
     match g.output {
         Output::Json => super::outln!(
             "{}",
@@ -102,22 +98,21 @@ pub fn run(g: &Flags, settings: Settings, what: &str) -> ExitCode {
         ),
         Output::Text | Output::Markdown => super::out(&crate::explain::text(&x)),
     }
-    ExitCode::SUCCESS
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Audit entries that name one backup, at most.
 const NAMING_ENTRIES: usize = 1000;
 
-pub fn backup_cat(settings: Settings, reference: &str, sensitive: bool) -> ExitCode {
+pub fn backup_cat(
+    settings: Settings,
+    reference: &str,
+    sensitive: bool,
+) -> Result<ExitCode, Failure> {
     let state_dir = settings.state_dir.clone();
-    let (ctx, ledger) = match open(settings) {
-        Ok(o) => o,
-        Err(code) => return code,
-    };
-    let naming = match audit_tail(&state_dir, NAMING_ENTRIES, |v| v["backup"] == reference) {
-        Ok((entries, _)) => entries,
-        Err(e) => return fail(e),
-    };
+    let (ctx, ledger) = open(settings)?;
+    let (naming, _) = audit_tail(&state_dir, NAMING_ENTRIES, |v| v["backup"] == reference)
+        .because(Cause::State)?;
     if !sensitive {
         let applied = applied(&ctx, &ledger).ok().flatten();
         let declared_sensitive = |id: &str| {
@@ -132,31 +127,29 @@ pub fn backup_cat(settings: Settings, reference: &str, sensitive: bool) -> ExitC
         if naming.iter().any(|e| e["sensitive"] == true)
             || ids.iter().any(|id| declared_sensitive(id))
         {
-            return fail(format!(
-                "{reference} holds content of a sensitive resource ({}); add --sensitive to print it",
-                ids.first().copied().unwrap_or_default()
+            return Err(Failure::says(
+                Cause::Usage,
+                format!(
+                    "{reference} holds content of a sensitive resource ({}); add --sensitive to print it",
+                    ids.first().copied().unwrap_or_default()
+                ),
             ));
         }
         if ids.is_empty() {
-            return fail(format!(
-                "{reference} is not named by the end of the audit log, so tend cannot tell whether it is sensitive; add --sensitive to print it"
+            return Err(Failure::says(
+                Cause::Usage,
+                format!("{reference} is not named by the end of the audit log, so tend cannot tell whether it is sensitive; add --sensitive to print it"),
             ));
         }
     }
-    let store = match BackupStore::new(&state_dir) {
-        Ok(s) => s,
-        Err(e) => return fail(e),
-    };
-    match store.read(reference) {
-        Ok(bytes) => {
-            use std::io::Write;
-            let mut stdout = std::io::stdout().lock();
-            match stdout.write_all(&bytes).and_then(|()| stdout.flush()) {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
-                Err(e) => fail(format!("cannot write the output: {e}")),
-            }
+    let store = BackupStore::new(&state_dir).because(Cause::State)?;
+    let bytes = store.read(reference).because(Cause::State)?;
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    match stdout.write_all(&bytes).and_then(|()| stdout.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(Failure::new(Cause::Io, e).context("cannot write the output"))
         }
-        Err(e) => fail(e),
+        _ => Ok(ExitCode::SUCCESS),
     }
 }

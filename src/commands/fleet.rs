@@ -4,7 +4,7 @@
 use std::process::ExitCode;
 use std::time::SystemTime;
 
-use super::{fail, outln, refused};
+use super::{outln, Because, Cause, Failure};
 use crate::cli::{Flags, Output};
 use crate::fleet::status::{self, HostStatus};
 use crate::target::etcd::Connection;
@@ -13,25 +13,20 @@ use crate::target::etcd::Connection;
 /// of one host.
 const NOT_IN_SYNC: u8 = 1;
 
-pub fn status(g: &Flags) -> ExitCode {
-    let fleet = match crate::config::fleet_only(g) {
-        Ok(Some(f)) => f,
-        Ok(None) => {
-            return fail(match &g.config {
+pub fn status(g: &Flags) -> Result<ExitCode, Failure> {
+    let Some(fleet) = crate::config::fleet_only(g)? else {
+        return Err(Failure::says(
+            Cause::Usage,
+            match &g.config {
                 Some(p) => format!("{}: no `fleet:` section", p.display()),
                 None => "no fleet: give -c CONFIG with a `fleet:` section".into(),
-            })
-        }
-        Err(e) => return refused(e),
+            },
+        ));
     };
-    let conn = match Connection::new(&fleet.etcd) {
-        Ok(c) => c,
-        Err(e) => return fail(e),
-    };
-    let read = match status::read_all(&conn) {
-        Ok(r) => r,
-        Err(e) => return fail(format!("cannot read the fleet's status: {e}")),
-    };
+    let conn = Connection::new(&fleet.etcd).because(Cause::Fleet)?;
+    let read = status::read_all(&conn)
+        .because(Cause::Fleet)
+        .map_err(|f| f.context("cannot read the fleet's status"))?;
     for why in &read.unreadable {
         eprintln!(
             "tend: {}",
@@ -40,21 +35,21 @@ pub fn status(g: &Flags) -> ExitCode {
     }
     let now = SystemTime::now();
     match g.output {
-        Output::Json => match serde_json::to_string_pretty(&json(&read.hosts, now)) {
-            Ok(text) => outln!("{text}"),
-            Err(e) => return fail(e),
-        },
+        Output::Json => {
+            let text = serde_json::to_string_pretty(&json(&read.hosts, now)).because(Cause::Io)?;
+            outln!("{text}");
+        }
         _ => {
             for line in status::text(&read, now).lines() {
                 outln!("{}", crate::render::quote::escape_controls(line));
             }
         }
     }
-    if read.hosts.iter().all(|h| h.not_in_sync() == 0) {
+    Ok(if read.hosts.iter().all(|h| h.not_in_sync() == 0) {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(NOT_IN_SYNC)
-    }
+    })
 }
 
 /// Each host's document with the ages worked out.

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use clap::CommandFactory;
 
-use super::fail;
+use super::{Because, Cause, Failure};
 use crate::cli::{Cli, Shell};
 
 pub fn completions(shell: Shell) -> ExitCode {
@@ -24,17 +24,17 @@ pub fn completions(shell: Shell) -> ExitCode {
 
 /// Prints tend(1), or writes tend.1 and one page per subcommand
 /// (tend-diff.1, tend-plugin-check.1, ...) into `out_dir`.
-pub fn man(out_dir: Option<&Path>) -> ExitCode {
+pub fn man(out_dir: Option<&Path>) -> Result<ExitCode, Failure> {
     let mut command = Cli::command().disable_help_subcommand(true);
     command.build();
     let result = match out_dir {
         None => page(command).map(|p| super::out(&p)),
         Some(dir) => std::fs::create_dir_all(dir).and_then(|()| write_pages(command, dir)),
     };
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => fail(format!("cannot write the man pages: {e}")),
-    }
+    result
+        .because(Cause::Io)
+        .map_err(|f| f.context("cannot write the man pages"))?;
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Each command's page, subcommands first, named as `man` looks them up.

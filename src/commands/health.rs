@@ -8,40 +8,52 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpStream, ToSocketAddrs}
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
+use super::{Cause, Failure};
 use crate::cli::Flags;
 
 /// Enough of a response for its status line and a short reason.
 const RESPONSE_CAP: usize = 4096;
 
-/// Exit code for every way of not being healthy. Docker's HEALTHCHECK
-/// reserves 2, so errors of usage or config say 1 as well.
-const UNHEALTHY: u8 = 1;
+/// Why a path did not answer healthy.
+#[derive(Debug, thiserror::Error)]
+enum Unhealthy {
+    #[error("not a listen address ({0})")]
+    Address(#[source] std::io::Error),
+    #[error("the address resolves to nothing")]
+    NoAddress,
+    #[error("no answer within {}", humantime::format_duration(*.0))]
+    Timeout(Duration),
+    #[error("cannot connect: {0}")]
+    Connect(#[source] std::io::Error),
+    #[error("cannot send the request: {0}")]
+    Send(#[source] std::io::Error),
+    #[error("{0}")]
+    Socket(#[source] std::io::Error),
+    #[error("cannot read the answer: {0}")]
+    Read(#[source] std::io::Error),
+    #[error("no HTTP answer")]
+    NotHttp,
+    #[error("answered {code}{}", if .body.is_empty() { String::new() } else { format!(": {}", .body) })]
+    Answered { code: String, body: String },
+}
 
 /// With `ready`, the first pass must have ended and the loop be alive: a
 /// container is healthy once the volume is filled, and not while frozen.
-pub fn run(g: &Flags, ready: bool, max_time: Duration) -> ExitCode {
+/// Every failure is [`Cause::Unhealthy`], config errors included.
+pub fn run(g: &Flags, ready: bool, max_time: Duration) -> Result<ExitCode, Failure> {
     let paths: &[&str] = if ready {
         &["/readyz", "/healthz"]
     } else {
         &["/healthz"]
     };
-    let listen = match crate::config::listen_only(g) {
-        Ok(l) => l,
-        Err(e) => return unhealthy(format_args!("{e}")),
-    };
+    let listen = crate::config::listen_only(g).map_err(|e| Failure::new(Cause::Unhealthy, e))?;
     let deadline = Instant::now() + max_time;
     for path in paths {
-        match check(&listen, path, deadline, max_time) {
-            Ok(reason) => super::outln!("{listen}{path}: {reason}"),
-            Err(reason) => return unhealthy(format_args!("{listen}{path}: {reason}")),
-        }
+        let reason = check(&listen, path, deadline, max_time)
+            .map_err(|e| Failure::new(Cause::Unhealthy, e).context(format!("{listen}{path}")))?;
+        super::outln!("{listen}{path}: {reason}");
     }
-    ExitCode::SUCCESS
-}
-
-fn unhealthy(message: std::fmt::Arguments) -> ExitCode {
-    eprintln!("tend: {message}");
-    ExitCode::from(UNHEALTHY)
+    Ok(ExitCode::SUCCESS)
 }
 
 /// The answer's first body line when it is 200, otherwise why not.
@@ -50,16 +62,15 @@ fn check(
     path: &str,
     deadline: Instant,
     max_time: Duration,
-) -> Result<String, String> {
+) -> Result<String, Unhealthy> {
     let addr = target(listen)?;
     let left = || {
         deadline
             .checked_duration_since(Instant::now())
             .filter(|d| !d.is_zero())
-            .ok_or_else(|| format!("no answer within {}", humantime::format_duration(max_time)))
+            .ok_or(Unhealthy::Timeout(max_time))
     };
-    let mut stream =
-        TcpStream::connect_timeout(&addr, left()?).map_err(|e| format!("cannot connect: {e}"))?;
+    let mut stream = TcpStream::connect_timeout(&addr, left()?).map_err(Unhealthy::Connect)?;
     stream
         .set_write_timeout(Some(left()?))
         .and_then(|()| {
@@ -68,18 +79,18 @@ fn check(
                 format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
             stream.write_all(request.as_bytes())
         })
-        .map_err(|e| format!("cannot send the request: {e}"))?;
+        .map_err(Unhealthy::Send)?;
     let mut response = Vec::new();
     let mut buf = [0u8; 1024];
     while response.len() < RESPONSE_CAP {
         stream
             .set_read_timeout(Some(left()?))
-            .map_err(|e| e.to_string())?;
+            .map_err(Unhealthy::Socket)?;
         match stream.read(&mut buf) {
             Ok(0) => break,
             Ok(n) => response.extend_from_slice(&buf[..n]),
-            Err(e) if is_timeout(&e) => return Err(left().err().unwrap_or(e.to_string())),
-            Err(e) => return Err(format!("cannot read the answer: {e}")),
+            Err(e) if is_timeout(&e) => return Err(left().err().unwrap_or(Unhealthy::Socket(e))),
+            Err(e) => return Err(Unhealthy::Read(e)),
         }
     }
     let text = String::from_utf8_lossy(&response);
@@ -91,9 +102,11 @@ fn check(
         .unwrap_or_default();
     match code {
         "200" => Ok(if body.is_empty() { "ok".into() } else { body }),
-        "" => Err("no HTTP answer".into()),
-        _ if body.is_empty() => Err(format!("answered {code}")),
-        _ => Err(format!("answered {code}: {body}")),
+        "" => Err(Unhealthy::NotHttp),
+        _ => Err(Unhealthy::Answered {
+            code: code.to_string(),
+            body,
+        }),
     }
 }
 
@@ -106,12 +119,12 @@ fn is_timeout(e: &std::io::Error) -> bool {
 
 /// The address to ask: a daemon listening on every interface
 /// (`0.0.0.0:9420`, the image's default) is asked on loopback.
-fn target(listen: &str) -> Result<SocketAddr, String> {
+fn target(listen: &str) -> Result<SocketAddr, Unhealthy> {
     let mut addr = listen
         .to_socket_addrs()
-        .map_err(|e| format!("not a listen address ({e})"))?
+        .map_err(Unhealthy::Address)?
         .next()
-        .ok_or("the address resolves to nothing")?;
+        .ok_or(Unhealthy::NoAddress)?;
     if addr.ip().is_unspecified() {
         addr.set_ip(match addr.ip() {
             IpAddr::V4(_) => IpAddr::V4(Ipv4Addr::LOCALHOST),

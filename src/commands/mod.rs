@@ -1,8 +1,10 @@
-//! The subcommands, each returning its exit code (SPEC §2).
+//! The subcommands, each returning its exit code (SPEC §2), or the
+//! [`Failure`] that ended it.
 
 mod against;
 mod diff;
 mod explain;
+mod failure;
 mod fleet;
 mod generate;
 mod health;
@@ -18,39 +20,15 @@ mod validate;
 use std::process::ExitCode;
 
 use crate::cli::{BackupCommand, Cli, Command, Flags, FleetCommand, PluginCommand, RolloutCommand};
-use crate::config::{self, ConfigError, Settings};
+use crate::config::{self, Settings};
+pub use failure::{Because, Cause, Failure};
 
-/// Exit code for errors of usage, config, source or lock.
-pub const ERROR: u8 = 2;
-
-/// Says why a command failed; a message may name a path, so its control
-/// bytes are escaped as in all text output.
-fn fail(message: impl std::fmt::Display) -> ExitCode {
-    eprintln!(
-        "tend: {}",
-        crate::render::quote::escape_controls(&message.to_string())
-    );
-    ExitCode::from(ERROR)
-}
-
-/// Says why the config was refused: each problem on a line of its own,
-/// escaped as [`fail`] escapes.
-fn refused(e: ConfigError) -> ExitCode {
-    for problem in e.problems() {
-        eprintln!(
-            "tend: {}",
-            crate::render::quote::escape_controls(&problem.to_string())
-        );
-    }
-    ExitCode::from(ERROR)
-}
-
-fn settings(args: &Flags) -> Result<Settings, ExitCode> {
-    configured(config::resolve(args).map_err(refused)?)
+fn settings(args: &Flags) -> Result<Settings, Failure> {
+    configured(config::resolve(args)?)
 }
 
 /// Settings with libgit2 configured for them.
-fn configured(settings: Settings) -> Result<Settings, ExitCode> {
+fn configured(settings: Settings) -> Result<Settings, Failure> {
     let source = &settings.source;
     let tls = crate::source::may_use_tls(&source.repo);
     // SAFETY: `run` is called by main on the process's only thread: nothing
@@ -58,7 +36,7 @@ fn configured(settings: Settings) -> Result<Settings, ExitCode> {
     unsafe {
         crate::source::configure_transport(source.timeout, source.auth.ca_file.as_deref(), tls)
     }
-    .map_err(fail)?;
+    .because(Cause::Config)?;
     Ok(settings)
 }
 
@@ -87,22 +65,18 @@ pub(crate) use outln;
 
 /// Runs one command. Call it from the main thread before starting any other:
 /// it sets libgit2's process-wide transport options.
-pub fn run(cli: Cli) -> ExitCode {
+pub fn run(cli: Cli) -> Result<ExitCode, Failure> {
     let g = cli.command.flags();
     match &cli.command {
-        Command::Completions { shell } => return generate::completions(*shell),
+        Command::Completions { shell } => return Ok(generate::completions(*shell)),
         Command::Man { out_dir } => return generate::man(out_dir.as_deref()),
         _ => {}
     }
     // The daemon logs as its settings say (flag, env, then the config's
     // `log` section; info by default); the short commands stay quiet
     // unless asked.
-    if let Some(e) = g
-        .log_level
-        .as_deref()
-        .and_then(|l| config::check_log_level(l).err())
-    {
-        return fail(e);
+    if let Some(l) = g.log_level.as_deref() {
+        config::check_log_level(l).because(Cause::Usage)?;
     }
     if !matches!(cli.command, Command::Run(_)) {
         let level = g.log_level.clone().unwrap_or_else(|| "warn".into());
@@ -113,52 +87,25 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Health(a) => health::run(&g, a.ready, a.max_time.0),
         Command::Pause(a) => pause::pause(&g, &a.ids, a.duration.map(|d| d.0)),
         Command::Resume(a) => pause::resume(&g, &a.ids),
-        Command::Pin(a) => match settings(&g) {
-            Ok(s) => pin::pin(s, &a.rev, a.duration.map(|d| d.0)),
-            Err(code) => code,
-        },
+        Command::Pin(a) => pin::pin(settings(&g)?, &a.rev, a.duration.map(|d| d.0)),
         Command::Unpin(_) => pin::unpin(&g),
-        Command::Explain(a) => match settings(&g) {
-            Ok(s) => explain::run(&g, s, &a.what),
-            Err(code) => code,
-        },
+        Command::Explain(a) => explain::run(&g, settings(&g)?, &a.what),
         // Only `fleet` is read: no target is needed.
         Command::Rollout {
             command: RolloutCommand::Resume(_),
-        } => match config::resolve_for_validate(&g) {
-            Ok(s) => rollout::resume(&s),
-            Err(e) => refused(e),
-        },
+        } => rollout::resume(&config::resolve_for_validate(&g)?),
         Command::Backup {
             command: BackupCommand::Cat(a),
-        } => match settings(&g) {
-            Ok(s) => explain::backup_cat(s, &a.backup, a.sensitive),
-            Err(code) => code,
-        },
-        Command::Validate(a) => match config::resolve_for_validate(&g)
-            .map_err(refused)
-            .and_then(configured)
-        {
-            Ok(s) => validate::run(&g, s, a.as_written),
-            Err(code) => code,
-        },
+        } => explain::backup_cat(settings(&g)?, &a.backup, a.sensitive),
+        Command::Validate(a) => {
+            let s = configured(config::resolve_for_validate(&g)?)?;
+            validate::run(&g, s, a.as_written)
+        }
         Command::Diff(a) => match &a.against {
-            Some(rev) => match config::resolve_for_validate(&g)
-                .map_err(refused)
-                .and_then(configured)
-            {
-                Ok(s) => against::run(&g, s, rev),
-                Err(code) => code,
-            },
-            None => match settings(&g) {
-                Ok(s) => diff::run(&g, s),
-                Err(code) => code,
-            },
+            Some(rev) => against::run(&g, configured(config::resolve_for_validate(&g)?)?, rev),
+            None => diff::run(&g, settings(&g)?),
         },
-        Command::Sync(a) => match settings(&g) {
-            Ok(s) => sync::run(&g, s, a.allow_mass_prune),
-            Err(code) => code,
-        },
+        Command::Sync(a) => sync::run(&g, settings(&g)?, a.allow_mass_prune),
         Command::Fleet {
             command: FleetCommand::Status(_),
         } => fleet::status(&g),
@@ -166,16 +113,15 @@ pub fn run(cli: Cli) -> ExitCode {
             command: PluginCommand::Check {
                 timeout, command, ..
             },
-        } => plugin::check(&g, command, timeout.0),
-        Command::Run(_) => match settings(&g) {
-            Ok(s) => {
-                crate::logging::init(&s.log_format, &s.log_level);
-                let args = g.clone();
-                let read = move || config::resolve(&args).map_err(|e| e.to_string());
-                crate::daemon::run(s, Box::new(read))
-            }
-            Err(code) => code,
-        },
+        } => Ok(plugin::check(&g, command, timeout.0)),
+        Command::Run(_) => {
+            let s = settings(&g)?;
+            crate::logging::init(&s.log_format, &s.log_level);
+            let args = g.clone();
+            let read = move || config::resolve(&args);
+            crate::daemon::run(s, Box::new(read)).because(Cause::Daemon)?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Completions { .. } | Command::Man { .. } => unreachable!("handled above"),
     }
 }
@@ -185,14 +131,15 @@ pub fn run(cli: Cli) -> ExitCode {
 /// when the returned guard drops (keep it until the command's end).
 pub(crate) fn throwaway_state_dir(
     settings: &mut Settings,
-) -> Result<Option<tempfile::TempDir>, ExitCode> {
+) -> Result<Option<tempfile::TempDir>, Failure> {
     if settings.state_dir.exists() {
         return Ok(None);
     }
     let dir = tempfile::Builder::new()
         .prefix("tend-state-")
         .tempdir()
-        .map_err(|e| fail(format!("cannot make a throwaway state dir: {e}")))?;
+        .because(Cause::Io)
+        .map_err(|f| f.context("cannot make a throwaway state dir"))?;
     tracing::debug!(
         state_dir = %settings.state_dir.display(),
         throwaway = %dir.path().display(),
@@ -212,31 +159,30 @@ pub(crate) struct Fetched {
 pub(crate) fn fetch_or_last(
     ctx: &crate::reconcile::Context,
     what: &str,
-) -> Result<Fetched, ExitCode> {
+) -> Result<Fetched, Failure> {
     match crate::ledger::StateLock::acquire(&ctx.settings.state_dir, what) {
-        Ok(lock) => match ctx.mirror.fetch() {
-            Ok(revision) => Ok(Fetched {
-                revision,
-                lock: Some(lock),
-            }),
-            Err(e) => Err(fail(e)),
-        },
-        Err(crate::ledger::LedgerError::Locked { holder }) => match ctx.mirror.resolved() {
-            Ok(Some(revision)) => {
-                eprintln!(
-                    "tend: state dir is locked by {holder}; using the last fetched revision {}",
-                    &revision.to_string()[..12]
-                );
-                Ok(Fetched {
-                    revision,
-                    lock: None,
-                })
+        Ok(lock) => Ok(Fetched {
+            revision: ctx.mirror.fetch().because(Cause::Source)?,
+            lock: Some(lock),
+        }),
+        Err(crate::ledger::LedgerError::Locked { holder }) => {
+            match ctx.mirror.resolved().because(Cause::Source)? {
+                Some(revision) => {
+                    eprintln!(
+                        "tend: state dir is locked by {holder}; using the last fetched revision {}",
+                        &revision.to_string()[..12]
+                    );
+                    Ok(Fetched {
+                        revision,
+                        lock: None,
+                    })
+                }
+                None => Err(Failure::says(
+                    Cause::State,
+                    format!("state dir is locked by {holder} and nothing was fetched yet"),
+                )),
             }
-            Ok(None) => Err(fail(format!(
-                "state dir is locked by {holder} and nothing was fetched yet"
-            ))),
-            Err(e) => Err(fail(e)),
-        },
-        Err(e) => Err(fail(e)),
+        }
+        Err(e) => Err(Failure::new(Cause::State, e)),
     }
 }

@@ -4,21 +4,18 @@
 use std::process::ExitCode;
 use std::time::{Duration, SystemTime};
 
-use super::fail;
+use super::{Because, Cause, Failure};
 use crate::cli::Flags;
 use crate::ledger::Ledger;
 use crate::render::quote::name;
 
-fn open(g: &Flags) -> Result<Ledger, ExitCode> {
-    let dir = crate::config::state_dir_only(g).map_err(super::refused)?;
-    Ledger::open(&dir).map_err(fail)
+fn open(g: &Flags) -> Result<Ledger, Failure> {
+    let dir = crate::config::state_dir_only(g)?;
+    Ledger::open(&dir).because(Cause::State)
 }
 
-pub fn pause(g: &Flags, ids: &[String], duration: Option<Duration>) -> ExitCode {
-    let ledger = match open(g) {
-        Ok(l) => l,
-        Err(code) => return code,
-    };
+pub fn pause(g: &Flags, ids: &[String], duration: Option<Duration>) -> Result<ExitCode, Failure> {
+    let ledger = open(g)?;
     let until = duration.map(|d| SystemTime::now() + d);
     let targets: Vec<Option<&str>> = if ids.is_empty() {
         vec![None]
@@ -29,39 +26,33 @@ pub fn pause(g: &Flags, ids: &[String], duration: Option<Duration>) -> ExitCode 
         if let Some(id) = id {
             warn_if_unknown(&ledger, id);
         }
-        if let Err(e) = ledger.pause(id, until) {
-            return fail(e);
-        }
+        ledger.pause(id, until).because(Cause::State)?;
         let what = id.map_or("all resources".into(), name);
         match duration {
             Some(d) => super::outln!("paused {what} for {}", humantime::format_duration(d)),
             None => super::outln!("paused {what} until `tend resume`"),
         }
     }
-    ExitCode::SUCCESS
+    Ok(ExitCode::SUCCESS)
 }
 
-pub fn resume(g: &Flags, ids: &[String]) -> ExitCode {
-    let ledger = match open(g) {
-        Ok(l) => l,
-        Err(code) => return code,
-    };
+pub fn resume(g: &Flags, ids: &[String]) -> Result<ExitCode, Failure> {
+    let ledger = open(g)?;
     let targets: Vec<Option<&str>> = if ids.is_empty() {
         vec![None]
     } else {
         ids.iter().map(|i| Some(i.as_str())).collect()
     };
-    let global = match ledger.pauses() {
-        Ok(p) => p.iter().any(|p| p.id.is_none()),
-        Err(e) => return fail(e),
-    };
+    let global = ledger
+        .pauses()
+        .because(Cause::State)?
+        .iter()
+        .any(|p| p.id.is_none());
     for id in targets {
         if let Some(id) = id {
             warn_if_unknown(&ledger, id);
         }
-        if let Err(e) = ledger.resume(id) {
-            return fail(e);
-        }
+        ledger.resume(id).because(Cause::State)?;
         match id {
             Some(id) if global => {
                 super::outln!(
@@ -72,7 +63,7 @@ pub fn resume(g: &Flags, ids: &[String]) -> ExitCode {
             _ => super::outln!("resumed {}", id.map_or("all resources".into(), name)),
         }
     }
-    ExitCode::SUCCESS
+    Ok(ExitCode::SUCCESS)
 }
 
 /// A typo pauses nothing: say so, while still recording the pause (the

@@ -6,59 +6,57 @@
 use std::process::ExitCode;
 use std::time::{Duration, SystemTime};
 
-use super::fail;
+use super::{Because, Cause, Failure};
 use crate::cli::Flags;
 use crate::config::Settings;
 use crate::ledger::{Ledger, PinRecord};
 use crate::source::verify::TrustAnchors;
-use crate::source::Mirror;
+use crate::source::{Mirror, SourceError};
 
-pub fn pin(settings: Settings, rev: &str, duration: Option<Duration>) -> ExitCode {
-    let anchors = match TrustAnchors::load(&settings.source.verify) {
-        Ok(a) => a,
-        Err(e) => return fail(format!("source.verify: {e}")),
-    };
-    let mirror = match Mirror::open(
+/// A revision a pin cannot name.
+#[derive(Debug, thiserror::Error)]
+#[error("revision {rev:?} is not in the mirror ({source}); a pin names a revision tend has fetched (see `tend status`)")]
+struct NotFetched {
+    rev: String,
+    source: SourceError,
+}
+
+pub fn pin(settings: Settings, rev: &str, duration: Option<Duration>) -> Result<ExitCode, Failure> {
+    let anchors = TrustAnchors::load(&settings.source.verify)
+        .because(Cause::Config)
+        .map_err(|f| f.context("source.verify"))?;
+    let mirror = Mirror::open(
         &settings.state_dir,
         crate::reconcile::mirror_spec(&settings),
-    ) {
-        Ok(m) => m,
-        Err(e) => return fail(e),
-    };
-    let commit = match mirror.find_revision(rev) {
-        Ok(c) => c,
-        Err(e) => {
-            return fail(format!(
-                "revision {rev:?} is not in the mirror ({e}); a pin names a revision tend has fetched (see `tend status`)"
-            ))
-        }
-    };
+    )
+    .because(Cause::Source)?;
+    let commit = mirror
+        .find_revision(rev)
+        .map_err(|source| NotFetched {
+            rev: rev.to_string(),
+            source,
+        })
+        .because(Cause::Source)?;
     let signer = match &anchors {
-        Some(a) => match mirror.verify(a, commit, false) {
-            Ok(Ok(signer)) => Some(signer),
-            Ok(Err(refusal)) => {
-                return fail(format!(
-                    "cannot pin {}: {refusal}",
-                    &commit.to_string()[..12]
+        Some(a) => match mirror.verify(a, commit, false).because(Cause::Source)? {
+            Ok(signer) => Some(signer),
+            Err(refusal) => {
+                return Err(Failure::says(
+                    Cause::Source,
+                    format!("cannot pin {}: {refusal}", &commit.to_string()[..12]),
                 ))
             }
-            Err(e) => return fail(e),
         },
         None => None,
     };
-    let ledger = match Ledger::open(&settings.state_dir) {
-        Ok(l) => l,
-        Err(e) => return fail(e),
-    };
+    let ledger = Ledger::open(&settings.state_dir).because(Cause::State)?;
     let now = SystemTime::now();
     let record = PinRecord {
         revision: commit.to_string(),
         until: duration.map(|d| now + d),
         pinned_at: now,
     };
-    if let Err(e) = ledger.set_pin(Some(&record)) {
-        return fail(e);
-    }
+    ledger.set_pin(Some(&record)).because(Cause::State)?;
     let signed = signer
         .map(|s| format!(", signed by {s}"))
         .unwrap_or_default();
@@ -73,25 +71,14 @@ pub fn pin(settings: Settings, rev: &str, duration: Option<Duration>) -> ExitCod
             &record.revision[..12]
         ),
     }
-    ExitCode::SUCCESS
+    Ok(ExitCode::SUCCESS)
 }
 
-pub fn unpin(g: &Flags) -> ExitCode {
-    let dir = match crate::config::state_dir_only(g) {
-        Ok(d) => d,
-        Err(e) => return super::refused(e),
-    };
-    let ledger = match Ledger::open(&dir) {
-        Ok(l) => l,
-        Err(e) => return fail(e),
-    };
-    let held = match ledger.pin() {
-        Ok(p) => p,
-        Err(e) => return fail(e),
-    };
-    if let Err(e) = ledger.set_pin(None) {
-        return fail(e);
-    }
+pub fn unpin(g: &Flags) -> Result<ExitCode, Failure> {
+    let dir = crate::config::state_dir_only(g)?;
+    let ledger = Ledger::open(&dir).because(Cause::State)?;
+    let held = ledger.pin().because(Cause::State)?;
+    ledger.set_pin(None).because(Cause::State)?;
     match held {
         Some(p) => super::outln!(
             "unpinned {}; the ref's newest revision applies",
@@ -99,5 +86,5 @@ pub fn unpin(g: &Flags) -> ExitCode {
         ),
         None => super::outln!("nothing was pinned"),
     }
-    ExitCode::SUCCESS
+    Ok(ExitCode::SUCCESS)
 }

@@ -5,6 +5,7 @@
 
 use std::path::PathBuf;
 
+use super::{Because, Cause, Failure};
 use crate::config::Settings;
 use crate::declare::{self, Declared, TargetInfo};
 use crate::source::{self, Mirror, Snapshot, SourceError, SourceSpec};
@@ -21,7 +22,7 @@ pub struct Revisions<'a> {
 }
 
 impl<'a> Revisions<'a> {
-    pub fn open(settings: &'a Settings) -> Result<Revisions<'a>, String> {
+    pub fn open(settings: &'a Settings) -> Result<Revisions<'a>, Failure> {
         let local = source::local_repository(&settings.source.repo);
         let temp = match local {
             Some(_) => None,
@@ -29,7 +30,8 @@ impl<'a> Revisions<'a> {
                 tempfile::Builder::new()
                     .prefix("tend-mirror-")
                     .tempdir()
-                    .map_err(|e| format!("cannot make a throwaway mirror: {e}"))?,
+                    .because(Cause::Io)
+                    .map_err(|f| f.context("cannot make a throwaway mirror"))?,
             ),
         };
         Ok(Revisions {
@@ -79,7 +81,7 @@ pub fn declare_as_written(
             let kinds = t.kind.kinds();
             TargetInfo {
                 name: t.name.clone(),
-                kinds_unknown: kinds.as_ref().err().cloned(),
+                kinds_unknown: kinds.as_ref().err().map(ToString::to_string),
                 kinds: kinds.unwrap_or_default(),
             }
         })

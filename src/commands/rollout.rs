@@ -2,29 +2,30 @@
 
 use std::process::ExitCode;
 
-use super::{fail, outln};
+use super::{outln, Because, Cause, Failure};
 use crate::config::Settings;
 
-pub fn resume(settings: &Settings) -> ExitCode {
+pub fn resume(settings: &Settings) -> Result<ExitCode, Failure> {
     let Some(fleet) = settings.fleet.as_ref().filter(|f| f.rollout.is_some()) else {
-        return fail("the config has no fleet.rollout: there is no rollout to resume");
+        return Err(Failure::says(
+            Cause::Usage,
+            "the config has no fleet.rollout: there is no rollout to resume",
+        ));
     };
-    match crate::fleet::rollout::resume::resume(fleet) {
-        Ok(lifted) if lifted.is_empty() => {
-            outln!("no rollout is halted");
-            ExitCode::from(1)
-        }
-        Ok(lifted) => {
-            for h in lifted {
-                outln!(
-                    "resumed {}: halted by {} ({}); promoted, every host applies it",
-                    &h.revision[..h.revision.len().min(12)],
-                    h.host,
-                    h.reason
-                );
-            }
-            ExitCode::SUCCESS
-        }
-        Err(e) => fail(format!("rollout resume: {e}")),
+    let lifted = crate::fleet::rollout::resume::resume(fleet)
+        .because(Cause::Fleet)
+        .map_err(|f| f.context("rollout resume"))?;
+    if lifted.is_empty() {
+        outln!("no rollout is halted");
+        return Ok(ExitCode::from(1));
     }
+    for h in lifted {
+        outln!(
+            "resumed {}: halted by {} ({}); promoted, every host applies it",
+            &h.revision[..h.revision.len().min(12)],
+            h.host,
+            h.reason
+        );
+    }
+    Ok(ExitCode::SUCCESS)
 }

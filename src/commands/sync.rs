@@ -4,16 +4,35 @@
 use std::process::ExitCode;
 use std::time::SystemTime;
 
-use super::fail;
+use super::failure::NOT_CONVERGED;
+use super::{Because, Cause, Failure};
 use crate::backoff::{self, Failures};
 use crate::cli::Flags;
 use crate::config::Settings;
 use crate::ledger::State;
 use crate::model::ResourceId;
-use crate::reconcile::{self, Context, NextStep, PassOptions, Recorder, StepKind};
+use crate::reconcile::{
+    self, Context, NextStep, PassError, PassOptions, Recorder, StepKind, WriterError,
+};
 use crate::render::quote::{escape_controls as said, name};
 
-pub fn run(g: &Flags, settings: Settings, allow_mass_prune: bool) -> ExitCode {
+/// An error before any change, said with what stays applied.
+#[derive(Debug, thiserror::Error)]
+#[error("{source}{kept}")]
+struct NothingChanged<E: std::error::Error + 'static> {
+    source: E,
+    kept: String,
+}
+
+/// What a pass's error was about: the source, or the state dir's ledger.
+fn cause_of(e: &PassError) -> Cause {
+    match e {
+        PassError::Source(_) => Cause::Source,
+        PassError::Ledger(_) | PassError::Unrecorded { .. } => Cause::State,
+    }
+}
+
+pub fn run(g: &Flags, settings: Settings, allow_mass_prune: bool) -> Result<ExitCode, Failure> {
     // `--dry-run` (or TEND_DRY_RUN, or policy.dry_run) is honoured here too:
     // a user who asked for no writes gets none, whichever command ran.
     // With `ha`, one sync never campaigns: only the daemon's leader
@@ -24,25 +43,26 @@ pub fn run(g: &Flags, settings: Settings, allow_mass_prune: bool) -> ExitCode {
     }
     let (_lock, ctx, mut rec) = match reconcile::open_writer(settings, "tend sync") {
         Ok(w) => w,
-        Err(e) => return fail(e),
+        Err(e @ WriterError::Build(_)) => return Err(Failure::new(Cause::Target, e)),
+        Err(e @ WriterError::Ledger(_)) => return Err(Failure::new(Cause::State, e)),
     };
-    let revision = match fetch_retrying(&ctx, &rec) {
-        Ok(r) => r,
-        Err(e) => return fail(format!("{e}{}", kept(&rec))),
-    };
-    let gate = match reconcile::trust::admit(&ctx, &rec.ledger, revision) {
-        Ok(g) => g,
-        Err(e) => return fail(e),
-    };
+    let revision = fetch_retrying(&ctx, &rec)
+        .map_err(|source| NothingChanged {
+            source,
+            kept: kept(&rec),
+        })
+        .because(Cause::Source)?;
+    let gate = reconcile::trust::admit(&ctx, &rec.ledger, revision)
+        .map_err(|e| Failure::new(cause_of(&e), e))?;
     if !dry_run {
-        if let Err(e) = reconcile::trust::record(&rec.ledger, &gate, SystemTime::now()) {
-            return fail(e);
-        }
+        reconcile::trust::record(&rec.ledger, &gate, SystemTime::now()).because(Cause::State)?;
     }
-    let admitted = match gate {
-        Ok(a) => a,
-        Err(refused) => return fail(format!("{refused}{}", kept(&rec))),
-    };
+    let admitted = gate
+        .map_err(|source| NothingChanged {
+            source,
+            kept: kept(&rec),
+        })
+        .because(Cause::Source)?;
     if admitted.provenance.pinned {
         eprintln!(
             "tend: pinned at {} (`tend unpin` returns to the newest revision of the ref)",
@@ -55,10 +75,7 @@ pub fn run(g: &Flags, settings: Settings, allow_mass_prune: bool) -> ExitCode {
         dry_run,
         follower: false,
     };
-    let mut rev = match reconcile::load(&ctx, revision) {
-        Ok(r) => r,
-        Err(e) => return fail(e),
-    };
+    let mut rev = reconcile::load(&ctx, revision).map_err(|e| Failure::new(cause_of(&e), e))?;
     rev.provenance = admitted.provenance;
     let report =
         match reconcile::full_pass(&ctx, &mut rec, &rev, opts, &reconcile::Control::default()) {
@@ -67,13 +84,17 @@ pub fn run(g: &Flags, settings: Settings, allow_mass_prune: bool) -> ExitCode {
                 if let Some(e) = e.ledger() {
                     crate::ledger::note_damage(&ctx.settings.state_dir, e);
                 }
-                // 2 is an error before any change: so is one before any
-                // target was asked to write.
+                // An error before any change: so is one before any target
+                // was asked to write. After one, the pass did not converge.
                 if !rec.touched() {
-                    return fail(format!("{e}; nothing was changed"));
+                    let cause = cause_of(&e);
+                    let e = NothingChanged {
+                        source: e,
+                        kept: "; nothing was changed".into(),
+                    };
+                    return Err(Failure::new(cause, e));
                 }
-                eprintln!("tend: {}", said(&e.to_string()));
-                return ExitCode::from(3);
+                return Err(Failure::new(Cause::Unfinished, e));
             }
         };
     reconcile::collect_mirror_if_due(&ctx, &rec);
@@ -123,13 +144,13 @@ pub fn run(g: &Flags, settings: Settings, allow_mass_prune: bool) -> ExitCode {
         super::outln!("{summary}");
     }
     if report.converged {
-        ExitCode::SUCCESS
+        Ok(ExitCode::SUCCESS)
     } else {
         if !g.output.eq(&crate::cli::Output::Json) {
             next.explain();
             eprintln!("tend: not converged; see `tend status`");
         }
-        ExitCode::from(3)
+        Ok(ExitCode::from(NOT_CONVERGED))
     }
 }
 

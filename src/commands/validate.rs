@@ -5,7 +5,7 @@
 use std::process::ExitCode;
 
 use super::revisions::{declare_as_written, Revisions};
-use super::{fail, fetch_or_last, throwaway_state_dir};
+use super::{fetch_or_last, throwaway_state_dir, Because, Cause, Failure};
 use crate::cli::{Flags, Output};
 use crate::config::Settings;
 use crate::declare::Declared;
@@ -13,18 +13,12 @@ use crate::reconcile::Context;
 use crate::render::count;
 use crate::render::quote::{escape_controls as said, name};
 
-pub fn run(g: &Flags, mut settings: Settings, as_written: bool) -> ExitCode {
-    let declared = if as_written {
-        read_as_written(g, &settings)
+pub fn run(g: &Flags, mut settings: Settings, as_written: bool) -> Result<ExitCode, Failure> {
+    let (revision, declared) = if as_written {
+        read_as_written(g, &settings)?
     } else {
-        match throwaway_state_dir(&mut settings) {
-            Ok(_throwaway) => read_for_this_host(settings),
-            Err(code) => Err(code),
-        }
-    };
-    let (revision, declared) = match declared {
-        Ok(d) => d,
-        Err(code) => return code,
+        let _throwaway = throwaway_state_dir(&mut settings)?;
+        read_for_this_host(settings)?
     };
     let refused: Vec<(&crate::model::ResourceId, &String)> = declared.refused().collect();
     if g.output == Output::Json {
@@ -61,32 +55,33 @@ pub fn run(g: &Flags, mut settings: Settings, as_written: bool) -> ExitCode {
         );
     }
     // A refused path never applies either: a check before merging says so.
-    if declared.is_complete() && refused.is_empty() {
+    Ok(if declared.is_complete() && refused.is_empty() {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
-    }
+    })
 }
 
 /// Through the state dir's mirror, with the configured targets started to
 /// learn what they serve, hooks looked up in the config and owners on
 /// this host.
-fn read_for_this_host(settings: Settings) -> Result<(git2::Oid, Declared), ExitCode> {
-    let ctx = Context::observing(settings).map_err(fail)?;
+fn read_for_this_host(settings: Settings) -> Result<(git2::Oid, Declared), Failure> {
+    let ctx = Context::observing(settings).because(Cause::Target)?;
     let fetched = fetch_or_last(&ctx, "tend validate")?;
     let declared = ctx
         .mirror
         .snapshot(fetched.revision)
         .and_then(|s| ctx.declare(&s))
-        .map_err(fail)?;
+        .because(Cause::Source)?;
     Ok((fetched.revision, declared))
 }
 
-fn read_as_written(g: &Flags, settings: &Settings) -> Result<(git2::Oid, Declared), ExitCode> {
-    let revisions = Revisions::open(settings).map_err(fail)?;
+fn read_as_written(g: &Flags, settings: &Settings) -> Result<(git2::Oid, Declared), Failure> {
+    let revisions = Revisions::open(settings)?;
     let snapshot = revisions
         .snapshot(settings.source.reference.as_deref())
-        .map_err(fail)?;
-    let declared = declare_as_written(settings, g.config.is_some(), &snapshot).map_err(fail)?;
+        .because(Cause::Source)?;
+    let declared =
+        declare_as_written(settings, g.config.is_some(), &snapshot).because(Cause::Source)?;
     Ok((snapshot.revision(), declared))
 }

@@ -82,13 +82,13 @@ pub(super) fn resolve(
             (Some(run), None, None) => Ok(HookAction::Run(run)),
             (None, Some(http), None) => parse_http(&http.url, http.method.as_deref())
                 .map(HookAction::Http)
-                .map_err(|m| (format!("{key}.http"), m)),
+                .map_err(|m| (format!("{key}.http"), m.to_string())),
             (None, None, Some(s)) => parse_signal(s.signal.as_deref().unwrap_or("HUP"))
                 .map(|signal| HookAction::Signal {
                     signal,
                     pidfile: s.pidfile,
                 })
-                .map_err(|m| (format!("{key}.signal"), m)),
+                .map_err(|m| (format!("{key}.signal"), m.to_string())),
             (None, None, None) => Err((key, "give one of `run`, `http` or `signal`".to_string())),
             _ => Err((
                 key,
@@ -106,44 +106,64 @@ pub(super) fn resolve(
     out
 }
 
+/// Why a hook's `http` or `signal` as written cannot be run.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HookError {
+    #[error("method {0:?}: use an upper-case HTTP method such as POST")]
+    Method(String),
+    #[error("url {0:?} holds spaces or control characters")]
+    Spaces(String),
+    #[error("url {0:?}: https is not supported for hooks (no TLS); call the application over http:// on a local address")]
+    Https(String),
+    #[error("url {0:?}: must start with http://")]
+    Scheme(String),
+    #[error("url {0:?}: credentials in a hook URL are not supported")]
+    Credentials(String),
+    #[error("url {0:?}: unclosed `[` in the host")]
+    Unclosed(String),
+    #[error("url {0:?}: junk after the host")]
+    Junk(String),
+    #[error("url {0:?} names no host")]
+    NoHost(String),
+    #[error("url {url:?}: invalid port {port:?}")]
+    Port { url: String, port: String },
+    #[error(
+        "unknown signal {0:?}: use HUP, USR1, USR2, INT, QUIT, TERM, WINCH, ALRM, CONT or KILL"
+    )]
+    Signal(String),
+}
+
 /// `http://host[:port][/path][?query]`; a fragment is dropped.
-pub fn parse_http(url: &str, method: Option<&str>) -> Result<HttpHook, String> {
+pub fn parse_http(url: &str, method: Option<&str>) -> Result<HttpHook, HookError> {
     let method = method.unwrap_or("POST").to_string();
     if method.is_empty() || !method.bytes().all(|b| b.is_ascii_uppercase()) {
-        return Err(format!(
-            "method {method:?}: use an upper-case HTTP method such as POST"
-        ));
+        return Err(HookError::Method(method));
     }
+    let bad = |make: fn(String) -> HookError| make(url.to_string());
     if url.bytes().any(|b| b.is_ascii_control() || b == b' ') {
-        return Err(format!("url {url:?} holds spaces or control characters"));
+        return Err(bad(HookError::Spaces));
     }
     let rest = match url.split_once("://") {
         Some((scheme, rest)) if scheme.eq_ignore_ascii_case("http") => rest,
         Some((scheme, _)) if scheme.eq_ignore_ascii_case("https") => {
-            return Err(format!(
-                "url {url:?}: https is not supported for hooks (no TLS); call the application over http:// on a local address"
-            ))
+            return Err(bad(HookError::Https))
         }
-        _ => return Err(format!("url {url:?}: must start with http://")),
+        _ => return Err(bad(HookError::Scheme)),
     };
     let rest = rest.split('#').next().unwrap_or_default();
     let split = rest.find(['/', '?']).unwrap_or(rest.len());
     let (authority, target) = rest.split_at(split);
     if authority.contains('@') {
-        return Err(format!(
-            "url {url:?}: credentials in a hook URL are not supported"
-        ));
+        return Err(bad(HookError::Credentials));
     }
     let (host, port) = match authority.strip_prefix('[') {
         Some(v6) => {
-            let (host, after) = v6
-                .split_once(']')
-                .ok_or_else(|| format!("url {url:?}: unclosed `[` in the host"))?;
+            let (host, after) = v6.split_once(']').ok_or_else(|| bad(HookError::Unclosed))?;
             match after {
                 "" => (host, None),
                 _ => match after.strip_prefix(':') {
                     Some(port) => (host, Some(port)),
-                    None => return Err(format!("url {url:?}: junk after the host")),
+                    None => return Err(bad(HookError::Junk)),
                 },
             }
         }
@@ -153,7 +173,7 @@ pub fn parse_http(url: &str, method: Option<&str>) -> Result<HttpHook, String> {
         },
     };
     if host.is_empty() {
-        return Err(format!("url {url:?} names no host"));
+        return Err(bad(HookError::NoHost));
     }
     let port = match port {
         None => 80,
@@ -161,7 +181,10 @@ pub fn parse_http(url: &str, method: Option<&str>) -> Result<HttpHook, String> {
             .parse::<u16>()
             .ok()
             .filter(|p| *p != 0)
-            .ok_or_else(|| format!("url {url:?}: invalid port {p:?}"))?,
+            .ok_or_else(|| HookError::Port {
+                url: url.to_string(),
+                port: p.to_string(),
+            })?,
     };
     let target = match target {
         "" => "/".to_string(),
@@ -178,7 +201,7 @@ pub fn parse_http(url: &str, method: Option<&str>) -> Result<HttpHook, String> {
 }
 
 /// A signal by name, with or without `SIG` (`HUP`, `SIGUSR1`).
-pub fn parse_signal(name: &str) -> Result<rustix::process::Signal, String> {
+pub fn parse_signal(name: &str) -> Result<rustix::process::Signal, HookError> {
     use rustix::process::Signal;
     let upper = name.trim().to_ascii_uppercase();
     let bare = upper.strip_prefix("SIG").unwrap_or(&upper);
@@ -193,11 +216,7 @@ pub fn parse_signal(name: &str) -> Result<rustix::process::Signal, String> {
         "ALRM" => Signal::ALARM,
         "CONT" => Signal::CONT,
         "KILL" => Signal::KILL,
-        _ => {
-            return Err(format!(
-                "unknown signal {name:?}: use HUP, USR1, USR2, INT, QUIT, TERM, WINCH, ALRM, CONT or KILL"
-            ))
-        }
+        _ => return Err(HookError::Signal(name.to_string())),
     })
 }
 
@@ -236,7 +255,7 @@ mod tests {
             ("http://[::1/", "unclosed"),
             ("http://a/b c", "spaces"),
         ] {
-            let err = parse_http(url, None).unwrap_err();
+            let err = parse_http(url, None).unwrap_err().to_string();
             assert!(err.contains(says), "{url}: {err}");
         }
         assert!(parse_http("http://a/", Some("post")).is_err());
@@ -249,6 +268,7 @@ mod tests {
         assert_eq!(parse_signal("sigusr1").unwrap(), Signal::USR1);
         assert!(parse_signal("SIGNOPE")
             .unwrap_err()
+            .to_string()
             .contains("unknown signal"));
     }
 }

@@ -30,7 +30,7 @@ pub(super) fn resolve(
         .or(log.level)
         .unwrap_or_else(|| "info".into());
     if let Err(m) = check_log_level(&level) {
-        problems.at("log.level", m);
+        problems.at("log.level", m.to_string());
     }
     (format, level)
 }
@@ -44,9 +44,14 @@ fn default_format() -> &'static str {
     }
 }
 
+/// A log level that names no level.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("log level {0:?}: use error, warn, info, debug, trace or off (or directives like info,tend=debug)")]
+pub struct UnknownLevel(pub String);
+
 /// A level name, or filter directives naming one (`info,tend=debug`): a bare
 /// word is otherwise taken as a module name, and `loud` would silence all.
-pub fn check_log_level(level: &str) -> Result<(), String> {
+pub fn check_log_level(level: &str) -> Result<(), UnknownLevel> {
     const LEVELS: [&str; 6] = ["error", "warn", "info", "debug", "trace", "off"];
     let known = |l: &str| LEVELS.contains(&l.trim().to_ascii_lowercase().as_str());
     let valid = level
@@ -57,9 +62,7 @@ pub fn check_log_level(level: &str) -> Result<(), String> {
         });
     match valid {
         true => Ok(()),
-        false => Err(format!(
-            "log level {level:?}: use error, warn, info, debug, trace or off (or directives like info,tend=debug)"
-        )),
+        false => Err(UnknownLevel(level.to_string())),
     }
 }
 

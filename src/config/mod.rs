@@ -32,9 +32,9 @@ pub use file::{
 };
 pub use fleet::{FleetSettings, RolloutSettings};
 pub use ha::HaSettings;
-pub use hooks::{parse_http, parse_signal, Hook, HookAction, HookConfig, HttpHook};
+pub use hooks::{parse_http, parse_signal, Hook, HookAction, HookConfig, HookError, HttpHook};
 pub use load::load_file;
-pub use log::check_log_level;
+pub use log::{check_log_level, UnknownLevel};
 pub use policy::{Policy, PruneLimit};
 pub use problem::{ConfigError, Problem};
 pub use settings::{ServerSettings, Settings, SourceSettings};

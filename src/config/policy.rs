@@ -44,22 +44,37 @@ pub enum PruneLimit {
     Count(usize),
 }
 
+/// Why a limit or size as written is not one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AmountError {
+    #[error("invalid percentage {0:?}")]
+    Percentage(String),
+    #[error("percentage {0:?} is outside 0%..100%")]
+    OutOfRange(String),
+    #[error("invalid limit {0:?}: use a share like 50% or a count")]
+    Limit(String),
+    #[error("invalid size {0:?}")]
+    Size(String),
+    #[error("invalid size unit {unit:?} in {size:?}: use B, KiB, MiB, GiB")]
+    Unit { unit: String, size: String },
+}
+
 impl PruneLimit {
-    pub fn parse(s: &str) -> Result<Self, String> {
+    pub fn parse(s: &str) -> Result<Self, AmountError> {
         let s = s.trim();
         if let Some(p) = s.strip_suffix('%') {
             let v: f64 = p
                 .trim()
                 .parse()
-                .map_err(|_| format!("invalid percentage {s:?}"))?;
+                .map_err(|_| AmountError::Percentage(s.into()))?;
             if !(0.0..=100.0).contains(&v) {
-                return Err(format!("percentage {s:?} is outside 0%..100%"));
+                return Err(AmountError::OutOfRange(s.into()));
             }
             return Ok(PruneLimit::Percent(v));
         }
         s.parse()
             .map(PruneLimit::Count)
-            .map_err(|_| format!("invalid limit {s:?}: use a share like 50% or a count"))
+            .map_err(|_| AmountError::Limit(s.into()))
     }
     /// How many deletions one pass may make for an inventory of `size`.
     pub fn allowed(self, size: usize) -> usize {
@@ -70,11 +85,11 @@ impl PruneLimit {
     }
 }
 
-fn parse_size(s: &str) -> Result<u64, String> {
+fn parse_size(s: &str) -> Result<u64, AmountError> {
     let s = s.trim();
     let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
     let (num, unit) = s.split_at(split);
-    let n: u64 = num.parse().map_err(|_| format!("invalid size {s:?}"))?;
+    let n: u64 = num.parse().map_err(|_| AmountError::Size(s.into()))?;
     let mult: u64 = match unit.trim() {
         "" | "B" => 1,
         "KiB" | "K" => 1 << 10,
@@ -82,9 +97,10 @@ fn parse_size(s: &str) -> Result<u64, String> {
         "GiB" | "G" => 1 << 30,
         "TiB" | "T" => 1 << 40,
         u => {
-            return Err(format!(
-                "invalid size unit {u:?} in {s:?}: use B, KiB, MiB, GiB"
-            ))
+            return Err(AmountError::Unit {
+                unit: u.into(),
+                size: s.into(),
+            })
         }
     };
     Ok(n.saturating_mul(mult))
@@ -106,7 +122,7 @@ pub(super) fn resolve(args: &Flags, p: Option<PolicyConfig>, problems: &mut Prob
         max_prune: match max_prune {
             Some(Ok(limit)) => limit,
             Some(Err(e)) => {
-                problems.at("policy.max_prune", e);
+                problems.at("policy.max_prune", e.to_string());
                 PruneLimit::Percent(50.0)
             }
             None => PruneLimit::Percent(50.0),
@@ -123,7 +139,7 @@ pub(super) fn resolve(args: &Flags, p: Option<PolicyConfig>, problems: &mut Prob
         backup_max: match backup_max {
             Some(Ok(size)) => size,
             Some(Err(e)) => {
-                problems.at("policy.backup_max", e);
+                problems.at("policy.backup_max", e.to_string());
                 1 << 30
             }
             None => 1 << 30,
@@ -135,7 +151,7 @@ pub(super) fn resolve(args: &Flags, p: Option<PolicyConfig>, problems: &mut Prob
             }
             Some(Ok(size)) => size,
             Some(Err(e)) => {
-                problems.at("policy.audit_max", e);
+                problems.at("policy.audit_max", e.to_string());
                 audit.max
             }
             None => audit.max,

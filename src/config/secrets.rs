@@ -47,8 +47,8 @@ pub fn resolve(args: &Flags, file: Option<SecretsConfig>, problems: &mut Problem
     };
     for m in recipients.iter().filter_map(|r| parse_recipient(r).err()) {
         match from_flags {
-            true => problems.general("--age-recipient", m),
-            false => problems.at("secrets.age.recipients", m),
+            true => problems.general("--age-recipient", m.to_string()),
+            false => problems.at("secrets.age.recipients", m.to_string()),
         }
     }
     let identities = identities
@@ -61,15 +61,17 @@ pub fn resolve(args: &Flags, file: Option<SecretsConfig>, problems: &mut Problem
     }
 }
 
+/// A `source.decrypt.suffix` that is not one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?} is not a file name suffix such as \".age\"")]
+pub struct NotASuffix(pub String);
+
 /// The suffix of `source.decrypt`, refused when empty or a whole name.
-pub fn suffix(decrypt: Option<DecryptConfig>) -> Result<Option<String>, String> {
+pub fn suffix(decrypt: Option<DecryptConfig>) -> Result<Option<String>, NotASuffix> {
     match decrypt {
         None => Ok(None),
         Some(d) if d.suffix.len() < 2 || !d.suffix.starts_with('.') || d.suffix.contains('/') => {
-            Err(format!(
-                "{:?} is not a file name suffix such as \".age\"",
-                d.suffix
-            ))
+            Err(NotASuffix(d.suffix))
         }
         Some(d) => Ok(Some(d.suffix)),
     }

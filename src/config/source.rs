@@ -34,7 +34,7 @@ pub(super) fn resolve(
     let path = match crate::model::host::expand(&path, host) {
         Ok(p) => p.trim_matches('/').to_string(),
         Err(m) => {
-            problems.at("source.path", m);
+            problems.at("source.path", m.to_string());
             String::new()
         }
     };
@@ -56,7 +56,7 @@ pub(super) fn resolve(
     let require = match v.require.as_deref().map(Require::parse) {
         Some(Ok(r)) => r,
         Some(Err(m)) => {
-            problems.at("source.verify.require", m);
+            problems.at("source.verify.require", m.to_string());
             Require::Commit
         }
         None => Require::Commit,
@@ -73,7 +73,7 @@ pub(super) fn resolve(
         );
     }
     let decrypt_suffix = secrets::suffix(src.decrypt).unwrap_or_else(|m| {
-        problems.at("source.decrypt.suffix", m);
+        problems.at("source.decrypt.suffix", m.to_string());
         None
     });
     let g = src.gc.unwrap_or_default();

@@ -79,7 +79,7 @@ fn link(args: &Flags, targets: &mut [TargetSettings], problems: &mut Problems) {
     if let Some(name) = &args.link {
         match crate::target::files::check_link_name(name) {
             Ok(()) => files.link = Some(name.clone()),
-            Err(m) => problems.general("--link", m),
+            Err(m) => problems.general("--link", m.to_string()),
         }
     }
     if args.link_keep.is_some() {

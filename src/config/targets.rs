@@ -30,6 +30,12 @@ pub struct TargetSettings {
     pub kind: TargetKind,
 }
 
+/// Why the config alone does not tell a target's kinds: a plugin says
+/// its own once started.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("not started: declarations are read as written")]
+pub struct NotStarted;
+
 impl TargetKind {
     pub fn type_name(&self) -> &'static str {
         match self {
@@ -42,10 +48,10 @@ impl TargetKind {
     /// The kinds the adapter serves, as far as the config tells without
     /// starting it (a plugin's are its own to say); what a built target's
     /// `kinds` answers for the others.
-    pub fn kinds(&self) -> Result<Vec<String>, String> {
+    pub fn kinds(&self) -> Result<Vec<String>, NotStarted> {
         match self {
             TargetKind::Files(_) => Ok(crate::target::files::KINDS.map(String::from).to_vec()),
-            TargetKind::Exec(_) => Err("not started: declarations are read as written".into()),
+            TargetKind::Exec(_) => Err(NotStarted),
             TargetKind::Etcd(_) => Ok(vec![crate::target::etcd::KIND.to_string()]),
         }
     }

@@ -31,6 +31,12 @@ pub(super) struct Inputs {
     pub fetches: mpsc::Receiver<server::Trigger>,
 }
 
+/// Why the loop stopped of its own accord (a source that never answered
+/// within `max_failures`, a rollout that could not start).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct GaveUp(pub String);
+
 /// The loop over one writer, before it runs: what it shares with the HTTP
 /// surface and systemd is there to be handed out.
 pub(super) struct EventLoop {
@@ -84,7 +90,7 @@ impl EventLoop {
         notifier: Arc<Notifier>,
         inputs: Inputs,
         read_config: &ReadConfig,
-    ) -> Result<(), String> {
+    ) -> Result<(), GaveUp> {
         let EventLoop {
             settings,
             shared,
@@ -152,7 +158,7 @@ impl EventLoop {
                 }
             }
             if let Some(reason) = lp.gave_up() {
-                return Err(reason.to_string());
+                return Err(GaveUp(reason.to_string()));
             }
         }
         Ok(())

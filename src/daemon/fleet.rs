@@ -22,7 +22,7 @@ use crate::fleet::revision::RevisionWatch;
 use crate::fleet::status::HostStatus;
 use crate::ha::Elector;
 use crate::model::role::Fence;
-use crate::target::etcd::Connection;
+use crate::target::etcd::{ClientError, Connection};
 
 /// What the daemon keeps of its fleet while it runs; dropping it revokes
 /// this host's lease and leaves the poller's election.
@@ -50,12 +50,12 @@ impl Fleet {
     pub(super) fn start(
         settings: &Settings,
         triggers: mpsc::UnboundedSender<Trigger>,
-    ) -> Result<Option<Arc<Fleet>>, String> {
+    ) -> Result<Option<Arc<Fleet>>, ClientError> {
         let Some(fleet) = &settings.fleet else {
             return Ok(None);
         };
         let host = settings.host.name.clone();
-        let conn = Connection::new(&fleet.etcd).map_err(|e| e.to_string())?;
+        let conn = Connection::new(&fleet.etcd)?;
         let reporter = Reporter::start(conn.clone(), &host, fleet.lease_ttl);
         let revision = RevisionWatch::start(
             conn,

@@ -3,26 +3,59 @@
 //! loop's triggers. Handlers only read; the loop stays the only writer.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::{mpsc, Notify};
 
 use super::{Shared, Worker};
 use crate::config::Settings;
-use crate::ledger::{HashKey, Ledger};
+use crate::ledger::{HashKey, Ledger, LedgerError};
 use crate::model::ResourceId;
-use crate::reconcile::{self, Context};
+use crate::reconcile::{self, BuildError, Context};
 use crate::server::{self, AppState};
+use crate::target::etcd::ClientError;
 
-fn read_secret(path: &Path, what: &str) -> Result<Vec<u8>, String> {
-    let mut bytes =
-        std::fs::read(path).map_err(|e| format!("{what}: cannot read {}: {e}", path.display()))?;
+/// Why the HTTP surface did not start.
+#[derive(Debug, thiserror::Error)]
+pub enum HttpError {
+    #[error("{what}: cannot read {}: {source}", path.display())]
+    Secret {
+        what: String,
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{what}: {} is empty", path.display())]
+    EmptySecret { what: String, path: PathBuf },
+    #[error("cannot listen on {listen}: {source}")]
+    Listen {
+        listen: String,
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Address(#[source] std::io::Error),
+    #[error(transparent)]
+    Reader(#[from] BuildError),
+    #[error(transparent)]
+    Ledger(#[from] LedgerError),
+    #[error(transparent)]
+    Fleet(#[from] ClientError),
+}
+
+fn read_secret(path: &Path, what: &str) -> Result<Vec<u8>, HttpError> {
+    let mut bytes = std::fs::read(path).map_err(|source| HttpError::Secret {
+        what: what.to_string(),
+        path: path.to_path_buf(),
+        source,
+    })?;
     while bytes.last().is_some_and(|b| *b == b'\n' || *b == b'\r') {
         bytes.pop();
     }
     if bytes.is_empty() {
-        return Err(format!("{what}: {} is empty", path.display()));
+        return Err(HttpError::EmptySecret {
+            what: what.to_string(),
+            path: path.to_path_buf(),
+        });
     }
     Ok(bytes)
 }
@@ -36,15 +69,15 @@ struct Reader {
     key: HashKey,
 }
 
-fn reader(shared: &Shared) -> Result<Arc<Mutex<Reader>>, String> {
+fn reader(shared: &Shared) -> Result<Arc<Mutex<Reader>>, HttpError> {
     let reader = {
         let w = shared.worker.lock().expect("worker lock");
         let Worker { ctx, .. } = &*w;
         let state_dir = &ctx.settings.state_dir;
         Reader {
-            ctx: ctx.reader().map_err(|e| e.to_string())?,
-            ledger: Ledger::open_read_only(state_dir).map_err(|e| e.to_string())?,
-            key: HashKey::load_or_create(state_dir).map_err(|e| e.to_string())?,
+            ctx: ctx.reader()?,
+            ledger: Ledger::open_read_only(state_dir)?,
+            key: HashKey::load_or_create(state_dir)?,
         }
     };
     Ok(Arc::new(Mutex::new(reader)))
@@ -93,13 +126,13 @@ fn resource_explain(shared: &Shared, reader: Arc<Mutex<Reader>>) -> server::Reso
 
 /// With `fleet:`: how the page reads the fleet's table, on a connection
 /// of its own.
-fn fleet_read(settings: &Settings) -> Result<Option<server::FleetRead>, String> {
+fn fleet_read(settings: &Settings) -> Result<Option<server::FleetRead>, ClientError> {
     let Some(fleet) = &settings.fleet else {
         return Ok(None);
     };
-    let conn = crate::target::etcd::Connection::new(&fleet.etcd).map_err(|e| e.to_string())?;
+    let conn = crate::target::etcd::Connection::new(&fleet.etcd)?;
     Ok(Some(Arc::new(move || {
-        crate::fleet::status::read_all(&conn).map_err(|e| e.to_string())
+        crate::fleet::status::read_all(&conn)
     })))
 }
 
@@ -110,11 +143,14 @@ pub(crate) async fn start(
     settings: &Settings,
     shared: &Shared,
     stop: Arc<Notify>,
-) -> Result<mpsc::Receiver<server::Trigger>, String> {
+) -> Result<mpsc::Receiver<server::Trigger>, HttpError> {
     let listener = tokio::net::TcpListener::bind(&settings.server.listen)
         .await
-        .map_err(|e| format!("cannot listen on {}: {e}", settings.server.listen))?;
-    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+        .map_err(|source| HttpError::Listen {
+            listen: settings.server.listen.clone(),
+            source,
+        })?;
+    let addr = listener.local_addr().map_err(HttpError::Address)?;
     let mut secrets = BTreeMap::new();
     for (provider, file) in &settings.server.webhooks {
         secrets.insert(

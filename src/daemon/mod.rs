@@ -20,56 +20,63 @@ mod trigger;
 mod unrecorded;
 mod worker;
 
-use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::{mpsc, Notify};
 
 use crate::config::Settings;
-use crate::reconcile::{self, Context, Control, Recorder};
+use crate::reconcile::{self, Context, Control, Recorder, WriterError};
+use crate::target::etcd::ClientError;
+pub use event_loop::GaveUp;
 use event_loop::{EventLoop, Inputs};
 pub(crate) use fleet::Fleet;
+pub use http::HttpError;
 use notify::Notifier;
 pub use reload::ReadConfig;
 use signals::{keep_systemd_informed, watch_hangup, watch_signals};
 pub(crate) use trigger::Trigger;
 pub(crate) use worker::{Shared, Worker};
 
-fn fail(message: impl std::fmt::Display) -> ExitCode {
-    eprintln!("tend: {message}");
-    ExitCode::from(2)
+/// Why the daemon did not start, or stopped of its own accord.
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    #[error("cannot start the runtime: {0}")]
+    Runtime(#[source] std::io::Error),
+    #[error("cannot handle SIGHUP: {0}")]
+    Hangup(#[source] std::io::Error),
+    #[error(transparent)]
+    Writer(#[from] WriterError),
+    #[error("ha: {0}")]
+    Ha(#[source] ClientError),
+    #[error("fleet: {0}")]
+    Fleet(#[source] ClientError),
+    #[error(transparent)]
+    Http(#[from] HttpError),
+    #[error("giving up: {0}")]
+    GaveUp(#[source] GaveUp),
 }
 
-/// Runs the daemon with `settings`; `read_config` reads them again on
-/// SIGHUP.
-pub fn run(settings: Settings, read_config: ReadConfig) -> ExitCode {
-    let rt = match tokio::runtime::Builder::new_multi_thread()
+/// Runs the daemon with `settings` until a signal stops it; `read_config`
+/// reads them again on SIGHUP.
+pub fn run(settings: Settings, read_config: ReadConfig) -> Result<(), DaemonError> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => return fail(format!("cannot start the runtime: {e}")),
-    };
+        .map_err(DaemonError::Runtime)?;
     // SIGHUP's default ends the process: it is caught from the start, and
     // one that comes during recovery is answered once the loop runs.
     let hangup = {
         let _entered = rt.enter();
         tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
     };
-    let hangup = match hangup {
-        Ok(h) => h,
-        Err(e) => return fail(format!("cannot handle SIGHUP: {e}")),
-    };
-    let (lock, ctx, rec) = match reconcile::open_writer(settings, "tend run") {
-        Ok(w) => w,
-        Err(e) => return fail(e),
-    };
-    let code = rt.block_on(run_loop(ctx, rec, hangup, read_config));
+    let hangup = hangup.map_err(DaemonError::Hangup)?;
+    let (lock, ctx, rec) = reconcile::open_writer(settings, "tend run")?;
+    let ended = rt.block_on(run_loop(ctx, rec, hangup, read_config));
     rt.shutdown_timeout(Duration::from_secs(2));
     drop(lock);
-    code
+    ended
 }
 
 async fn run_loop(
@@ -77,7 +84,7 @@ async fn run_loop(
     rec: Recorder,
     hangup: tokio::signal::unix::Signal,
     read_config: ReadConfig,
-) -> ExitCode {
+) -> Result<(), DaemonError> {
     let ctl = Arc::new(Control::default());
     ctl.beat();
     let stop = Arc::new(Notify::new());
@@ -93,24 +100,17 @@ async fn run_loop(
             let on_lead: crate::ha::OnLead = Arc::new(move || {
                 let _ = to_loop.send(Trigger::FullPass);
             });
-            match crate::ha::Elector::start(ha, &settings.host.name, ctx.fence.clone(), on_lead) {
-                Ok(e) => Some(e),
-                Err(e) => return fail(format!("ha: {e}")),
-            }
+            let elector =
+                crate::ha::Elector::start(ha, &settings.host.name, ctx.fence.clone(), on_lead);
+            Some(elector.map_err(DaemonError::Ha)?)
         }
         None => None,
     };
     // With `fleet`: this host's status in etcd, and one fetch for the fleet.
-    let fleet = match Fleet::start(&settings, tx.clone()) {
-        Ok(f) => f,
-        Err(e) => return fail(format!("fleet: {e}")),
-    };
+    let fleet = Fleet::start(&settings, tx.clone()).map_err(DaemonError::Fleet)?;
     let mut events = EventLoop::new(ctx, rec, ctl.clone(), tx.clone());
     events.join_fleet(fleet.clone());
-    let fetches = match http::start(&settings, events.shared(), stop.clone()).await {
-        Ok(rx) => rx,
-        Err(e) => return fail(e),
-    };
+    let fetches = http::start(&settings, events.shared(), stop.clone()).await?;
     let notifier = Arc::new(Notifier::from_env());
     let ready = events.shared().ready.clone();
     keep_systemd_informed(notifier.clone(), ready, ctl.clone());
@@ -122,11 +122,7 @@ async fn run_loop(
     };
     let ended = events.run(notifier.clone(), inputs, &read_config).await;
     notifier.stopping();
-    match ended {
-        Ok(()) => {
-            tracing::info!("stopped by signal");
-            ExitCode::SUCCESS
-        }
-        Err(reason) => fail(format!("giving up: {reason}")),
-    }
+    ended.map_err(DaemonError::GaveUp)?;
+    tracing::info!("stopped by signal");
+    Ok(())
 }

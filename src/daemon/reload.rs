@@ -6,12 +6,12 @@
 use std::fmt::Debug;
 
 use super::driver::Loop;
-use crate::config::{Policy, Settings, SourceSettings};
+use crate::config::{ConfigError, Policy, Settings, SourceSettings};
 use crate::reconcile;
 use crate::source::Auth;
 
 /// Reads and checks the config as at start, without starting anything.
-pub type ReadConfig = Box<dyn Fn() -> Result<Settings, String> + Send + Sync>;
+pub type ReadConfig = Box<dyn Fn() -> Result<Settings, ConfigError> + Send + Sync>;
 
 /// The settings to run with after a reload, and what differs.
 #[derive(Debug)]
@@ -269,11 +269,11 @@ pub(super) async fn reload(lp: &mut Loop, read: &ReadConfig) {
 /// Swaps in a context built for `settings` and follows it: the targets'
 /// subscriptions (a target built anew, or a change of `policy.watch`,
 /// begins its watch again), the level, dry run.
-async fn take(lp: &mut Loop, settings: Settings) -> Result<(), String> {
+async fn take(lp: &mut Loop, settings: Settings) -> Result<(), reconcile::BuildError> {
     let s = settings.clone();
     let targets = lp
-        .with_worker(move |w| -> Result<_, String> {
-            let ctx = w.ctx.rebuild(s).map_err(|e| e.to_string())?;
+        .with_worker(move |w| -> Result<_, reconcile::BuildError> {
+            let ctx = w.ctx.rebuild(s)?;
             w.ctx = ctx;
             w.rec
                 .set_audit_rotation(w.ctx.settings.policy.audit_rotation());

@@ -41,3 +41,24 @@ impl From<crate::model::PathError> for DeclError {
         DeclError::Invalid(e.to_string())
     }
 }
+
+impl From<crate::ownership::PointerError> for DeclError {
+    fn from(e: crate::ownership::PointerError) -> DeclError {
+        DeclError::Invalid(e.to_string())
+    }
+}
+
+/// A blob or link of the revision that could not be read makes the
+/// declaration that names it invalid.
+impl From<crate::source::SourceError> for DeclError {
+    fn from(e: crate::source::SourceError) -> DeclError {
+        DeclError::Invalid(e.to_string())
+    }
+}
+
+/// Checked as written, an age file that is not one is invalid.
+impl From<crate::secrets::SecretError> for DeclError {
+    fn from(e: crate::secrets::SecretError) -> DeclError {
+        DeclError::Invalid(e.to_string())
+    }
+}

@@ -127,7 +127,7 @@ impl<'a> Builder<'a> {
         let followed;
         let resolved = match entry.mode {
             EntryMode::Symlink => {
-                followed = self.snap.resolve(&entry.path).map_err(|e| e.to_string())?;
+                followed = self.snap.resolve(&entry.path)?;
                 &followed
             }
             EntryMode::Submodule => {
@@ -137,7 +137,7 @@ impl<'a> Builder<'a> {
             }
             _ => entry,
         };
-        let size = self.snap.size(resolved.oid).map_err(|e| e.to_string())?;
+        let size = self.snap.size(resolved.oid)?;
         if size > self.opts.max_file_size {
             return Err(format!(
                 "{} is {size} bytes, over the {} byte limit",
@@ -146,7 +146,7 @@ impl<'a> Builder<'a> {
             .into());
         }
         if size < 1024 && (self.lfs_may_apply(&entry.path) || self.lfs_may_apply(&resolved.path)) {
-            let bytes = self.snap.read(resolved.oid).map_err(|e| e.to_string())?;
+            let bytes = self.snap.read(resolved.oid)?;
             if bytes.starts_with(LFS_POINTER) {
                 return Err(format!(
                     "{} is a Git LFS pointer; LFS content is not fetched",

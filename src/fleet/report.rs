@@ -16,6 +16,19 @@ use super::status::HostStatus;
 use crate::backoff::Failures;
 use crate::target::etcd::{describe, Connection};
 
+/// Why this host's status was not put.
+#[derive(Debug, thiserror::Error)]
+enum PutError {
+    /// In tend's words (`describe`), which say more than the client's.
+    #[error("cannot put {key}: {}", describe(.cause))]
+    Refused {
+        key: String,
+        cause: etcd_client::Error,
+    },
+    #[error("cannot put {key}: no answer within {within:?}")]
+    Timeout { key: String, within: Duration },
+}
+
 /// The running reporter; dropping it revokes the lease (best effort).
 pub struct Reporter {
     status: watch::Sender<Option<Vec<u8>>>,
@@ -160,7 +173,7 @@ impl Keeper {
                 Err(_) => return format!("cannot keep the lease: no answer within {call:?}"),
             };
         if let Err(e) = self.put(&mut client, status, id).await {
-            return e;
+            return e.to_string();
         }
         if down.logged {
             tracing::info!(key = %self.key, "fleet status published again");
@@ -191,7 +204,7 @@ impl Keeper {
                         std::future::pending::<()>().await;
                     }
                     if let Err(e) = self.put(&mut client, status, id).await {
-                        return e;
+                        return e.to_string();
                     }
                 }
             }
@@ -203,19 +216,20 @@ impl Keeper {
         client: &mut Client,
         status: &mut watch::Receiver<Option<Vec<u8>>>,
         lease: i64,
-    ) -> Result<(), String> {
+    ) -> Result<(), PutError> {
         let Some(value) = status.borrow_and_update().clone() else {
             return Ok(());
         };
         let call = self.call();
         let options = PutOptions::new().with_lease(lease);
+        let key = || self.key.clone();
         match tokio::time::timeout(call, client.put(self.key.clone(), value, Some(options))).await {
             Ok(Ok(_)) => Ok(()),
-            Ok(Err(e)) => Err(format!("cannot put {}: {}", self.key, describe(&e))),
-            Err(_) => Err(format!(
-                "cannot put {}: no answer within {call:?}",
-                self.key
-            )),
+            Ok(Err(cause)) => Err(PutError::Refused { key: key(), cause }),
+            Err(_) => Err(PutError::Timeout {
+                key: key(),
+                within: call,
+            }),
         }
     }
 }

@@ -21,10 +21,24 @@ use tokio::time::Instant;
 use crate::backoff::Failures;
 use crate::config::HaSettings;
 use crate::model::role::{Fence, Token};
-use crate::target::etcd::{describe, Connection};
+use crate::target::etcd::{describe, ClientError, Connection};
 
 /// What a keep-alive says of a lease that expired or was revoked.
 const LEASE_GONE: &str = "lease not found";
+
+/// Why a call to etcd in the campaign did not give its answer.
+#[derive(Debug, thiserror::Error)]
+enum CallError {
+    /// In tend's words (`describe`), which say more than the client's.
+    #[error("{}", describe(.0))]
+    Etcd(etcd_client::Error),
+    #[error("the campaign answered without a leader key")]
+    NoLeaderKey,
+    #[error("the keep-alive stream ended")]
+    StreamEnded,
+    #[error("no answer within {0:?}")]
+    Timeout(Duration),
+}
 
 /// Called when this replica becomes the leader: the daemon runs a full pass.
 pub type OnLead = Arc<dyn Fn() + Send + Sync>;
@@ -43,8 +57,8 @@ impl Elector {
         me: &str,
         fence: Fence,
         on_lead: OnLead,
-    ) -> Result<Elector, String> {
-        let conn = Connection::new(&settings.etcd).map_err(|e| e.to_string())?;
+    ) -> Result<Elector, ClientError> {
+        let conn = Connection::new(&settings.etcd)?;
         let (stop, stopped) = tokio::sync::oneshot::channel();
         let (done, ended) = std::sync::mpsc::channel();
         let campaign = Campaign {
@@ -254,7 +268,7 @@ impl Campaign {
         &self,
         mut client: Client,
         lease: i64,
-        won: tokio::sync::mpsc::Sender<Result<Token, String>>,
+        won: tokio::sync::mpsc::Sender<Result<Token, CallError>>,
     ) -> tokio::task::JoinHandle<()> {
         let (name, me) = (self.settings.election.clone(), self.me.clone());
         tokio::spawn(async move {
@@ -264,9 +278,9 @@ impl Campaign {
                         key: k.key().to_vec(),
                         revision: k.rev(),
                     }),
-                    None => Err("the campaign answered without a leader key".to_string()),
+                    None => Err(CallError::NoLeaderKey),
                 },
-                Err(e) => Err(describe(&e)),
+                Err(e) => Err(CallError::Etcd(e)),
             };
             let failed = answer.is_err();
             if failed {
@@ -283,15 +297,15 @@ impl Campaign {
         client: &mut Client,
         lease: &mut Lease,
         call: Duration,
-    ) -> Result<bool, String> {
+    ) -> Result<bool, CallError> {
         let sent = Instant::now();
         let answer = tokio::time::timeout(call, async {
             match lease.stream.as_mut() {
                 Some((keeper, stream)) => {
-                    keeper.keep_alive().await.map_err(|e| describe(&e))?;
-                    match stream.message().await.map_err(|e| describe(&e))? {
+                    keeper.keep_alive().await.map_err(CallError::Etcd)?;
+                    match stream.message().await.map_err(CallError::Etcd)? {
                         Some(r) => Ok(r.ttl() > 0),
-                        None => Err("the keep-alive stream ended".to_string()),
+                        None => Err(CallError::StreamEnded),
                     }
                 }
                 // Making the stream sends the first renewal and reads its
@@ -304,12 +318,12 @@ impl Campaign {
                     Err(etcd_client::Error::LeaseKeepAliveError(e)) if e.contains(LEASE_GONE) => {
                         Ok(false)
                     }
-                    Err(e) => Err(describe(&e)),
+                    Err(e) => Err(CallError::Etcd(e)),
                 },
             }
         })
         .await
-        .map_err(|_| format!("no answer within {call:?}"))??;
+        .map_err(|_| CallError::Timeout(call))??;
         if answer {
             lease.renewed = sent;
         }

@@ -51,11 +51,28 @@ pub fn init(format: &str, level: &str) {
     }
 }
 
+/// Why the level could not be changed.
+#[derive(Debug, thiserror::Error)]
+pub enum LevelError {
+    #[error("log level {level:?}: {source}")]
+    Parse {
+        level: String,
+        source: tracing_subscriber::filter::ParseError,
+    },
+    #[error(transparent)]
+    Reload(#[from] reload::Error),
+    #[error("logging was not set up")]
+    NotSetUp,
+}
+
 /// Changes the level of the subscriber [`init`] installed.
-pub fn set_level(level: &str) -> Result<(), String> {
-    let filter = EnvFilter::try_new(level).map_err(|e| format!("log level {level:?}: {e}"))?;
+pub fn set_level(level: &str) -> Result<(), LevelError> {
+    let filter = EnvFilter::try_new(level).map_err(|source| LevelError::Parse {
+        level: level.to_string(),
+        source,
+    })?;
     match LEVEL.get() {
-        Some(handle) => handle.reload(filter).map_err(|e| e.to_string()),
-        None => Err("logging was not set up".into()),
+        Some(handle) => Ok(handle.reload(filter)?),
+        None => Err(LevelError::NotSetUp),
     }
 }

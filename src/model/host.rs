@@ -45,34 +45,51 @@ pub fn valid_name(s: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
 }
 
+/// Why a template could not be filled in for a host.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TemplateError {
+    #[error("unclosed `{{` in {template:?}")]
+    Unclosed { template: String },
+    #[error("{template:?} uses {{label.{key}}}, but host {host:?} has no label {key:?}")]
+    NoLabel {
+        template: String,
+        key: String,
+        host: String,
+    },
+    #[error("unknown placeholder {{{name}}} in {template:?} (known: {{host}}, {{label.KEY}})")]
+    Unknown { template: String, name: String },
+}
+
 /// `template` with `{host}` and `{label.KEY}` filled in from `host`; an
 /// unknown placeholder or a label the host does not carry is an error
 /// naming it.
-pub fn expand(template: &str, host: &Host) -> Result<String, String> {
+pub fn expand(template: &str, host: &Host) -> Result<String, TemplateError> {
     let mut out = String::with_capacity(template.len());
     let mut rest = template;
     while let Some(open) = rest.find('{') {
         out.push_str(&rest[..open]);
         let after = &rest[open + 1..];
-        let close = after
-            .find('}')
-            .ok_or_else(|| format!("unclosed `{{` in {template:?}"))?;
+        let close = after.find('}').ok_or_else(|| TemplateError::Unclosed {
+            template: template.into(),
+        })?;
         let name = &after[..close];
         match name.strip_prefix("label.") {
             _ if name == "host" => out.push_str(&host.name),
             Some(key) => match host.labels.get(key) {
                 Some(v) => out.push_str(v),
                 None => {
-                    return Err(format!(
-                        "{template:?} uses {{label.{key}}}, but host {:?} has no label {key:?}",
-                        host.name
-                    ))
+                    return Err(TemplateError::NoLabel {
+                        template: template.into(),
+                        key: key.into(),
+                        host: host.name.clone(),
+                    })
                 }
             },
             None => {
-                return Err(format!(
-                "unknown placeholder {{{name}}} in {template:?} (known: {{host}}, {{label.KEY}})"
-            ))
+                return Err(TemplateError::Unknown {
+                    template: template.into(),
+                    name: name.into(),
+                })
             }
         }
         rest = &after[close + 1..];
@@ -120,9 +137,9 @@ mod tests {
             "zones/a/web"
         );
         assert_eq!(expand("plain", &h).unwrap(), "plain");
-        let e = expand("x/{label.rack}", &h).unwrap_err();
+        let e = expand("x/{label.rack}", &h).unwrap_err().to_string();
         assert!(e.contains("no label \"rack\""), "{e}");
-        let e = expand("x/{hostname}", &h).unwrap_err();
+        let e = expand("x/{hostname}", &h).unwrap_err().to_string();
         assert!(e.contains("unknown placeholder {hostname}"), "{e}");
         assert!(expand("x/{host", &h).is_err());
     }

@@ -16,6 +16,20 @@ pub struct Token {
     pub revision: i64,
 }
 
+/// Why this replica may not write now.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotLeader {
+    #[error("not the leader: its lease was not renewed in time")]
+    Lapsed,
+    #[error("not the leader: {0} is")]
+    Follows(String),
+    #[error("not the leader: no leader is known")]
+    NoLeader,
+    /// A store refused a write fenced with this replica's token.
+    #[error("not the leader: etcd refused the write, the leader key {key} is no longer at revision {revision}")]
+    Refused { key: String, revision: i64 },
+}
+
 /// The replica's role as status shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Role {
@@ -94,7 +108,7 @@ impl Fence {
 
     /// The token a write carries now: `Ok(None)` without `ha`; an error
     /// naming the leader when this replica may not write.
-    pub fn token(&self) -> Result<Option<Token>, String> {
+    pub fn token(&self) -> Result<Option<Token>, NotLeader> {
         let Some(inner) = &self.0 else {
             return Ok(None);
         };
@@ -103,11 +117,11 @@ impl Fence {
             (Some(t), Some(until)) if Instant::now() < until => Ok(Some(t.clone())),
             (Some(_), _) => {
                 inner.lapsed.store(true, Ordering::SeqCst);
-                Err("not the leader: its lease was not renewed in time".into())
+                Err(NotLeader::Lapsed)
             }
             (None, _) => Err(match &s.leader {
-                Some(l) => format!("not the leader: {l} is"),
-                None => "not the leader: no leader is known".into(),
+                Some(l) => NotLeader::Follows(l.clone()),
+                None => NotLeader::NoLeader,
             }),
         }
     }
@@ -230,7 +244,8 @@ mod tests {
         assert_eq!(f.leader_name().as_deref(), Some("web-1"));
         f.renewed(Instant::now() - Duration::from_millis(1));
         let e = f.token().unwrap_err();
-        assert!(e.contains("not renewed in time"), "{e}");
+        assert_eq!(e, NotLeader::Lapsed);
+        assert!(e.to_string().contains("not renewed in time"), "{e}");
         assert_eq!(f.role().unwrap().name(), "follower");
         assert!(f.take_lapsed(), "a denied write is told to the elector");
         assert!(!f.take_lapsed());
@@ -254,6 +269,10 @@ mod tests {
         assert!(f.take_refused());
         assert!(!f.take_refused());
         f.follow(Some("web-2".into()));
-        assert_eq!(f.token().unwrap_err(), "not the leader: web-2 is");
+        assert_eq!(f.token().unwrap_err(), NotLeader::Follows("web-2".into()));
+        assert_eq!(
+            f.token().unwrap_err().to_string(),
+            "not the leader: web-2 is"
+        );
     }
 }

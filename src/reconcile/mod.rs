@@ -48,21 +48,31 @@ use crate::config::Settings;
 use crate::ledger::{Ledger, LedgerError, SourceRecord, StateLock};
 use crate::model::RelPath;
 
+/// Why a writer could not start: the lock or the ledger, or a target or
+/// the mirror that could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum WriterError {
+    #[error(transparent)]
+    Ledger(#[from] LedgerError),
+    #[error(transparent)]
+    Build(#[from] BuildError),
+}
+
 /// A writer's start: the state-dir lock, the ledger, the targets and the
 /// mirror, then recovery from whatever the last process left behind.
 pub fn open_writer(
     settings: Settings,
     what: &str,
-) -> Result<(StateLock, Context, Recorder), String> {
-    let lock = StateLock::acquire(&settings.state_dir, what).map_err(|e| e.to_string())?;
+) -> Result<(StateLock, Context, Recorder), WriterError> {
+    let lock = StateLock::acquire(&settings.state_dir, what)?;
     let dir = settings.state_dir.clone();
     let noted = |e: LedgerError| {
         crate::ledger::note_damage(&dir, &e);
-        e.to_string()
+        WriterError::Ledger(e)
     };
     let ledger = Ledger::open(&dir).map_err(noted)?;
     recheck_damage(&ledger);
-    let ctx = Context::build(settings).map_err(|e| e.to_string())?;
+    let ctx = Context::build(settings)?;
     let mut rec = Recorder::open(ledger).map_err(noted)?;
     rec.set_audit_rotation(ctx.settings.policy.audit_rotation());
     recover(&ctx, &mut rec).map_err(noted)?;

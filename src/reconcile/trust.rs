@@ -37,6 +37,8 @@ impl std::fmt::Display for Refused {
     }
 }
 
+impl std::error::Error for Refused {}
+
 /// Where the high-water mark of the configured source is kept.
 pub fn mark_key(ctx: &Context) -> (String, Option<String>) {
     let s = &ctx.settings.source;

@@ -11,8 +11,46 @@ type Identity = Box<dyn age::Identity + Send + Sync>;
 /// One configured identity file and what reading it gave.
 pub struct KeyFile {
     path: PathBuf,
-    loaded: Result<Vec<Identity>, String>,
-    unread: Unread,
+    loaded: Result<Vec<Identity>, KeyFileError>,
+}
+
+/// Why an identity file gives no identity; each says it of the file.
+#[derive(Debug, thiserror::Error)]
+pub enum KeyFileError {
+    #[error("cannot be read: {0}")]
+    Io(#[source] std::io::Error),
+    #[error("is not a regular file")]
+    NotAFile,
+    #[error(
+        "is readable by others than its owner (mode {0:04o}); refused, as ssh does: chmod 600 it"
+    )]
+    OpenToOthers(u32),
+    #[error("is not text")]
+    NotText,
+    #[error("is not an age identity file: {0}")]
+    NotAge(#[source] std::io::Error),
+    #[error("holds an identity tend cannot use (plugins are not supported)")]
+    Plugin,
+    #[error("holds no identity")]
+    Empty,
+    #[error("is not an SSH private key age can use: {0}")]
+    NotSsh(#[source] std::io::Error),
+    #[error("is a passphrase-protected SSH key; tend needs one it can read unattended")]
+    Passphrase,
+    #[error("is an SSH key of a type age does not support")]
+    SshType,
+}
+
+impl KeyFileError {
+    /// Whether the file could be read at all: one that is there but
+    /// refused (its mode, its form) was.
+    fn unread(&self) -> Unread {
+        match self {
+            KeyFileError::Io(e) if e.kind() == std::io::ErrorKind::NotFound => Unread::Missing,
+            KeyFileError::Io(_) => Unread::Unreadable,
+            _ => Unread::No,
+        }
+    }
 }
 
 /// Whether an identity file could not be read at all, and how: a file
@@ -32,11 +70,14 @@ impl KeyFile {
     pub fn path(&self) -> &Path {
         &self.path
     }
-    pub fn identities(&self) -> Result<&[Identity], &str> {
-        self.loaded.as_deref().map_err(String::as_str)
+    pub fn identities(&self) -> Result<&[Identity], &KeyFileError> {
+        self.loaded.as_deref()
     }
     pub fn unread(&self) -> Unread {
-        self.unread
+        self.loaded
+            .as_ref()
+            .err()
+            .map_or(Unread::No, KeyFileError::unread)
     }
 }
 
@@ -62,16 +103,9 @@ impl Keyring {
     pub fn load(paths: &[PathBuf]) -> Keyring {
         let files = paths
             .iter()
-            .map(|path| {
-                let (loaded, unread) = match read(path) {
-                    Ok(ids) => (Ok(ids), Unread::No),
-                    Err((why, unread)) => (Err(why), unread),
-                };
-                KeyFile {
-                    path: path.clone(),
-                    loaded,
-                    unread,
-                }
+            .map(|path| KeyFile {
+                path: path.clone(),
+                loaded: read(path),
             })
             .collect();
         Keyring { files }
@@ -82,61 +116,37 @@ impl Keyring {
     }
 }
 
-fn unread(e: std::io::Error) -> (String, Unread) {
-    match e.kind() {
-        std::io::ErrorKind::NotFound => (format!("cannot be read: {e}"), Unread::Missing),
-        _ => (format!("cannot be read: {e}"), Unread::Unreadable),
-    }
-}
-
-fn read(path: &Path) -> Result<Vec<Identity>, (String, Unread)> {
-    let refused = |why: String| (why, Unread::No);
-    read_identities(path).map_err(|e| match e {
-        Err(io) => unread(io),
-        Ok(why) => refused(why),
-    })
-}
-
-/// An identity file's identities; an I/O error (`Err`) or a refusal of
-/// what it holds (`Ok`).
-fn read_identities(path: &Path) -> Result<Vec<Identity>, Result<String, std::io::Error>> {
-    let meta = std::fs::metadata(path).map_err(Err)?;
+/// An identity file's identities, or why it gives none.
+fn read(path: &Path) -> Result<Vec<Identity>, KeyFileError> {
+    let meta = std::fs::metadata(path).map_err(KeyFileError::Io)?;
     if !meta.is_file() {
-        return Err(Ok("is not a regular file".into()));
+        return Err(KeyFileError::NotAFile);
     }
     let mode = meta.permissions().mode() & 0o777;
     if mode & 0o077 != 0 {
-        return Err(Ok(format!(
-            "is readable by others than its owner (mode {mode:04o}); refused, as ssh does: chmod 600 it"
-        )));
+        return Err(KeyFileError::OpenToOthers(mode));
     }
-    let bytes = zeroize::Zeroizing::new(std::fs::read(path).map_err(Err)?);
-    let text = std::str::from_utf8(&bytes).map_err(|_| Ok("is not text".to_string()))?;
+    let bytes = zeroize::Zeroizing::new(std::fs::read(path).map_err(KeyFileError::Io)?);
+    let text = std::str::from_utf8(&bytes).map_err(|_| KeyFileError::NotText)?;
     if text.trim_start().starts_with("-----BEGIN") {
-        return ssh(text, path).map_err(Ok);
+        return ssh(text, path);
     }
     let file = age::IdentityFile::from_buffer(BufReader::new(text.as_bytes()))
-        .map_err(|e| Ok(format!("is not an age identity file: {e}")))?;
-    let identities = file
-        .into_identities()
-        .map_err(|_| Ok("holds an identity tend cannot use (plugins are not supported)".into()))?;
+        .map_err(KeyFileError::NotAge)?;
+    let identities = file.into_identities().map_err(|_| KeyFileError::Plugin)?;
     if identities.is_empty() {
-        return Err(Ok("holds no identity".into()));
+        return Err(KeyFileError::Empty);
     }
     Ok(identities)
 }
 
-fn ssh(text: &str, path: &Path) -> Result<Vec<Identity>, String> {
+fn ssh(text: &str, path: &Path) -> Result<Vec<Identity>, KeyFileError> {
     let name = Some(path.display().to_string());
     let identity = age::ssh::Identity::from_buffer(BufReader::new(text.as_bytes()), name)
-        .map_err(|e| format!("is not an SSH private key age can use: {e}"))?;
+        .map_err(KeyFileError::NotSsh)?;
     match identity {
         age::ssh::Identity::Unencrypted(_) => Ok(vec![Box::new(identity)]),
-        age::ssh::Identity::Encrypted(_) => {
-            Err("is a passphrase-protected SSH key; tend needs one it can read unattended".into())
-        }
-        age::ssh::Identity::Unsupported(_) => {
-            Err("is an SSH key of a type age does not support".into())
-        }
+        age::ssh::Identity::Encrypted(_) => Err(KeyFileError::Passphrase),
+        age::ssh::Identity::Unsupported(_) => Err(KeyFileError::SshType),
     }
 }

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use zeroize::Zeroizing;
 
 pub use identity::{Keyring, Unread, NO_KEYS};
-pub use stanzas::{check_recipients, parse_recipient, Recipient};
+pub use stanzas::{check_recipients, parse_recipient, Recipient, RecipientError};
 
 /// `secrets.age` as settled from flags, environment and the config file.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

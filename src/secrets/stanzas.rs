@@ -22,27 +22,39 @@ pub enum Recipient {
     X25519(String),
 }
 
+/// Why a configured recipient is not one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RecipientError {
+    #[error("recipient {text:?} is not an age public key: {why}")]
+    NotAge { text: String, why: &'static str },
+    #[error(
+        "recipient {0:?} is neither an age public key (age1...) nor an ssh-ed25519 or ssh-rsa key"
+    )]
+    Kind(String),
+    #[error("recipient {0:?}: its key is not base64")]
+    NotBase64(String),
+}
+
 /// A recipient as written in `secrets.age.recipients`.
-pub fn parse_recipient(text: &str) -> Result<Recipient, String> {
+pub fn parse_recipient(text: &str) -> Result<Recipient, RecipientError> {
     let text = text.trim();
     if text.starts_with("age1") {
         return text
             .parse::<age::x25519::Recipient>()
             .map(|_| Recipient::X25519(text.to_string()))
-            .map_err(|e| format!("recipient {text:?} is not an age public key: {e}"));
+            .map_err(|why| RecipientError::NotAge {
+                text: text.to_string(),
+                why,
+            });
     }
     let mut parts = text.split_whitespace();
     let (kind, body) = match (parts.next(), parts.next()) {
         (Some(k @ ("ssh-ed25519" | "ssh-rsa")), Some(body)) => (k, body),
-        _ => {
-            return Err(format!(
-                "recipient {text:?} is neither an age public key (age1...) nor an ssh-ed25519 or ssh-rsa key"
-            ))
-        }
+        _ => return Err(RecipientError::Kind(text.to_string())),
     };
     let wire = base64::engine::general_purpose::STANDARD
         .decode(body)
-        .map_err(|_| format!("recipient {text:?}: its key is not base64"))?;
+        .map_err(|_| RecipientError::NotBase64(text.to_string()))?;
     let digest = Sha256::digest(&wire);
     let comment = parts.collect::<Vec<_>>().join(" ");
     let shown = match comment.is_empty() {

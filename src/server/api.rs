@@ -74,10 +74,7 @@ pub async fn status(State(state): State<AppState>) -> Response {
             let text = serde_json::to_string_pretty(&doc).expect("status serializes") + "\n";
             ([(header::CONTENT_TYPE, "application/json")], text).into_response()
         }
-        Err(e) => error(
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!("no status yet: {e}"),
-        ),
+        Err(e) => e.into_response(),
     }
 }
 
@@ -87,12 +84,7 @@ pub async fn status(State(state): State<AppState>) -> Response {
 pub async fn resource(State(state): State<AppState>, Path(id): Path<String>) -> Response {
     let (generated_at, entry) = match load::resource(&state, id.clone()).await {
         Ok(found) => found,
-        Err(e) => {
-            return error(
-                StatusCode::SERVICE_UNAVAILABLE,
-                format!("no status yet: {e}"),
-            )
-        }
+        Err(e) => return e.into_response(),
     };
     if entry.is_none() {
         return error(

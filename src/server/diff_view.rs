@@ -5,7 +5,9 @@
 use std::fmt::Write;
 use std::time::SystemTime;
 
+use super::front::REFRESH_SECS;
 use super::html::{age, document, escape, state_badge};
+use super::ReadError;
 use crate::status::ResourceStatus;
 
 fn diff_lines(diff: &str) -> String {
@@ -74,4 +76,15 @@ pub fn render_resource(
         super::history::section(&mut out, x, SystemTime::now());
     }
     document(&format!("tend: {id}"), None, &out)
+}
+
+/// The page of a resource whose status could not be read: it reloads
+/// itself while the daemon has recorded nothing yet.
+pub fn render_unread(id: &str, e: &ReadError) -> String {
+    let body = format!(
+        "<header><h1>tend</h1></header><p class=\"banner warn\">{}</p>",
+        escape(&e.to_string())
+    );
+    let refresh = e.not_yet().then_some(REFRESH_SECS);
+    document(&format!("tend: {id}"), refresh, &body)
 }

@@ -6,6 +6,7 @@ use std::fmt::Write;
 use std::time::SystemTime;
 
 use super::html::{escape, Table};
+use super::ReadError;
 use crate::fleet::status::{self, Fleet};
 
 const HEAD: [&str; 9] = [
@@ -21,7 +22,7 @@ const HEAD: [&str; 9] = [
 ];
 
 /// The Fleet section; nothing without `fleet:`.
-pub fn section(out: &mut String, fleet: Option<Result<&Fleet, &str>>, now: SystemTime) {
+pub fn section(out: &mut String, fleet: Option<Result<&Fleet, &ReadError>>, now: SystemTime) {
     let Some(fleet) = fleet else { return };
     out.push_str("<h2>Fleet</h2>");
     let fleet = match fleet {
@@ -30,7 +31,7 @@ pub fn section(out: &mut String, fleet: Option<Result<&Fleet, &str>>, now: Syste
             let _ = write!(
                 out,
                 "<p class=\"banner warn\">Cannot read the fleet's status: {}</p>",
-                escape(e)
+                escape(&e.reason())
             );
             return;
         }

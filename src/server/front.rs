@@ -11,6 +11,7 @@ use super::html::{
     abbreviated, age, audit_time, document, escape, parse_time, resource_link, revision,
     state_badge, time_ago, Table,
 };
+use super::ReadError;
 use crate::ledger::{AuditTail as Tail, State as ResourceState};
 use crate::status::{state_name, ResourceStatus, SourceStatus, StatusDoc};
 
@@ -18,7 +19,8 @@ use crate::status::{state_name, ResourceStatus, SourceStatus, StatusDoc};
 pub const RECENT_AUDIT: usize = 20;
 /// Rows of the not-in-sync table; the API has the rest.
 pub const MAX_ROWS: usize = 500;
-const REFRESH_SECS: u32 = 10;
+/// How often a page reloads itself.
+pub const REFRESH_SECS: u32 = 10;
 
 fn source_section(out: &mut String, s: &SourceStatus, now: SystemTime) {
     out.push_str("<h2>Source</h2><dl>");
@@ -272,7 +274,7 @@ fn text_of(entry: &Value, key: &str) -> String {
     }
 }
 
-fn audit_section(out: &mut String, audit: Result<&Tail, &str>, now: SystemTime) {
+fn audit_section(out: &mut String, audit: Result<&Tail, &ReadError>, now: SystemTime) {
     out.push_str("<h2>Recent changes</h2>");
     let tail = match audit {
         Ok(t) => t,
@@ -280,7 +282,7 @@ fn audit_section(out: &mut String, audit: Result<&Tail, &str>, now: SystemTime) 
             let _ = write!(
                 out,
                 "<p class=\"banner warn\">The audit log cannot be read: {}</p>",
-                escape(e)
+                escape(&e.reason())
             );
             return;
         }
@@ -328,9 +330,9 @@ fn audit_section(out: &mut String, audit: Result<&Tail, &str>, now: SystemTime) 
 /// The whole status page from what could be loaded.
 /// With `fleet:`, the fleet's table too.
 pub fn render_index(
-    doc: Result<&StatusDoc, &str>,
-    audit: Result<&Tail, &str>,
-    fleet: Option<Result<&crate::fleet::status::Fleet, &str>>,
+    doc: Result<&StatusDoc, &ReadError>,
+    audit: Result<&Tail, &ReadError>,
+    fleet: Option<Result<&crate::fleet::status::Fleet, &ReadError>>,
 ) -> String {
     let doc = match doc {
         Ok(d) => d,
@@ -338,7 +340,7 @@ pub fn render_index(
             let body = format!(
                 "<header><h1>tend</h1></header><p class=\"banner warn\">No status yet: {}</p>\
                  <p class=\"muted\">This page reloads itself.</p>",
-                escape(e)
+                escape(&e.reason())
             );
             return document("tend: no status yet", Some(REFRESH_SECS), &body);
         }

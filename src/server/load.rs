@@ -7,7 +7,7 @@ use std::time::SystemTime;
 
 use tokio::sync::Semaphore;
 
-use super::AppState;
+use super::{AppState, ReadError};
 use crate::ledger::{AuditLog, AuditTail, Ledger};
 use crate::status::{ResourceStatus, StatusDoc};
 
@@ -20,30 +20,28 @@ static DIFFS: Semaphore = Semaphore::const_new(1);
 /// Runs `work` on the blocking pool once `gate` lets it. The permit goes
 /// with the work: a request dropped at its timeout frees it only when the
 /// work ends, so no more than the gate allows ever runs.
-async fn gated<T: Send + 'static>(
+pub(super) async fn gated<T: Send + 'static>(
     gate: &'static Semaphore,
-    work: impl FnOnce() -> Result<T, String> + Send + 'static,
-) -> Result<T, String> {
-    let permit = gate.acquire().await.map_err(|e| e.to_string())?;
+    work: impl FnOnce() -> Result<T, ReadError> + Send + 'static,
+) -> Result<T, ReadError> {
+    let permit = gate.acquire().await?;
     tokio::task::spawn_blocking(move || {
         let _permit = permit;
         work()
     })
-    .await
-    .map_err(|e| e.to_string())?
+    .await?
 }
 
-fn ledger(dir: &std::path::Path) -> Result<Ledger, String> {
-    Ledger::open_read_only(dir).map_err(|e| e.to_string())
+fn ledger(dir: &std::path::Path) -> Result<Ledger, ReadError> {
+    Ok(Ledger::open_read_only(dir)?)
 }
 
 /// The status document as `tend status -o json` builds it, every resource,
 /// with what the daemon knows beyond its ledger laid over it.
-pub(super) async fn status(state: &AppState) -> Result<StatusDoc, String> {
+pub(super) async fn status(state: &AppState) -> Result<StatusDoc, ReadError> {
     let (dir, overlay) = (state.state_dir.clone(), state.overlay.clone());
     gated(&READS, move || {
-        let mut doc =
-            crate::status::build(&ledger(&dir)?, SystemTime::now()).map_err(|e| e.to_string())?;
+        let mut doc = crate::status::build(&ledger(&dir)?, SystemTime::now())?;
         if let Some(overlay) = overlay {
             overlay(&mut doc);
         }
@@ -54,11 +52,10 @@ pub(super) async fn status(state: &AppState) -> Result<StatusDoc, String> {
 
 /// Every count, and at most `rows` resources not in sync, with the
 /// daemon's overlay.
-pub(super) async fn summary(state: &AppState, rows: usize) -> Result<StatusDoc, String> {
+pub(super) async fn summary(state: &AppState, rows: usize) -> Result<StatusDoc, ReadError> {
     let (dir, overlay) = (state.state_dir.clone(), state.overlay.clone());
     gated(&READS, move || {
-        let mut doc = crate::status::summary(&ledger(&dir)?, SystemTime::now(), rows)
-            .map_err(|e| e.to_string())?;
+        let mut doc = crate::status::summary(&ledger(&dir)?, SystemTime::now(), rows)?;
         if let Some(overlay) = overlay {
             overlay(&mut doc);
         }
@@ -72,14 +69,14 @@ pub(super) async fn summary(state: &AppState, rows: usize) -> Result<StatusDoc, 
 pub(super) async fn resource(
     state: &AppState,
     id: String,
-) -> Result<(String, Option<ResourceStatus>), String> {
+) -> Result<(String, Option<ResourceStatus>), ReadError> {
     let (dir, overlay) = (state.state_dir.clone(), state.overlay.clone());
     gated(&READS, move || {
         let now = SystemTime::now();
         let ledger = ledger(&dir)?;
-        let mut entry = crate::status::resource(&ledger, &id, now).map_err(|e| e.to_string())?;
+        let mut entry = crate::status::resource(&ledger, &id, now)?;
         if let Some(overlay) = overlay {
-            let mut doc = crate::status::summary(&ledger, now, 0).map_err(|e| e.to_string())?;
+            let mut doc = crate::status::summary(&ledger, now, 0)?;
             doc.resources = entry.into_iter().collect();
             overlay(&mut doc);
             entry = doc.resources.into_iter().find(|r| r.id == id);
@@ -93,17 +90,16 @@ pub(super) async fn resource(
 /// at most `cap` bytes: the work is the same for a log of any size. Read
 /// without opening the log for appending: opening it cuts a torn tail,
 /// which beside a running daemon could cut a line it is writing.
-pub(super) async fn audit(dir: PathBuf, n: usize, cap: u64) -> Result<AuditTail, String> {
-    gated(&READS, move || {
-        AuditLog::tail(&dir, n, cap).map_err(|e| e.to_string())
-    })
-    .await
+pub(super) async fn audit(dir: PathBuf, n: usize, cap: u64) -> Result<AuditTail, ReadError> {
+    gated(&READS, move || Ok(AuditLog::tail(&dir, n, cap)?)).await
 }
 
 /// Every host's status in the fleet, with `fleet:`.
-pub(super) async fn fleet(state: &AppState) -> Option<Result<crate::fleet::status::Fleet, String>> {
+pub(super) async fn fleet(
+    state: &AppState,
+) -> Option<Result<crate::fleet::status::Fleet, ReadError>> {
     let read = state.fleet.clone()?;
-    Some(gated(&READS, move || read()).await)
+    Some(gated(&READS, move || Ok(read()?)).await)
 }
 
 /// The diff the loop's owner supplies.

@@ -5,6 +5,7 @@
 mod api;
 mod auth;
 mod diff_view;
+mod error;
 mod fleet;
 mod front;
 mod history;
@@ -46,7 +47,9 @@ pub type ResourceExplain = Arc<dyn Fn(&str) -> Option<crate::explain::Explanatio
 
 /// Every host's status in the fleet's etcd (with `fleet:`), read with the
 /// connection's timeout.
-pub type FleetRead = Arc<dyn Fn() -> Result<crate::fleet::status::Fleet, String> + Send + Sync>;
+pub type FleetRead = Arc<
+    dyn Fn() -> Result<crate::fleet::status::Fleet, crate::target::etcd::Unreachable> + Send + Sync,
+>;
 
 #[derive(Clone)]
 pub struct AppState {
@@ -110,6 +113,7 @@ pub fn router(state: AppState) -> Router {
         .with_state(state)
 }
 
+pub use error::ReadError;
 pub use listen::Limits;
 
 /// Serves until `shutdown` completes, within `limits`, with each client's

@@ -7,7 +7,7 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Response};
 
-use super::diff_view::render_resource;
+use super::diff_view::{render_resource, render_unread};
 use super::front::{render_index, MAX_ROWS};
 use super::load;
 use super::AppState;
@@ -22,23 +22,28 @@ pub async fn index(State(state): State<AppState>) -> Response {
     let doc = load::summary(&state, MAX_ROWS).await;
     let audit = load::audit(state.state_dir.clone(), DAY_AUDIT, AUDIT_READ_CAP).await;
     let fleet = load::fleet(&state).await;
-    // Always 200: a page that cannot read the ledger yet still loads and
-    // reloads itself until it can.
-    Html(render_index(
-        doc.as_ref().map_err(String::as_str),
-        audit.as_ref().map_err(String::as_str),
-        fleet.as_ref().map(|f| f.as_ref().map_err(String::as_str)),
-    ))
-    .into_response()
+    // A page that cannot read the ledger yet still loads (200) and reloads
+    // itself until it can; one that cannot read it for another cause has
+    // that cause's status.
+    let status = match &doc {
+        Err(e) if !e.not_yet() => e.status(),
+        _ => StatusCode::OK,
+    };
+    let page = render_index(
+        doc.as_ref(),
+        audit.as_ref(),
+        fleet.as_ref().map(Result::as_ref),
+    );
+    (status, Html(page)).into_response()
 }
 
 /// `GET /resources/{id}`: one lookup, and a diff and history only for a
 /// resource the ledger knows: an unknown name costs nothing more.
 pub async fn resource(State(state): State<AppState>, Path(id): Path<String>) -> Response {
-    let entry = load::resource(&state, id.clone())
-        .await
-        .ok()
-        .and_then(|(_, e)| e);
+    let entry = match load::resource(&state, id.clone()).await {
+        Ok((_, entry)) => entry,
+        Err(e) => return (e.status(), Html(render_unread(&id, &e))).into_response(),
+    };
     let Some(entry) = entry else {
         let page = render_resource(&id, None, None, None);
         return (StatusCode::NOT_FOUND, Html(page)).into_response();

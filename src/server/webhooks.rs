@@ -103,27 +103,38 @@ pub fn follows(followed: Option<&str>, pushed: &str) -> bool {
         || pushed.strip_prefix("refs/tags/") == Some(f)
 }
 
+/// Why a signed body holds no payload to read.
+#[derive(Debug, thiserror::Error)]
+enum Malformed {
+    #[error("form: {0}")]
+    Form(#[source] serde_urlencoded::de::Error),
+    #[error("form body without a payload field")]
+    NoPayload,
+    #[error("not JSON: {0}")]
+    Json(#[source] serde_json::Error),
+    #[error("the payload is not a JSON object")]
+    NotAnObject,
+}
+
 /// The JSON document of a payload. GitHub may send it form-encoded as the
 /// `payload` field; the signature covers the raw body either way.
-fn payload(headers: &HeaderMap, body: &[u8]) -> Result<Value, String> {
+fn payload(headers: &HeaderMap, body: &[u8]) -> Result<Value, Malformed> {
     let form = header_text(headers, header::CONTENT_TYPE.as_str())
         .is_some_and(|t| t.starts_with("application/x-www-form-urlencoded"));
     let json: std::borrow::Cow<[u8]> = if form {
         let fields: Vec<(String, String)> =
-            serde_urlencoded::from_bytes(body).map_err(|e| format!("form: {e}"))?;
+            serde_urlencoded::from_bytes(body).map_err(Malformed::Form)?;
         let text = fields
             .into_iter()
             .find(|(k, _)| k == "payload")
             .map(|(_, v)| v);
-        text.ok_or("form body without a payload field")?
-            .into_bytes()
-            .into()
+        text.ok_or(Malformed::NoPayload)?.into_bytes().into()
     } else {
         body.into()
     };
-    let value: Value = serde_json::from_slice(&json).map_err(|e| format!("not JSON: {e}"))?;
+    let value: Value = serde_json::from_slice(&json).map_err(Malformed::Json)?;
     if !value.is_object() {
-        return Err("the payload is not a JSON object".into());
+        return Err(Malformed::NotAnObject);
     }
     Ok(value)
 }
@@ -174,7 +185,7 @@ async fn judge(state: &AppState, provider: Provider, request: Request) -> Outcom
     }
     let value = match payload(&headers, &body) {
         Ok(v) => v,
-        Err(e) => return outcome(StatusCode::BAD_REQUEST, "malformed", e),
+        Err(e) => return outcome(StatusCode::BAD_REQUEST, "malformed", e.to_string()),
     };
     if let Some(event) = provider.other_event(&headers) {
         if provider == Provider::GitHub && event == "ping" {

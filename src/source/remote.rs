@@ -58,7 +58,7 @@ impl<'a> Session<'a> {
         timeout: Duration,
     ) -> Result<Self, SourceError> {
         let read = |path: &Path, setting: &str| {
-            read_secret_file(path, setting).map_err(|reason| auth_error(url, reason))
+            read_secret_file(path, setting).map_err(|e| auth_error(url, e.to_string()))
         };
         let mut secrets = Secrets {
             token: None,
@@ -358,8 +358,8 @@ fn auth_error(url: &RepoUrl, reason: String) -> SourceError {
 /// the offered fingerprint).
 fn load_known_hosts(url: &RepoUrl, auth: &Auth) -> Result<(PathBuf, KnownHosts), SourceError> {
     if let Some(path) = &auth.known_hosts {
-        let text =
-            read_secret_file(path, "auth.known_hosts").map_err(|reason| auth_error(url, reason))?;
+        let text = read_secret_file(path, "auth.known_hosts")
+            .map_err(|e| auth_error(url, e.to_string()))?;
         return Ok((path.clone(), KnownHosts::parse(&text)));
     }
     let home = std::env::var_os("HOME").ok_or_else(|| {
@@ -371,18 +371,39 @@ fn load_known_hosts(url: &RepoUrl, auth: &Auth) -> Result<(PathBuf, KnownHosts),
     let path = PathBuf::from(home).join(".ssh/known_hosts");
     let text = match std::fs::metadata(&path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-        _ => read_secret_file(&path, "known_hosts").map_err(|reason| auth_error(url, reason))?,
+        _ => read_secret_file(&path, "known_hosts").map_err(|e| auth_error(url, e.to_string()))?,
     };
     Ok((path, KnownHosts::parse(&text)))
 }
 
-/// Reads a small credential or trust file; the message names the setting
-/// and the path, never the content.
-fn read_secret_file(path: &Path, setting: &str) -> Result<String, String> {
+/// Why a credential or trust file was not read: it names the setting and
+/// the path, never the content.
+#[derive(Debug, thiserror::Error)]
+enum SecretFileError {
+    #[error("{setting} {}: {source}", path.display())]
+    Read {
+        setting: String,
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{setting} {} is larger than 1 MiB", path.display())]
+    TooLarge { setting: String, path: PathBuf },
+}
+
+/// Reads a small credential or trust file.
+fn read_secret_file(path: &Path, setting: &str) -> Result<String, SecretFileError> {
     const MAX: u64 = 1 << 20;
-    let meta = std::fs::metadata(path).map_err(|e| format!("{setting} {}: {e}", path.display()))?;
+    let failed = |source| SecretFileError::Read {
+        setting: setting.to_string(),
+        path: path.to_path_buf(),
+        source,
+    };
+    let meta = std::fs::metadata(path).map_err(failed)?;
     if meta.len() > MAX {
-        return Err(format!("{setting} {} is larger than 1 MiB", path.display()));
+        return Err(SecretFileError::TooLarge {
+            setting: setting.to_string(),
+            path: path.to_path_buf(),
+        });
     }
-    std::fs::read_to_string(path).map_err(|e| format!("{setting} {}: {e}", path.display()))
+    std::fs::read_to_string(path).map_err(failed)
 }

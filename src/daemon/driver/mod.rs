@@ -93,7 +93,7 @@ impl Loop {
         }
         let (rollout, gave_up) = match crate::fleet::rollout::Staged::start(&settings) {
             Ok(r) => (r, None),
-            Err(e) => (None, Some(e)),
+            Err(e) => (None, Some(e.to_string())),
         };
         let (clock, fence) = {
             let w = shared.worker.lock().expect("worker lock");

@@ -97,7 +97,7 @@ async fn a_source_that_never_answered_ends_the_daemon_after_max_failures() {
     };
     let (d, run) = host.start_with(host.settings_with("1h", "resync: 1h", more));
     let ended = run.until_it_ends().await;
-    let why = ended.expect_err("the daemon gives up");
+    let why = ended.expect_err("the daemon gives up").to_string();
     assert!(
         why.contains("4 consecutive fetches failed (max_failures 3)"),
         "{why}"

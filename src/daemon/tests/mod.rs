@@ -25,7 +25,7 @@ use tempfile::TempDir;
 use tokio::sync::{mpsc, Notify};
 use tokio::time::Instant;
 
-use super::event_loop::{EventLoop, Inputs};
+use super::event_loop::{EventLoop, GaveUp, Inputs};
 use super::notify::Notifier;
 use super::{ReadConfig, Trigger};
 use crate::ledger::{Ledger, ResourceRecord, StateLock};
@@ -204,7 +204,11 @@ impl Host {
             triggers: rx,
             fetches,
         };
-        let read: ReadConfig = Box::new(|| Err("no config to read again in this test".into()));
+        let read: ReadConfig = Box::new(|| {
+            Err(crate::config::ConfigError::one(
+                crate::config::Problem::general("", "no config to read again in this test"),
+            ))
+        });
         let run = async move {
             let notifier = Arc::new(Notifier::silent());
             events.run(notifier, inputs, &read).await
@@ -289,12 +293,12 @@ impl Daemon {
 /// The loop, driven only while a test's script runs beside it.
 pub(super) struct Running {
     stop: Arc<Notify>,
-    run: Pin<Box<dyn Future<Output = Result<(), String>>>>,
+    run: Pin<Box<dyn Future<Output = Result<(), GaveUp>>>>,
 }
 
 impl Running {
     /// Runs the loop until it ends on its own, as when it gives up.
-    async fn until_it_ends(self) -> Result<(), String> {
+    async fn until_it_ends(self) -> Result<(), GaveUp> {
         self.run.await
     }
 

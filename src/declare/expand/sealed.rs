@@ -14,9 +14,9 @@ impl Builder<'_> {
     /// The spec of the age file at repository path `file`, whose own
     /// (ciphertext) spec is `sealed`: that of its plaintext on a host.
     pub(super) fn unsealed(&mut self, file: &str, sealed: FileSpec) -> Result<FileSpec, DeclError> {
-        let bytes = self.snap.read(sealed.blob).map_err(|e| e.to_string())?;
+        let bytes = self.snap.read(sealed.blob)?;
         if self.opts.as_written {
-            secrets::check_format(file, &bytes).map_err(|e| e.to_string())?;
+            secrets::check_format(file, &bytes)?;
             let missing = secrets::check_recipients(file, &bytes, self.opts.recipients);
             return match missing.is_empty() {
                 true => Ok(sealed),

@@ -7,20 +7,27 @@ use etcd_client::{Compare, CompareOp, GetOptions, Txn, TxnOp};
 
 use super::keys::{self, Halt, Snapshot};
 use crate::config::FleetSettings;
-use crate::target::etcd::Connection;
+use crate::target::etcd::{ClientError, Connection, Unreachable};
+
+/// Why the halts could not be read or lifted.
+#[derive(Debug, thiserror::Error)]
+pub enum ResumeError {
+    #[error(transparent)]
+    Client(#[from] ClientError),
+    #[error(transparent)]
+    Unreachable(#[from] Unreachable),
+}
 
 /// Lifts each halt; returns the halts lifted.
-pub fn resume(fleet: &FleetSettings) -> Result<Vec<Halt>, String> {
-    let conn = Connection::new(&fleet.etcd).map_err(|e| e.to_string())?;
-    let got = conn
-        .call(|mut c| async move {
-            c.get(
-                format!("{}rev/", keys::PREFIX),
-                Some(GetOptions::new().with_prefix()),
-            )
-            .await
-        })
-        .map_err(|e| e.to_string())?;
+pub fn resume(fleet: &FleetSettings) -> Result<Vec<Halt>, ResumeError> {
+    let conn = Connection::new(&fleet.etcd)?;
+    let got = conn.call(|mut c| async move {
+        c.get(
+            format!("{}rev/", keys::PREFIX),
+            Some(GetOptions::new().with_prefix()),
+        )
+        .await
+    })?;
     let kvs: Vec<(String, Vec<u8>, i64)> = got
         .kvs()
         .iter()
@@ -47,9 +54,7 @@ pub fn resume(fleet: &FleetSettings) -> Result<Vec<Halt>, String> {
                 TxnOp::delete(key, None),
                 TxnOp::put(keys::promoted(&rev), rev.as_bytes().to_vec(), None),
             ]);
-        let answer = conn
-            .call(move |mut c| async move { c.txn(txn).await })
-            .map_err(|e| e.to_string())?;
+        let answer = conn.call(move |mut c| async move { c.txn(txn).await })?;
         if answer.succeeded() {
             lifted.push(halt);
         }

@@ -24,6 +24,24 @@ const GRACE: Duration = Duration::from_secs(2);
 /// dropped so a chatty hook never blocks on a full pipe.
 const KEEP: usize = 64 << 10;
 
+/// Why a command hook failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CommandError {
+    #[error("cannot start {program:?}: {source}")]
+    Start {
+        program: String,
+        source: std::io::Error,
+    },
+    #[error("exited with {0}")]
+    Exited(ExitStatus),
+    #[error("ended, tend is stopping")]
+    Stopping,
+    #[error("timed out after {0:?}")]
+    TimedOut(Duration),
+    #[error("{0}")]
+    Wait(#[source] std::io::Error),
+}
+
 /// Runs `argv` until it exits, `timeout` passes or `stop` says tend is
 /// stopping, logging its output.
 pub(super) fn run(
@@ -32,7 +50,7 @@ pub(super) fn run(
     timeout: Duration,
     delivery: &Delivery,
     stop: &dyn Fn() -> bool,
-) -> Result<(), String> {
+) -> Result<(), CommandError> {
     let mut cmd = Command::new(&argv[0]);
     cmd.args(&argv[1..])
         .env("TEND_REVISION", delivery.revision)
@@ -64,10 +82,13 @@ pub(super) fn run(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(|e| format!("hook {name}: cannot start {:?}: {e}", argv[0]))?;
+        .map_err(|source| CommandError::Start {
+            program: argv[0].clone(),
+            source,
+        })?;
     let mut out = Capture::new(child.stdout.take());
     let mut err = Capture::new(child.stderr.take());
-    let status = wait(name, &mut child, timeout, stop, &mut [&mut out, &mut err]);
+    let status = wait(&mut child, timeout, stop, &mut [&mut out, &mut err]);
     // What it wrote before it ended is in the pipes; later output of what
     // it left behind is not waited for.
     out.drain();
@@ -82,19 +103,18 @@ pub(super) fn run(
     if status.success() {
         Ok(())
     } else {
-        Err(format!("hook {name}: exited with {status}"))
+        Err(CommandError::Exited(status))
     }
 }
 
 /// Waits for `child`, reading its output meanwhile; past the timeout or on
 /// stop its group is ended.
 fn wait(
-    name: &str,
     child: &mut Child,
     timeout: Duration,
     stop: &dyn Fn() -> bool,
     captures: &mut [&mut Capture],
-) -> Result<ExitStatus, String> {
+) -> Result<ExitStatus, CommandError> {
     let deadline = Instant::now() + timeout;
     loop {
         for c in captures.iter_mut() {
@@ -102,15 +122,13 @@ fn wait(
         }
         let why = match child.try_wait() {
             Ok(Some(status)) => return Ok(status),
-            Ok(None) if stop() => format!("hook {name}: ended, tend is stopping"),
-            Ok(None) if Instant::now() >= deadline => {
-                format!("hook {name}: timed out after {timeout:?}")
-            }
+            Ok(None) if stop() => CommandError::Stopping,
+            Ok(None) if Instant::now() >= deadline => CommandError::TimedOut(timeout),
             Ok(None) => {
                 std::thread::sleep(Duration::from_millis(10));
                 continue;
             }
-            Err(e) => format!("hook {name}: {e}"),
+            Err(e) => CommandError::Wait(e),
         };
         end_group(child);
         return Err(why);
@@ -199,7 +217,7 @@ mod tests {
         changed: 3,
     };
 
-    fn run_ms(args: &[&str], timeout: u64) -> Result<(), String> {
+    fn run_ms(args: &[&str], timeout: u64) -> Result<(), CommandError> {
         let argv: Vec<String> = args.iter().map(|s| s.to_string()).collect();
         run(
             "h",
@@ -213,15 +231,15 @@ mod tests {
     #[test]
     fn success_failure_and_timeout() {
         assert!(run_ms(&["true"], 5000).is_ok());
-        assert!(run_ms(&["false"], 5000).unwrap_err().contains("exited"));
+        let e = run_ms(&["false"], 5000).unwrap_err();
+        assert!(matches!(e, CommandError::Exited(_)), "{e}");
+        assert!(e.to_string().contains("exited"), "{e}");
         let started = Instant::now();
-        assert!(run_ms(&["sleep", "10"], 200)
-            .unwrap_err()
-            .contains("timed out"));
+        let e = run_ms(&["sleep", "10"], 200).unwrap_err();
+        assert!(e.to_string().contains("timed out"), "{e}");
         assert!(started.elapsed() < Duration::from_secs(5));
-        assert!(run_ms(&["/nonexistent/hook"], 100)
-            .unwrap_err()
-            .contains("cannot start"));
+        let e = run_ms(&["/nonexistent/hook"], 100).unwrap_err();
+        assert!(e.to_string().contains("cannot start"), "{e}");
     }
 
     #[test]
@@ -245,7 +263,7 @@ mod tests {
         let script = format!("sleep 20 & echo $! > {}; wait", pid.display());
         let started = Instant::now();
         let e = run_ms(&["sh", "-c", &script], 300).unwrap_err();
-        assert!(e.contains("timed out"), "{e}");
+        assert!(matches!(e, CommandError::TimedOut(_)), "{e}");
         assert!(
             started.elapsed() < Duration::from_secs(5),
             "{:?}",
@@ -287,7 +305,7 @@ mod tests {
             .map(|s| s.to_string())
             .collect();
         let e = run("h", &argv, Duration::from_secs(60), &DELIVERY, &stop).unwrap_err();
-        assert!(e.contains("stopping"), "{e}");
+        assert!(matches!(e, CommandError::Stopping), "{e}");
         assert!(
             started.elapsed() < Duration::from_secs(5),
             "{:?}",

@@ -17,23 +17,49 @@ const HEAD_MAX: usize = 16 << 10;
 /// The longest wait between two looks at whether tend is stopping.
 const SLICE: Duration = Duration::from_millis(200);
 
-/// Why a call ended early: tend is stopping.
-const STOPPING: &str = "ended, tend is stopping";
+/// Why an HTTP hook's call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum HttpError {
+    #[error("cannot resolve {host}: {source}")]
+    Resolve {
+        host: String,
+        source: std::io::Error,
+    },
+    #[error("{0} has no address")]
+    NoAddress(String),
+    #[error("timed out connecting")]
+    ConnectTimeout,
+    #[error("cannot connect to {addr}: {source}")]
+    Connect {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("ended, tend is stopping")]
+    Stopping,
+    #[error("timed out after {0:?}")]
+    TimedOut(Duration),
+    #[error("{0}")]
+    Exchange(#[source] std::io::Error),
+    #[error("the connection closed without an answer")]
+    NoAnswer,
+    #[error("the answer is not HTTP")]
+    NotHttp,
+    #[error("answered {code} {reason}")]
+    Answered { code: u16, reason: String },
+}
 
 /// Calls the hook, bounded by `timeout` and by `stop`, which says tend is
 /// stopping.
 pub(super) fn call(
-    name: &str,
     hook: &HttpHook,
     timeout: Duration,
     delivery: &Delivery,
     stop: &dyn Fn() -> bool,
-) -> Result<(), String> {
-    let fail = |what: String| format!("hook {name}: {} {}: {what}", hook.method, hook.url);
+) -> Result<(), HttpError> {
     let deadline = Instant::now() + timeout;
     let body =
         serde_json::json!({"revision": delivery.revision, "changed": delivery.changed}).to_string();
-    let mut stream = connect(hook, deadline, stop).map_err(fail)?;
+    let mut stream = connect(hook, deadline, stop)?;
     let request = request(hook, &body);
     let mut exchange = || -> std::io::Result<Vec<u8>> {
         stream.set_write_timeout(Some(left(deadline)?))?;
@@ -42,18 +68,18 @@ pub(super) fn call(
     };
     let head = exchange().map_err(|e| match e.kind() {
         std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => {
-            fail(format!("timed out after {timeout:?}"))
+            HttpError::TimedOut(timeout)
         }
-        std::io::ErrorKind::Interrupted => fail(STOPPING.into()),
-        _ => fail(e.to_string()),
+        std::io::ErrorKind::Interrupted => HttpError::Stopping,
+        _ => HttpError::Exchange(e),
     })?;
     if head.is_empty() {
-        return Err(fail("the connection closed without an answer".into()));
+        return Err(HttpError::NoAnswer);
     }
-    let (code, reason) = status(&head).ok_or_else(|| fail("the answer is not HTTP".into()))?;
+    let (code, reason) = status(&head).ok_or(HttpError::NotHttp)?;
     match code {
         200..=299 => Ok(()),
-        _ => Err(fail(format!("answered {code} {reason}"))),
+        _ => Err(HttpError::Answered { code, reason }),
     }
 }
 
@@ -89,25 +115,28 @@ fn connect(
     hook: &HttpHook,
     deadline: Instant,
     stop: &dyn Fn() -> bool,
-) -> Result<TcpStream, String> {
+) -> Result<TcpStream, HttpError> {
     let addrs: Vec<SocketAddr> = (hook.host.as_str(), hook.port)
         .to_socket_addrs()
-        .map_err(|e| format!("cannot resolve {}: {e}", hook.host))?
+        .map_err(|source| HttpError::Resolve {
+            host: hook.host.clone(),
+            source,
+        })?
         .collect();
-    let mut last = format!("{} has no address", hook.host);
+    let mut last = HttpError::NoAddress(hook.host.clone());
     for addr in addrs {
         loop {
             if stop() {
-                return Err(STOPPING.into());
+                return Err(HttpError::Stopping);
             }
             let Ok(rest) = left(deadline) else {
-                return Err("timed out connecting".into());
+                return Err(HttpError::ConnectTimeout);
             };
             match TcpStream::connect_timeout(&addr, rest.min(SLICE)) {
                 Ok(stream) => return Ok(stream),
                 Err(e) if e.kind() == std::io::ErrorKind::TimedOut => continue,
-                Err(e) => {
-                    last = format!("cannot connect to {addr}: {e}");
+                Err(source) => {
+                    last = HttpError::Connect { addr, source };
                     break;
                 }
             }
@@ -221,9 +250,12 @@ mod tests {
             "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n",
         ]);
         let h = hook(port);
-        call("reload", &h, Duration::from_secs(10), &DELIVERY, &|| false).unwrap();
-        let err = call("reload", &h, Duration::from_secs(10), &DELIVERY, &|| false).unwrap_err();
-        assert!(err.contains("answered 503 Service Unavailable"), "{err}");
+        call(&h, Duration::from_secs(10), &DELIVERY, &|| false).unwrap();
+        let err = call(&h, Duration::from_secs(10), &DELIVERY, &|| false).unwrap_err();
+        assert!(
+            err.to_string().contains("answered 503 Service Unavailable"),
+            "{err}"
+        );
         let got = server.join().unwrap();
         let first = &got[0];
         assert!(first.starts_with("POST /-/reload HTTP/1.1\r\n"), "{first}");
@@ -241,28 +273,17 @@ mod tests {
         // Accepts and reads, never answers.
         let (port, _server) = server(vec![""]);
         let started = Instant::now();
-        let err = call(
-            "slow",
-            &hook(port),
-            Duration::from_millis(300),
-            &DELIVERY,
-            &|| false,
-        )
+        let err = call(&hook(port), Duration::from_millis(300), &DELIVERY, &|| {
+            false
+        })
         .unwrap_err();
-        assert!(err.contains("timed out"), "{err}");
+        assert!(matches!(err, HttpError::TimedOut(_)), "{err}");
         assert!(started.elapsed() < Duration::from_secs(5));
         let closed = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = closed.local_addr().unwrap().port();
         drop(closed);
-        let err = call(
-            "gone",
-            &hook(port),
-            Duration::from_secs(5),
-            &DELIVERY,
-            &|| false,
-        )
-        .unwrap_err();
-        assert!(err.contains("cannot connect"), "{err}");
+        let err = call(&hook(port), Duration::from_secs(5), &DELIVERY, &|| false).unwrap_err();
+        assert!(err.to_string().contains("cannot connect"), "{err}");
     }
 
     #[test]
@@ -271,15 +292,8 @@ mod tests {
         let started = Instant::now();
         let asked = Instant::now() + Duration::from_millis(300);
         let stop = || Instant::now() >= asked;
-        let err = call(
-            "slow",
-            &hook(port),
-            Duration::from_secs(60),
-            &DELIVERY,
-            &stop,
-        )
-        .unwrap_err();
-        assert!(err.contains("tend is stopping"), "{err}");
+        let err = call(&hook(port), Duration::from_secs(60), &DELIVERY, &stop).unwrap_err();
+        assert!(matches!(err, HttpError::Stopping), "{err}");
         assert!(
             started.elapsed() < Duration::from_secs(2),
             "{:?}",

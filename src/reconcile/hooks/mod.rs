@@ -9,7 +9,37 @@ mod signal;
 
 pub use pending::{run_pending, HookOutcome, Retries};
 
+use std::path::PathBuf;
+
 use crate::config::{Hook, HookAction};
+
+/// Why a hook did not run to its end with success; each names the hook.
+#[derive(Debug, thiserror::Error)]
+pub enum HookError {
+    #[error("hook {0:?} is not defined in the local config")]
+    Undefined(String),
+    #[error("hook {name}: {failure}")]
+    Command {
+        name: String,
+        #[source]
+        failure: command::CommandError,
+    },
+    #[error("hook {name}: {method} {url}: {failure}")]
+    Http {
+        name: String,
+        method: String,
+        url: String,
+        #[source]
+        failure: http::HttpError,
+    },
+    #[error("hook {name}: {}: {failure}", pidfile.display())]
+    Signal {
+        name: String,
+        pidfile: PathBuf,
+        #[source]
+        failure: signal::SignalError,
+    },
+}
 
 /// What every hook is told: the revision the pass applied and how many
 /// resources changed for it.
@@ -26,11 +56,32 @@ pub fn run(
     hook: &Hook,
     delivery: &Delivery,
     stop: &dyn Fn() -> bool,
-) -> Result<(), String> {
+) -> Result<(), HookError> {
+    let name_ = || name.to_string();
     match &hook.action {
-        HookAction::Run(argv) => command::run(name, argv, hook.timeout, delivery, stop),
-        HookAction::Http(http) => http::call(name, http, hook.timeout, delivery, stop),
-        HookAction::Signal { pidfile, signal } => signal::send(name, pidfile, *signal),
+        HookAction::Run(argv) => {
+            command::run(name, argv, hook.timeout, delivery, stop).map_err(|failure| {
+                HookError::Command {
+                    name: name_(),
+                    failure,
+                }
+            })
+        }
+        HookAction::Http(http) => {
+            http::call(http, hook.timeout, delivery, stop).map_err(|failure| HookError::Http {
+                name: name_(),
+                method: http.method.clone(),
+                url: http.url.clone(),
+                failure,
+            })
+        }
+        HookAction::Signal { pidfile, signal } => {
+            signal::send(pidfile, *signal).map_err(|failure| HookError::Signal {
+                name: name_(),
+                pidfile: pidfile.clone(),
+                failure,
+            })
+        }
     }?;
     tracing::info!(
         hook = name,

@@ -96,7 +96,7 @@ pub fn run_pending(
             changed: ids.len(),
         };
         let result = match ctx.settings.hooks.get(&name) {
-            None => Err(format!("hook {name:?} is not defined in the local config")),
+            None => Err(super::HookError::Undefined(name.clone())),
             Some(h) => super::run(&name, h, &delivery, stop),
         };
         let outcome = match result {
@@ -110,7 +110,8 @@ pub fn run_pending(
                 retries.0.remove(&name);
                 HookOutcome::Delivered
             }
-            Err(reason) => {
+            Err(e) => {
+                let reason = e.to_string();
                 let failures = retries.0.get(&name).map_or(0, |r| r.failures) + 1;
                 let retry_at = retry_at(failures, ctx.clock.now());
                 tracing::warn!(hook = %name, error = %reason, failures, "hook failed; it stays pending");

@@ -9,24 +9,37 @@ use rustix::process::{kill_process, Pid, Signal};
 /// A pidfile is a number and a newline; anything longer is not one.
 const PIDFILE_MAX: u64 = 64;
 
-pub(super) fn send(name: &str, pidfile: &Path, signal: Signal) -> Result<(), String> {
-    let fail = |what: String| format!("hook {name}: {}: {what}", pidfile.display());
+/// Why a signal hook failed, said of its pidfile.
+#[derive(Debug, thiserror::Error)]
+pub enum SignalError {
+    #[error("cannot read: {0}")]
+    Read(#[source] std::io::Error),
+    #[error("holds no process id: {0:?}")]
+    NoPid(String),
+    #[error("cannot send {signal:?} to process {pid}: {source}")]
+    Send {
+        signal: Signal,
+        pid: i32,
+        source: rustix::io::Errno,
+    },
+}
+
+pub(super) fn send(pidfile: &Path, signal: Signal) -> Result<(), SignalError> {
     let mut text = String::new();
     std::fs::File::open(pidfile)
         .and_then(|f| f.take(PIDFILE_MAX).read_to_string(&mut text))
-        .map_err(|e| fail(format!("cannot read: {e}")))?;
+        .map_err(SignalError::Read)?;
     let pid = text
         .trim()
         .parse::<i32>()
         .ok()
         .and_then(Pid::from_raw)
         .filter(|p| p.as_raw_nonzero().get() > 0)
-        .ok_or_else(|| fail(format!("holds no process id: {:?}", text.trim())))?;
-    kill_process(pid, signal).map_err(|e| {
-        fail(format!(
-            "cannot send {signal:?} to process {}: {e}",
-            pid.as_raw_nonzero()
-        ))
+        .ok_or_else(|| SignalError::NoPid(text.trim().to_string()))?;
+    kill_process(pid, signal).map_err(|source| SignalError::Send {
+        signal,
+        pid: pid.as_raw_nonzero().get(),
+        source,
     })
 }
 
@@ -53,7 +66,7 @@ mod tests {
         child.stdout.take().unwrap().read_exact(&mut ready).unwrap();
         let pidfile = dir.path().join("app.pid");
         std::fs::write(&pidfile, format!("{}\n", child.id())).unwrap();
-        send("reload", &pidfile, Signal::HUP).unwrap();
+        send(&pidfile, Signal::HUP).unwrap();
         let deadline = Instant::now() + Duration::from_secs(10);
         while !got.exists() && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(20));
@@ -61,10 +74,10 @@ mod tests {
         assert_eq!(std::fs::read_to_string(&got).unwrap(), "hup\n");
         child.wait().unwrap();
 
-        let err = send("reload", &dir.path().join("none.pid"), Signal::HUP).unwrap_err();
-        assert!(err.contains("cannot read"), "{err}");
+        let err = send(&dir.path().join("none.pid"), Signal::HUP).unwrap_err();
+        assert!(matches!(err, SignalError::Read(_)), "{err}");
         std::fs::write(&pidfile, "nginx\n").unwrap();
-        let err = send("reload", &pidfile, Signal::HUP).unwrap_err();
-        assert!(err.contains("holds no process id"), "{err}");
+        let err = send(&pidfile, Signal::HUP).unwrap_err();
+        assert!(err.to_string().contains("holds no process id"), "{err}");
     }
 }

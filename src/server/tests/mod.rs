@@ -3,6 +3,7 @@
 
 mod api;
 mod bounded;
+mod causes;
 mod limits;
 mod page;
 mod webhooks;

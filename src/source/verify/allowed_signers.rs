@@ -43,6 +43,34 @@ pub struct AllowedSigners {
     pub signers: Vec<AllowedSigner>,
 }
 
+/// Why a line of the file is refused.
+#[derive(Debug, thiserror::Error)]
+pub enum LineError {
+    #[error("unterminated quote")]
+    Quote,
+    #[error("no principals")]
+    NoPrincipals,
+    #[error("no key after the principals")]
+    NoKey,
+    #[error("cert-authority entries are not supported: list the signing keys themselves")]
+    CertAuthority,
+    #[error("unknown or incomplete option {0:?}")]
+    Option(String),
+    #[error("empty option in {0:?}")]
+    EmptyOption(String),
+    #[error("no key after the options")]
+    NoKeyAfterOptions,
+    #[error("key type without its key")]
+    KeyType,
+    #[error("invalid {kind} key: {source}")]
+    Key {
+        kind: String,
+        source: ::ssh_key::Error,
+    },
+    #[error("invalid time {0:?}: use YYYYMMDD[HHMM[SS]][Z]")]
+    Time(String),
+}
+
 /// Larger than any sensible list of keys; a mistaken path to a huge file
 /// is refused instead of read.
 const MAX_FILE: u64 = 4 << 20;
@@ -52,16 +80,16 @@ impl AllowedSigners {
         let text = super::read_small(path, MAX_FILE)?;
         let mut signers = Vec::new();
         for (i, line) in text.lines().enumerate() {
-            let at = |message: String| VerifyError::File {
-                path: path.to_path_buf(),
-                line: Some(i + 1),
-                message,
-            };
             let line = line.trim();
             if line.is_empty() || line.starts_with('#') {
                 continue;
             }
-            signers.push(parse_line(line, i + 1).map_err(at)?);
+            let signer = parse_line(line, i + 1).map_err(|source| VerifyError::Line {
+                path: path.to_path_buf(),
+                line: i + 1,
+                source,
+            })?;
+            signers.push(signer);
         }
         Ok(AllowedSigners {
             path: path.to_path_buf(),
@@ -78,10 +106,10 @@ impl AllowedSigners {
     }
 }
 
-fn parse_line(line: &str, number: usize) -> Result<AllowedSigner, String> {
+fn parse_line(line: &str, number: usize) -> Result<AllowedSigner, LineError> {
     let mut tokens = tokens(line)?.into_iter();
-    let principals = tokens.next().ok_or("no principals")?;
-    let mut next = tokens.next().ok_or("no key after the principals")?;
+    let principals = tokens.next().ok_or(LineError::NoPrincipals)?;
+    let mut next = tokens.next().ok_or(LineError::NoKey)?;
     let mut namespaces = None;
     let mut valid_after = None;
     let mut valid_before = None;
@@ -92,23 +120,23 @@ fn parse_line(line: &str, number: usize) -> Result<AllowedSigner, String> {
                 None => (option.to_ascii_lowercase(), None),
             };
             match (name.as_str(), value) {
-                ("cert-authority", _) => return Err(
-                    "cert-authority entries are not supported: list the signing keys themselves"
-                        .into(),
-                ),
+                ("cert-authority", _) => return Err(LineError::CertAuthority),
                 ("namespaces", Some(v)) => {
                     namespaces = Some(v.split(',').map(|s| s.trim().to_string()).collect())
                 }
                 ("valid-after", Some(v)) => valid_after = Some(parse_time(&v)?),
                 ("valid-before", Some(v)) => valid_before = Some(parse_time(&v)?),
-                (other, _) => return Err(format!("unknown or incomplete option {other:?}")),
+                (other, _) => return Err(LineError::Option(other.to_string())),
             }
         }
-        next = tokens.next().ok_or("no key after the options")?;
+        next = tokens.next().ok_or(LineError::NoKeyAfterOptions)?;
     }
-    let base64 = tokens.next().ok_or("key type without its key")?;
-    let key = PublicKey::from_openssh(&format!("{next} {base64}"))
-        .map_err(|e| format!("invalid {next} key: {e}"))?;
+    let base64 = tokens.next().ok_or(LineError::KeyType)?;
+    let key =
+        PublicKey::from_openssh(&format!("{next} {base64}")).map_err(|source| LineError::Key {
+            kind: next.clone(),
+            source,
+        })?;
     Ok(AllowedSigner {
         principals: unquote(&principals),
         key: key.key_data().clone(),
@@ -124,7 +152,7 @@ fn is_key_type(token: &str) -> bool {
 }
 
 /// Splits at spaces outside double quotes.
-fn tokens(line: &str) -> Result<Vec<String>, String> {
+fn tokens(line: &str) -> Result<Vec<String>, LineError> {
     let mut out = Vec::new();
     let mut current = String::new();
     let mut quoted = false;
@@ -143,7 +171,7 @@ fn tokens(line: &str) -> Result<Vec<String>, String> {
         }
     }
     if quoted {
-        return Err("unterminated quote".into());
+        return Err(LineError::Quote);
     }
     if !current.is_empty() {
         out.push(current);
@@ -152,7 +180,7 @@ fn tokens(line: &str) -> Result<Vec<String>, String> {
 }
 
 /// Splits options at commas outside double quotes.
-fn split_options(s: &str) -> Result<Vec<String>, String> {
+fn split_options(s: &str) -> Result<Vec<String>, LineError> {
     let mut out = Vec::new();
     let mut current = String::new();
     let mut quoted = false;
@@ -168,7 +196,7 @@ fn split_options(s: &str) -> Result<Vec<String>, String> {
     }
     out.push(current);
     match out.iter().any(String::is_empty) {
-        true => Err(format!("empty option in {s:?}")),
+        true => Err(LineError::EmptyOption(s.to_string())),
         false => Ok(out),
     }
 }
@@ -182,8 +210,8 @@ fn unquote(s: &str) -> String {
 
 /// `YYYYMMDD[HHMM[SS]][Z]`: with `Z` in UTC, otherwise in local time, as
 /// ssh-keygen reads it.
-fn parse_time(s: &str) -> Result<SystemTime, String> {
-    let bad = || format!("invalid time {s:?}: use YYYYMMDD[HHMM[SS]][Z]");
+fn parse_time(s: &str) -> Result<SystemTime, LineError> {
+    let bad = || LineError::Time(s.to_string());
     let (digits, utc) = match s.strip_suffix(['Z', 'z']) {
         Some(d) => (d, true),
         None => (s, false),
@@ -289,18 +317,13 @@ mod tests {
 
     #[test]
     fn refuses_what_it_cannot_honour() {
-        let err = parse_line(&format!("ca@x cert-authority {KEY}"), 1).unwrap_err();
-        assert!(err.contains("cert-authority"), "{err}");
-        assert!(parse_line(&format!("a valid-after=2024 {KEY}"), 1)
-            .unwrap_err()
-            .contains("invalid time"));
-        assert!(parse_line("a ssh-ed25519 AAAA", 1)
-            .unwrap_err()
-            .contains("invalid ssh-ed25519 key"));
+        let err = |line: &str| parse_line(line, 1).unwrap_err().to_string();
+        let e = err(&format!("ca@x cert-authority {KEY}"));
+        assert!(e.contains("cert-authority"), "{e}");
+        assert!(err(&format!("a valid-after=2024 {KEY}")).contains("invalid time"));
+        assert!(err("a ssh-ed25519 AAAA").contains("invalid ssh-ed25519 key"));
         assert!(parse_line("a", 1).is_err());
-        assert!(parse_line(&format!("a frobnicate {KEY}"), 1)
-            .unwrap_err()
-            .contains("frobnicate"));
+        assert!(err(&format!("a frobnicate {KEY}")).contains("frobnicate"));
     }
 
     #[test]

@@ -24,12 +24,17 @@ pub enum Require {
     Tag,
 }
 
+/// A `require` that names neither.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("require {0:?}: use commit or tag")]
+pub struct UnknownRequire(pub String);
+
 impl Require {
-    pub fn parse(s: &str) -> Result<Require, String> {
+    pub fn parse(s: &str) -> Result<Require, UnknownRequire> {
         match s {
             "commit" => Ok(Require::Commit),
             "tag" => Ok(Require::Tag),
-            other => Err(format!("require {other:?}: use commit or tag")),
+            other => Err(UnknownRequire(other.to_string())),
         }
     }
 }
@@ -133,6 +138,12 @@ pub enum VerifyError {
         path: PathBuf,
         line: Option<usize>,
         message: String,
+    },
+    #[error("{}:{line}: {source}", .path.display())]
+    Line {
+        path: PathBuf,
+        line: usize,
+        source: allowed_signers::LineError,
     },
 }
 

@@ -19,7 +19,7 @@ pub use client::{describe, ClientError, Connection, Unreachable};
 pub use config::{AuthConfig, ClusterConfig, EtcdConfig, TlsConfig};
 use etcd_client::{Compare, CompareOp, GetOptions, Txn, TxnOp, TxnOpResponse};
 
-use crate::model::role::Fence;
+use crate::model::role::{Fence, NotLeader};
 use crate::model::{Action, Backup, Change, ContentSource, Live, Observed, RelPath, Spec};
 use crate::target::{Applied, ChangeSink, Probe, Subscription, Swept, Target, TargetError};
 use value::Seen;
@@ -50,7 +50,7 @@ impl Write {
         }
     }
 
-    fn fenced(&self, why: &str) -> TargetError {
+    fn fenced(&self, why: &NotLeader) -> TargetError {
         TargetError::Transient(format!("{}: {why}; nothing was written", self.id))
     }
 
@@ -70,7 +70,7 @@ enum Committed {
     Lost,
     /// This replica may not write (`ha`): the leader key is gone or not
     /// its own, or its lease was not renewed in time. Nothing was written.
-    Fenced(String),
+    Fenced(NotLeader),
 }
 
 /// The one kind this target serves.
@@ -237,11 +237,10 @@ impl EtcdTarget {
             return Ok(Committed::Lost);
         }
         self.fence.refused(&t);
-        Ok(Committed::Fenced(format!(
-            "not the leader: etcd refused the write, the leader key {} is no longer at revision {}",
-            String::from_utf8_lossy(&t.key),
-            t.revision
-        )))
+        Ok(Committed::Fenced(NotLeader::Refused {
+            key: String::from_utf8_lossy(&t.key).into_owned(),
+            revision: t.revision,
+        }))
     }
 
     /// The revision the key must still be at for `change` to be written:

@@ -260,9 +260,21 @@ enum Launch {
     Failed(String),
 }
 
+/// Why a resource has no identity a plugin knows.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum NotAnObject {
+    #[error("kind {0} is not served by an exec target")]
+    Kind(String),
+    #[error("{0} is not a <kind>/<name> key")]
+    Key(String),
+}
+
 /// The plugin's identity of a resource: from its declaration, or from its
 /// key `<kind>/<name>` for inventory members being pruned.
-fn object_of(path: &RelPath, spec: Option<&Spec>) -> Result<(ObjectRef, Option<Value>), String> {
+fn object_of(
+    path: &RelPath,
+    spec: Option<&Spec>,
+) -> Result<(ObjectRef, Option<Value>), NotAnObject> {
     match spec {
         Some(Spec::Structured(s)) => Ok((
             ObjectRef {
@@ -271,10 +283,7 @@ fn object_of(path: &RelPath, spec: Option<&Spec>) -> Result<(ObjectRef, Option<V
             },
             Some(s.spec.clone()),
         )),
-        Some(other) => Err(format!(
-            "kind {} is not served by an exec target",
-            other.kind()
-        )),
+        Some(other) => Err(NotAnObject::Kind(other.kind().to_string())),
         None => match path.as_str().split_once('/') {
             Some((kind, name)) => Ok((
                 ObjectRef {
@@ -283,7 +292,7 @@ fn object_of(path: &RelPath, spec: Option<&Spec>) -> Result<(ObjectRef, Option<V
                 },
                 None,
             )),
-            None => Err(format!("{path} is not a <kind>/<name> key")),
+            None => Err(NotAnObject::Key(path.to_string())),
         },
     }
 }
@@ -303,7 +312,7 @@ impl Target for ExecTarget {
         for (i, p) in probes.iter().enumerate() {
             match object_of(p.path, p.spec) {
                 Ok((o, spec)) => asked.push((i, o, spec)),
-                Err(reason) => out[i] = Observed::Unknown(reason),
+                Err(reason) => out[i] = Observed::Unknown(reason.to_string()),
             }
         }
         self.watched
@@ -333,7 +342,8 @@ impl Target for ExecTarget {
         backup: &dyn Backup,
     ) -> Result<Applied, TargetError> {
         let spec = change.desired.as_ref().map(|d| &d.spec);
-        let (object, declared) = object_of(&change.path, spec).map_err(TargetError::Terminal)?;
+        let (object, declared) =
+            object_of(&change.path, spec).map_err(|e| TargetError::Terminal(e.to_string()))?;
         let mut backups = Vec::new();
         let observed = match &change.observed {
             Observed::Present(Live::Structured { state, version }) => {

@@ -49,7 +49,7 @@ impl FilesConfig {
             problems.push(("root", "`root` is empty".to_string()));
         }
         if let Some(name) = &self.link {
-            problems.extend(check_link_name(name).err().map(|m| ("link", m)));
+            problems.extend(check_link_name(name).err().map(|m| ("link", m.to_string())));
         }
         if self.link_keep.is_some() && self.link.is_none() {
             problems.push(("link_keep", "`link_keep` needs `link`".to_string()));
@@ -66,19 +66,24 @@ impl FilesConfig {
     }
 }
 
+/// Why a name cannot be the published tree's link.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LinkNameError {
+    #[error("link {0:?}: give one name for the symlink in the root, without `/`")]
+    NotOneEntry(String),
+    #[error("link {0:?}: the name is tend's own; pick another")]
+    TendsOwn(String),
+}
+
 /// A link name is one entry of the root, and not tend's own (`.tend`, temp
 /// names).
-pub fn check_link_name(name: &str) -> Result<(), String> {
+pub fn check_link_name(name: &str) -> Result<(), LinkNameError> {
     let temp = name.starts_with(".tend-") && name.ends_with(".tmp");
     if name.is_empty() || name == "." || name == ".." || name.contains(['/', '\0']) {
-        return Err(format!(
-            "link {name:?}: give one name for the symlink in the root, without `/`"
-        ));
+        return Err(LinkNameError::NotOneEntry(name.to_string()));
     }
     if name == ".tend" || temp {
-        return Err(format!(
-            "link {name:?}: the name is tend's own; pick another"
-        ));
+        return Err(LinkNameError::TendsOwn(name.to_string()));
     }
     Ok(())
 }

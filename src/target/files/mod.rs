@@ -42,7 +42,7 @@ use git2::Oid;
 use crate::model::{Backup, Change, ContentSource, Observed, RelPath, Spec};
 use crate::target::{Applied, ChangeSink, Probe, Subscription, Swept, Target, TargetError};
 
-pub use config::{check_link_name, FilesConfig, Link, LINK_KEEP};
+pub use config::{check_link_name, FilesConfig, Link, LinkNameError, LINK_KEEP};
 use ops::{counted_fsync, Ops};
 use resolve::Root;
 use statcache::StatCache;

@@ -2,10 +2,9 @@
 //! keeps this host's alive key under a lease it renews itself, reads the
 //! alive hosts and the wanted revision's keys every second (or at once when
 //! told of a new revision), decides ([`super::decide`]), writes what the
-//! decision asks for, and once a minute deletes superseded revisions' keys
-//! (those writes in `writes.rs`). The daemon's loop tells it what it has
-//! and how its passes went, and reads the last verdict; it never waits on
-//! etcd.
+//! decision asks for, and once a minute deletes superseded revisions' keys. The
+//! daemon's loop tells it what it has and how its passes went, and reads
+//! the last verdict; it never waits on etcd.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -20,7 +19,7 @@ use super::decide::{decide, Decision, Held, Local, Verdict};
 use super::keys::{self, Alive, Health, Report, Snapshot};
 use crate::config::{FleetSettings, RolloutSettings};
 use crate::model::host::Host;
-use crate::target::etcd::{describe, Connection};
+use crate::target::etcd::{describe, ClientError, Connection, Unreachable};
 
 mod writes;
 
@@ -29,6 +28,31 @@ const EVERY: Duration = Duration::from_secs(1);
 
 /// How often superseded revisions' keys are looked for.
 const PRUNE_EVERY: Duration = Duration::from_secs(60);
+
+/// Why a cycle reached no decision: etcd did not answer as asked, or the
+/// keys kept changing.
+#[derive(Debug, thiserror::Error)]
+pub enum CycleError {
+    /// In tend's words (`describe`), which say more than the client's.
+    #[error("{what}: {}", describe(.cause))]
+    Call {
+        what: &'static str,
+        cause: etcd_client::Error,
+    },
+    #[error("{what}: no answer within {within:?}")]
+    Timeout {
+        what: &'static str,
+        within: Duration,
+    },
+    #[error("cannot connect within {0:?}")]
+    Connect(Duration),
+    #[error(transparent)]
+    Unreachable(#[from] Unreachable),
+    #[error("the lease's renewal was not answered")]
+    Renewal,
+    #[error("the rollout's keys kept changing under this host's writes")]
+    Contended,
+}
 
 /// The last verdict, and the revision it is about.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -74,8 +98,8 @@ impl Coordinator {
         fleet: &FleetSettings,
         rollout: &RolloutSettings,
         me: &Host,
-    ) -> Result<Coordinator, String> {
-        let conn = Connection::new(&fleet.etcd).map_err(|e| e.to_string())?;
+    ) -> Result<Coordinator, ClientError> {
+        let conn = Connection::new(&fleet.etcd)?;
         let (stop, stopped) = tokio::sync::oneshot::channel();
         let state = Arc::new(Mutex::new(State::default()));
         let wake = Arc::new(Notify::new());
@@ -186,7 +210,7 @@ impl Task {
                     View {
                         wanted: local.wanted.clone(),
                         applied: local.applied.clone(),
-                        verdict: Verdict::Hold(Held::Unreachable(why)),
+                        verdict: Verdict::Hold(Held::Unreachable(why.to_string())),
                         canary: false,
                         halt: None,
                         soaked,
@@ -244,13 +268,16 @@ impl Task {
 
     async fn timed<T>(
         &self,
-        what: &str,
+        what: &'static str,
         f: impl std::future::Future<Output = Result<T, etcd_client::Error>>,
-    ) -> Result<T, String> {
+    ) -> Result<T, CycleError> {
         match tokio::time::timeout(self.bound(), f).await {
             Ok(Ok(v)) => Ok(v),
-            Ok(Err(e)) => Err(format!("{what}: {}", describe(&e))),
-            Err(_) => Err(format!("{what}: no answer within {:?}", self.bound())),
+            Ok(Err(cause)) => Err(CycleError::Call { what, cause }),
+            Err(_) => Err(CycleError::Timeout {
+                what,
+                within: self.bound(),
+            }),
         }
     }
 
@@ -258,23 +285,22 @@ impl Task {
     /// write did not take (another host wrote first: canaries chosen, a
     /// halt, a promotion) was made on a stale read: it is made again from
     /// a new read, and after three such reads the revision is held.
-    async fn cycle(&mut self, local: &Local) -> Result<Decision, String> {
+    async fn cycle(&mut self, local: &Local) -> Result<Decision, CycleError> {
         for _ in 0..3 {
             if let Some(decision) = self.try_cycle(local).await? {
                 return Ok(decision);
             }
         }
-        Err("the rollout's keys kept changing under this host's writes".into())
+        Err(CycleError::Contended)
     }
 
-    async fn try_cycle(&mut self, local: &Local) -> Result<Option<Decision>, String> {
+    async fn try_cycle(&mut self, local: &Local) -> Result<Option<Decision>, CycleError> {
         let mut client = match self.client.clone() {
             Some(c) => c,
             None => {
                 let c = tokio::time::timeout(self.bound(), self.conn.connect())
                     .await
-                    .map_err(|_| format!("cannot connect within {:?}", self.bound()))?
-                    .map_err(|e| e.to_string())?;
+                    .map_err(|_| CycleError::Connect(self.bound()))??;
                 self.client = Some(c.clone());
                 c
             }
@@ -318,7 +344,7 @@ impl Task {
         Ok(Some(decision))
     }
 
-    async fn put_alive(&self, client: &mut Client, lease: i64) -> Result<(), String> {
+    async fn put_alive(&self, client: &mut Client, lease: i64) -> Result<(), CycleError> {
         let value = serde_json::to_vec(&Alive {
             labels: self.me.labels.clone(),
         })
@@ -334,7 +360,7 @@ impl Task {
 
     /// The lease, granted when there is none (or it expired) and renewed
     /// every third of its time.
-    async fn keep_lease(&mut self, client: &mut Client) -> Result<i64, String> {
+    async fn keep_lease(&mut self, client: &mut Client) -> Result<i64, CycleError> {
         if let Some(l) = self.lease.as_mut() {
             if l.keep.is_some() && l.renewed.elapsed() < self.ttl / 3 {
                 return Ok(l.id);
@@ -379,7 +405,7 @@ impl Task {
                 None if l.renewed.elapsed() < self.ttl => {
                     l.keep = None;
                     self.lease = Some(l);
-                    return Err("the lease's renewal was not answered".into());
+                    return Err(CycleError::Renewal);
                 }
                 _ => {}
             }

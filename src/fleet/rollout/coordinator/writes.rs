@@ -4,7 +4,7 @@
 
 use etcd_client::{Client, Compare, CompareOp, DeleteOptions, GetOptions, PutOptions, Txn, TxnOp};
 
-use super::Task;
+use super::{CycleError, Task};
 use crate::fleet::rollout::decide::Write;
 use crate::fleet::rollout::keys;
 
@@ -12,7 +12,7 @@ impl Task {
     /// Deletes the keys of revisions older than the [`keys::KEPT`] newest
     /// (never `wanted`'s): the rollout's keys stay bounded however many
     /// commits roll out.
-    pub(super) async fn prune(&self, wanted: Option<&str>) -> Result<(), String> {
+    pub(super) async fn prune(&self, wanted: Option<&str>) -> Result<(), CycleError> {
         let Some(mut client) = self.client.clone() else {
             return Ok(());
         };
@@ -52,7 +52,7 @@ impl Task {
         client: &mut Client,
         lease: i64,
         w: &Write,
-    ) -> Result<bool, String> {
+    ) -> Result<bool, CycleError> {
         let absent = |key: &str| Compare::create_revision(key, CompareOp::Equal, 0);
         let txn = match w {
             Write::Canaries { rev, hosts } => {

@@ -271,15 +271,12 @@ pub fn run(command: &[String], timeout: Duration, report: &mut dyn FnMut(&Outcom
     };
     let info = plugin
         .call("initialize", protocol::initialize_params("check"), timeout)
-        .map_err(|e| e.to_string())
-        .and_then(|v| {
-            serde_json::from_value::<InitializeResult>(v)
-                .map_err(|e| format!("malformed answer: {e}"))
-        })
-        .and_then(|i| i.check().map(|()| i).map_err(|e| e.to_string()));
+        .map_err(InitError::Call)
+        .and_then(|v| serde_json::from_value::<InitializeResult>(v).map_err(InitError::Malformed))
+        .and_then(|i| i.check().map(|()| i).map_err(InitError::Incompatible));
     let info = match info {
         Ok(i) => i,
-        Err(e) => return fail("initialize", e),
+        Err(e) => return fail("initialize", e.to_string()),
     };
     let Some((kind, example)) = info
         .kinds
@@ -307,7 +304,7 @@ pub fn run(command: &[String], timeout: Duration, report: &mut dyn FnMut(&Outcom
         ),
     );
     if let Err(f) = check_example(&example.create, &example.update) {
-        c.fail(Failure("initialize", f));
+        c.fail(Failure("initialize", f.to_string()));
         return c.failed;
     }
     if let Err(f) = c.lifecycle(&example.create, &example.update) {
@@ -348,21 +345,43 @@ pub fn run(command: &[String], timeout: Duration, report: &mut dyn FnMut(&Outcom
     c.failed
 }
 
+/// Why the plugin's `initialize` leaves nothing to check.
+#[derive(Debug, thiserror::Error)]
+enum InitError {
+    #[error("{0}")]
+    Call(CallError),
+    #[error("malformed answer: {0}")]
+    Malformed(#[source] serde_json::Error),
+    #[error(transparent)]
+    Incompatible(protocol::Incompatible),
+}
+
+/// Why an example cannot drive every check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+enum ExampleError {
+    #[error("example `create` and `update` must be objects")]
+    NotObjects,
+    #[error("example `update` must leave out a field `create` sets")]
+    LeavesNothingOut,
+    #[error("example `update` must change a field")]
+    ChangesNothing,
+}
+
 /// The example must let every check run: an update that changes a field
 /// and leaves another out.
-fn check_example(create: &Value, update: &Value) -> Result<(), String> {
+fn check_example(create: &Value, update: &Value) -> Result<(), ExampleError> {
     if !create.is_object() || !update.is_object() {
-        return Err("example `create` and `update` must be objects".into());
+        return Err(ExampleError::NotObjects);
     }
     let (c, u) = (
         ownership::managed_fields(create),
         ownership::managed_fields(update),
     );
     if !c.iter().any(|p| !u.contains(p)) {
-        return Err("example `update` must leave out a field `create` sets".into());
+        return Err(ExampleError::LeavesNothingOut);
     }
     if ownership::compare(update, create, &[], &[]).is_empty() {
-        return Err("example `update` must change a field".into());
+        return Err(ExampleError::ChangesNothing);
     }
     Ok(())
 }

@@ -37,7 +37,12 @@ impl Managed {
         if others.is_empty() && kept.iter().all(|k| *k) {
             return None;
         }
-        let held = self.0.iter().zip(kept).filter(|(_, k)| *k).map(|(id, _)| id.clone());
+        let held = self
+            .0
+            .iter()
+            .zip(kept)
+            .filter(|(_, k)| *k)
+            .map(|(id, _)| id.clone());
         let mut all: Vec<ResourceId> = held.collect();
         all.append(&mut others);
         Some(Managed::from_ids(all))
@@ -126,7 +131,14 @@ mod tests {
         let changed = m.replaced_by(moved.iter()).expect("b is a file now");
         assert_eq!(changed.get("b"), Some(&id("file", "b")));
         assert_eq!(changed.iter().count(), 3);
-        let twice = [id("file", "a"), id("file", "a"), id("symlink", "b"), id("file", "c/d")];
-        assert!(m.replaced_by(twice.iter()).is_some_and(|n| n.iter().count() == 3));
+        let twice = [
+            id("file", "a"),
+            id("file", "a"),
+            id("symlink", "b"),
+            id("file", "c/d"),
+        ];
+        assert!(m
+            .replaced_by(twice.iter())
+            .is_some_and(|n| n.iter().count() == 3));
     }
 }
