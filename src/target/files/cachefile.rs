@@ -57,7 +57,7 @@ pub(super) fn encode_to(out: impl Write, map: &[(u64, Entry)], root_key: &[u8]) 
             e.size,
             e.mtime as u64,
             e.ctime as u64,
-            e.recorded as u64,
+            if e.trusted { ALWAYS } else { NEVER } as u64,
         ];
         for (i, v) in words.into_iter().enumerate() {
             fixed[i * 8..i * 8 + 8].copy_from_slice(&v.to_le_bytes());
@@ -79,11 +79,33 @@ pub(super) struct Entry {
     pub size: u64,
     pub mtime: i64,
     pub ctime: i64,
-    /// The filesystem clock when the content was read (or written).
-    pub recorded: i64,
     pub blob: [u8; 20],
     /// The generation in which the entry was last used.
-    pub seen: u32,
+    pub seen: u16,
+    /// The content was read (or written) strictly after the mtime: see
+    /// [`trusted`]. Kept as the answer, not the moment (the file keeps the
+    /// moment): an entry in memory is 64 bytes, and there are 100k.
+    pub trusted: bool,
+}
+
+/// `recorded` of an entry made without a filesystem clock: never trusted.
+pub(super) const NEVER: i64 = i64::MIN;
+/// `recorded` written for an entry known trusted.
+const ALWAYS: i64 = i64::MAX;
+const NANOS: i64 = 1_000_000_000;
+
+/// Racy-git rule: content read at `recorded` can only be vouched for by an
+/// mtime strictly older than that moment; a write in the same clock tick
+/// could have left the mtime unchanged. A filesystem whose timestamps carry
+/// no nanoseconds gets a two-second margin (FAT rounds to two seconds).
+pub(super) fn trusted(mtime: i64, recorded: i64) -> bool {
+    if recorded == NEVER {
+        return false;
+    }
+    if mtime.rem_euclid(NANOS) == 0 {
+        return mtime.div_euclid(NANOS).saturating_add(2) <= recorded.div_euclid(NANOS);
+    }
+    mtime < recorded
 }
 
 #[cfg(test)]
@@ -134,7 +156,7 @@ fn decode(input: impl Read, len: u64, root_key: &[u8]) -> Option<Vec<(u64, Entry
                 size: word(3),
                 mtime: word(4) as i64,
                 ctime: word(5) as i64,
-                recorded: word(6) as i64,
+                trusted: trusted(word(4) as i64, word(6) as i64),
                 blob: fixed[56..].try_into().ok()?,
                 seen: 0,
             },
@@ -209,7 +231,6 @@ pub(super) fn write_atomically(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::target::files::statcache::NEVER;
 
     fn decode(bytes: &[u8], root_key: &[u8]) -> Option<Vec<(u64, Entry)>> {
         super::decode(bytes, bytes.len() as u64, root_key)
@@ -224,7 +245,7 @@ mod tests {
             size: 3,
             mtime: -4,
             ctime: 5,
-            recorded: NEVER,
+            trusted: false,
             blob: [7; 20],
             seen: 0,
         };
@@ -266,7 +287,7 @@ mod tests {
                 size: i * 3,
                 mtime: 10,
                 ctime: 11,
-                recorded: 12,
+                trusted: true,
                 blob: [i as u8; 20],
                 seen: 0,
             };

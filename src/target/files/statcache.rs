@@ -13,14 +13,13 @@ use git2::Oid;
 use rustix::fs::{self as rfs, Timespec, Timestamps, UTIME_NOW};
 
 use super::at::Meta;
-use super::cachefile::{encode_to, file_stem, load, path_key, write_atomically, Entry};
+use super::cachefile::{
+    encode_to, file_stem, load, path_key, trusted, write_atomically, Entry, NEVER,
+};
 use super::stattable::{Table, GONE};
 
 /// An entry not looked up during this many flushes (passes) is dropped.
-const KEEP_GENERATIONS: u32 = 8;
-/// `recorded` of an entry made without a filesystem clock: never trusted.
-pub(super) const NEVER: i64 = i64::MIN;
-const NANOS: i64 = 1_000_000_000;
+const KEEP_GENERATIONS: u16 = 8;
 
 impl Entry {
     fn matches(&self, meta: &Meta) -> bool {
@@ -33,25 +32,11 @@ impl Entry {
 }
 
 /// The generation after `g`: never the mark of a forgotten entry.
-fn next_generation(g: u32) -> u32 {
+fn next_generation(g: u16) -> u16 {
     match g.wrapping_add(1) {
         GONE => 0,
         next => next,
     }
-}
-
-/// Racy-git rule: content read at `recorded` can only be vouched for by an
-/// mtime strictly older than that moment; a write in the same clock tick
-/// could have left the mtime unchanged. A filesystem whose timestamps carry
-/// no nanoseconds gets a two-second margin (FAT rounds to two seconds).
-pub(super) fn trusted(mtime: i64, recorded: i64) -> bool {
-    if recorded == NEVER {
-        return false;
-    }
-    if mtime.rem_euclid(NANOS) == 0 {
-        return mtime.div_euclid(NANOS).saturating_add(2) <= recorded.div_euclid(NANOS);
-    }
-    mtime < recorded
 }
 
 struct Inner {
@@ -61,7 +46,7 @@ struct Inner {
     /// The cache file being read on another thread; the map is taken from
     /// it at the first use.
     loading: Option<JoinHandle<Option<(Table, bool)>>>,
-    generation: u32,
+    generation: u16,
     dirty: bool,
 }
 
@@ -178,7 +163,7 @@ impl StatCache {
         let mut inner = self.lock();
         let generation = inner.generation;
         let entry = inner.map.get_mut(key)?;
-        if !entry.matches(meta) || !trusted(entry.mtime, entry.recorded) {
+        if !entry.matches(meta) || !entry.trusted {
             return None;
         }
         entry.seen = generation;
@@ -206,7 +191,7 @@ impl StatCache {
             size: meta.size,
             mtime: meta.mtime,
             ctime: meta.ctime,
-            recorded: recorded.unwrap_or(NEVER),
+            trusted: trusted(meta.mtime, recorded.unwrap_or(NEVER)),
             blob,
             seen: inner.generation,
         };
@@ -225,7 +210,7 @@ impl StatCache {
         };
         let same_content = (before.dev, before.ino, before.size, before.mtime)
             == (after.dev, after.ino, after.size, after.mtime);
-        if entry.matches(before) && trusted(entry.mtime, entry.recorded) && same_content {
+        if entry.matches(before) && entry.trusted && same_content {
             entry.ctime = after.ctime;
             inner.dirty = true;
         }
@@ -277,6 +262,7 @@ mod tests {
 
     #[test]
     fn racy_entries_are_not_trusted() {
+        const NANOS: i64 = 1_000_000_000;
         let t = 1_700_000_000 * NANOS + 500;
         assert!(trusted(t - 1, t));
         assert!(

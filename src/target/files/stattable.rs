@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use super::cachefile::Entry;
 
 /// `seen` of an entry forgotten since the last [`Table::compact`].
-pub(super) const GONE: u32 = u32::MAX;
+pub(super) const GONE: u16 = u16::MAX;
 
 #[derive(Debug, Default)]
 pub(super) struct Table {
@@ -151,7 +151,7 @@ mod tests {
             size: 2,
             mtime: 3,
             ctime: 4,
-            recorded: 5,
+            trusted: true,
             blob: [7; 20],
             seen: 0,
         }
@@ -174,6 +174,12 @@ mod tests {
         t.compact(|e| e.ino != 11);
         let keys: Vec<u64> = t.entries().iter().map(|(k, _)| *k).collect();
         assert_eq!(keys, [3]);
+    }
+
+    /// 100k entries are held whole: each stays at 72 bytes with its key.
+    #[test]
+    fn an_entry_stays_small() {
+        assert_eq!(std::mem::size_of::<(u64, Entry)>(), 72);
     }
 
     #[test]
