@@ -236,51 +236,65 @@ impl Context {
         items: impl IntoIterator<Item = (&'a ResourceId, &'a str, &'a RelPath, Option<&'a Spec>)>,
     ) -> Vec<Observed> {
         let mut out = Vec::new();
-        self.observe_each(items, |obs| out.push(obs));
+        self.observe_each(
+            items
+                .into_iter()
+                .map(|(id, target, path, spec)| (target, Probe { id, path, spec }, ())),
+            |(), observed| out.push(observed),
+        );
         out
     }
 
-    /// Observes `items` and hands each answer to `seen`, in the items'
-    /// order. Items of one target that follow each other are observed
-    /// together, at most as many at once as the target takes: a pass over
-    /// a whole declaration (in identity order, each target's resources
-    /// together) holds no more observations than that.
-    pub fn observe_each<'a>(
+    /// Observes `items` (each a target's name, what to look at there, and
+    /// what the caller knows it by) and hands each answer to `seen` with
+    /// the caller's part, in the items' order. Items of one target that
+    /// follow each other are observed together, at most as many at once as
+    /// the target takes: a pass over a whole declaration (in identity
+    /// order, each target's resources together) holds no more
+    /// observations than that, and a target that reads its whole store per
+    /// call reads it once.
+    pub fn observe_each<'a, T>(
         &self,
-        items: impl IntoIterator<Item = (&'a ResourceId, &'a str, &'a RelPath, Option<&'a Spec>)>,
-        mut seen: impl FnMut(Observed),
+        items: impl IntoIterator<Item = (&'a str, Probe<'a>, T)>,
+        mut seen: impl FnMut(T, Observed),
     ) {
-        let mut run: Vec<Probe<'a>> = Vec::new();
+        let mut probes: Vec<Probe<'a>> = Vec::new();
+        let mut theirs: Vec<T> = Vec::new();
         let mut run_target: Option<&'a str> = None;
-        let mut flush = |name: &str, probes: &mut Vec<Probe<'a>>| {
-            let answers = match self.targets.get(name) {
+        let mut flush = |name: &str, probes: &mut Vec<Probe<'a>>, theirs: &mut Vec<T>| {
+            let mut answers = match self.targets.get(name) {
                 Some(target) => target.observe(probes),
                 None => {
                     let why = format!("target {name:?} is not configured");
                     vec![Observed::Unknown(why); probes.len()]
                 }
             };
-            debug_assert_eq!(answers.len(), probes.len());
-            answers.into_iter().for_each(&mut seen);
+            // One answer per probe whatever a target gave: none is taken
+            // for another resource's.
+            answers.resize(probes.len(), Observed::Unknown("not observed".into()));
+            for (t, observed) in theirs.drain(..).zip(answers) {
+                seen(t, observed);
+            }
             probes.clear();
         };
-        for (id, target, path, spec) in items {
+        for (target, probe, t) in items {
             let full = run_target.is_some_and(|t| {
                 t != target
                     || self
                         .targets
                         .get(t)
                         .and_then(|t| t.observe_limit())
-                        .is_some_and(|limit| run.len() >= limit)
+                        .is_some_and(|limit| probes.len() >= limit)
             });
             if let (true, Some(name)) = (full, run_target) {
-                flush(name, &mut run);
+                flush(name, &mut probes, &mut theirs);
             }
             run_target = Some(target);
-            run.push(Probe { id, path, spec });
+            probes.push(probe);
+            theirs.push(t);
         }
         if let Some(name) = run_target {
-            flush(name, &mut run);
+            flush(name, &mut probes, &mut theirs);
         }
     }
 }

@@ -8,7 +8,8 @@ use super::pass::{Revision, Scope};
 use super::record::managed_fields;
 use crate::diff::{self, Inventory, Owned, Plan, Planner};
 use crate::ledger::{Ledger, LedgerError, State};
-use crate::model::{ResourceId, Resources, Spec};
+use crate::model::{Desired, RelPath, ResourceId, Resources, Spec};
+use crate::target::Probe;
 
 /// The ledger's inventory, placed by the declaration; the ledger lists it
 /// in identity order, so one walk along the declaration finds each
@@ -21,6 +22,33 @@ fn inventory_of(
     let mut along = diff::Along::new(declared);
     members(&mut |id, target, path| inventory.add(&mut along, id, target, path))?;
     Ok(inventory)
+}
+
+/// What a pass observes: a declared resource, or an inventory member no
+/// longer declared.
+#[derive(Clone, Copy)]
+enum Item<'a> {
+    Declared(&'a Desired),
+    Member(&'a Owned),
+}
+
+fn probe<'a>(id: &'a ResourceId, path: &'a RelPath, spec: Option<&'a Spec>) -> Probe<'a> {
+    Probe { id, path, spec }
+}
+
+/// The declared resources and the members no longer declared, both in
+/// identity order, merged into one.
+fn in_identity_order<'a>(
+    declared: impl Iterator<Item = &'a Desired>,
+    members: Vec<&'a Owned>,
+) -> impl Iterator<Item = Item<'a>> {
+    let mut declared = declared.peekable();
+    let mut members = members.into_iter().peekable();
+    std::iter::from_fn(move || match (declared.peek(), members.peek()) {
+        (Some(d), Some(o)) if o.id < d.id => members.next().map(Item::Member),
+        (Some(_), _) => declared.next().map(Item::Declared),
+        (None, _) => members.next().map(Item::Member),
+    })
 }
 
 /// Observations and the plan for one pass.
@@ -83,32 +111,25 @@ pub fn prepare(
     // is. Only the rest, which the plan may prune, are observed apart.
     let keep = |id: &ResourceId| rev.declared.blocked.contains_key(id);
     let mut planner = Planner::new(&inventory, &keep);
-    let mut next = desired.values();
-    ctx.observe_each(
-        desired
-            .values()
-            .map(|d| (&d.id, d.target(), &d.path, Some(&d.spec))),
-        |observed| {
-            let d = next.next().expect("one answer per declaration");
-            let before = managed.get(&d.id).map(Vec::as_slice).unwrap_or_default();
-            planner.declared(d, observed, before);
-        },
-    );
-    let apart: Vec<&Owned> = inventory
+    let mut apart: Vec<&Owned> = inventory
         .undeclared
         .iter()
         .filter(|o| !keep(&o.id))
         .collect();
-    let mut next = apart.iter();
-    ctx.observe_each(
-        apart
-            .iter()
-            .map(|o| (&o.id, o.target.as_str(), &o.path, None)),
-        |observed| {
-            let owned = next.next().expect("one answer per member");
-            planner.undeclared(owned, observed);
-        },
-    );
+    apart.sort_unstable_by(|a, b| a.id.cmp(&b.id));
+    // Both in identity order, so each target's resources come together
+    // and a target that reads its whole store per call reads it once.
+    let items = in_identity_order(desired.values(), apart).map(|item| match item {
+        Item::Declared(d) => (d.target(), probe(&d.id, &d.path, Some(&d.spec)), item),
+        Item::Member(o) => (o.target.as_str(), probe(&o.id, &o.path, None), item),
+    });
+    ctx.observe_each(items, |item, observed| match item {
+        Item::Declared(d) => {
+            let before = managed.get(&d.id).map(Vec::as_slice).unwrap_or_default();
+            planner.declared(d, observed, before);
+        }
+        Item::Member(o) => planner.undeclared(o, observed),
+    });
     let plan = planner.finish();
     // Only the prune limits need the whole count: a keyed scope that would
     // prune reads it.

@@ -58,16 +58,22 @@ impl Builder<'_> {
                 }
             }
         }
+        // Taken out together once all are found: one walk, however many.
+        let mut out = std::collections::HashSet::new();
         for (outer, inner, op, ip) in clash {
             for id in [outer, inner] {
-                if let Some(d) = resources.remove(&id) {
-                    self.block(
-                        id,
-                        &d.origin(),
-                        format!("{ip} lies inside {op}, which is declared as a file"),
-                    );
+                if out.contains(&id) {
+                    continue;
+                }
+                if let Some(origin) = resources.get(&id).map(|d| d.origin()) {
+                    out.insert(id.clone());
+                    let why = format!("{ip} lies inside {op}, which is declared as a file");
+                    self.block(id, &origin, why);
                 }
             }
+        }
+        if !out.is_empty() {
+            resources.retain(|d| !out.contains(&d.id));
         }
     }
 

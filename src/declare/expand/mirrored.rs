@@ -92,15 +92,17 @@ impl Builder<'_> {
     /// it and a decrypted file's suffix after it; the mirror's files share
     /// one declaration for each such pair.
     fn mirrored_by(&mut self, file: &str, path: &str) -> Arc<Declaration> {
-        let parts = file
-            .rfind(path)
-            .map(|at| (&file[..at], &file[at + path.len()..]));
-        let decrypted = self.opts.decrypt_suffix.unwrap_or_default();
-        let fits = |(under, suffix): &(&str, &str)| {
-            (under.is_empty() || under.ends_with('/'))
-                && (suffix.is_empty() || *suffix == decrypted)
-        };
-        let Some((under, suffix)) = parts.filter(fits) else {
+        // The file is `under` + `path` + `suffix`: the suffix a decrypted
+        // file's name ends with, or none, and the source path before it.
+        let decrypted = self.opts.decrypt_suffix.filter(|s| !s.is_empty());
+        let parts = [decrypted, Some("")]
+            .into_iter()
+            .flatten()
+            .find_map(|suffix| {
+                let under = file.strip_suffix(suffix)?.strip_suffix(path)?;
+                (under.is_empty() || under.ends_with('/')).then_some((under, suffix))
+            });
+        let Some((under, suffix)) = parts else {
             // Not its path in any form: named as it is.
             return Arc::new(Declaration {
                 file: Some(file.into()),

@@ -324,6 +324,32 @@ mod tests {
         assert_eq!(decode(&old, b"/root"), None);
     }
 
+    /// A file written with the moment each content was read (as every
+    /// file was, and is read still): an entry read at its mtime's moment is
+    /// racy, one read after it trusted, one with no clock never.
+    #[test]
+    fn the_moment_in_the_file_decides_trust() {
+        let mtime: i64 = 1_700_000_000 * 1_000_000_000 + 500;
+        let mut file = MAGIC.to_vec();
+        file.extend_from_slice(&5u32.to_le_bytes());
+        file.extend_from_slice(b"/root");
+        file.extend_from_slice(&3u64.to_le_bytes());
+        for (key, recorded) in [(1u64, mtime), (2, mtime + 1), (3, NEVER)] {
+            for word in [key, 7, 8, 9, mtime as u64, 10, recorded as u64] {
+                file.extend_from_slice(&word.to_le_bytes());
+            }
+            file.extend_from_slice(&[5; 20]);
+        }
+        let digest = Sha256::digest(&file);
+        file.extend_from_slice(&digest);
+        let trust: Vec<(u64, bool)> = decode(&file, b"/root")
+            .unwrap()
+            .into_iter()
+            .map(|(k, e)| (k, e.trusted))
+            .collect();
+        assert_eq!(trust, [(1, false), (2, true), (3, false)]);
+    }
+
     #[test]
     fn path_keys_are_stable_and_distinct() {
         assert_eq!(path_key("etc/a"), path_key("etc/a"));

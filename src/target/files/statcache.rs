@@ -88,7 +88,7 @@ impl StatCache {
         let root_key = root.as_os_str().as_encoded_bytes().to_vec();
         // Read while the caller goes on (fetching, reading the declaration):
         // nothing looks at the cache before the first observation.
-        let (mut map, mut loading) = (Table::default(), None);
+        let (mut map, mut loading, mut unsorted) = (Table::default(), None, false);
         if let Some(f) = &file {
             let (f2, key) = (f.clone(), root_key.clone());
             let spawned = std::thread::Builder::new()
@@ -96,7 +96,9 @@ impl StatCache {
                 .spawn(move || load(&f2, &key).map(Table::from_entries));
             match spawned {
                 Ok(handle) => loading = Some(handle),
-                Err(_) => map = Table::from_entries(load(f, &root_key).unwrap_or_default()).0,
+                Err(_) => {
+                    (map, unsorted) = Table::from_entries(load(f, &root_key).unwrap_or_default())
+                }
             }
         }
         StatCache {
@@ -108,7 +110,8 @@ impl StatCache {
                 map,
                 loading,
                 generation: 0,
-                dirty: false,
+                // Written again in order by the next flush.
+                dirty: unsorted,
             }),
         }
     }

@@ -5,6 +5,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use super::managed::Managed;
 use crate::model::ResourceId;
@@ -25,7 +26,8 @@ pub(super) struct Index {
     /// names a managed path.
     pub(super) root: Option<PathBuf>,
     /// The managed paths, by their identities (an identity names its path).
-    pub(super) files: Managed,
+    /// Shared, so a whole new set is worked out without holding the index.
+    pub(super) files: Arc<Managed>,
     /// What tend's last write of each identity left at its path: an event
     /// after which the path shows just that is the echo of tend's own
     /// write; anything else is a change.
@@ -92,11 +94,6 @@ impl Index {
             }
         }
         ids
-    }
-
-    /// Takes `id` out of the managed paths, when it is there under its key.
-    pub(super) fn remove(&mut self, id: &ResourceId) {
-        self.files.remove(id);
     }
 
     /// The full path of a managed identity.
@@ -172,7 +169,7 @@ mod tests {
             ..Index::default()
         };
         for p in paths {
-            index.files.insert(id(p));
+            Arc::make_mut(&mut index.files).insert(id(p));
         }
         index
     }

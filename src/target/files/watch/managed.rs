@@ -5,7 +5,10 @@
 
 use crate::model::ResourceId;
 
-#[derive(Debug, Default)]
+/// Changes made one at a time at most; more and the set is made again.
+const FEW: usize = 64;
+
+#[derive(Debug, Default, Clone)]
 pub(super) struct Managed(Vec<ResourceId>);
 
 impl Managed {
@@ -28,9 +31,20 @@ impl Managed {
     ) -> Option<Managed> {
         let mut kept = vec![false; self.0.len()];
         let mut others = Vec::new();
+        // Told in identity order, which for one kind is path order: the
+        // next one held is looked at first, and searched for only when
+        // it is not that.
+        let mut next = 0;
         for id in ids {
-            match self.position(id.key()) {
-                Ok(i) if self.0[i] == *id && !kept[i] => kept[i] = true,
+            let at = match self.0.get(next) {
+                Some(held) if held == id => Ok(next),
+                _ => self.position(id.key()),
+            };
+            match at {
+                Ok(i) if self.0[i] == *id && !kept[i] => {
+                    kept[i] = true;
+                    next = i + 1;
+                }
                 _ => others.push(id.clone()),
             }
         }
@@ -80,6 +94,39 @@ impl Managed {
                 self.0.remove(i);
             }
         }
+    }
+
+    /// This set after `changes`: each identity no longer here, and then
+    /// here again at its path when it has one (`true`). One at a time for
+    /// a few; for many, the set is made again at once (each change alone
+    /// moves the entries after it).
+    pub(super) fn patch(&mut self, changes: Vec<(ResourceId, bool)>) {
+        if changes.len() <= FEW {
+            for (id, held) in changes {
+                if !(held && self.get(id.key()) == Some(&id)) {
+                    self.remove(&id);
+                    if held {
+                        self.insert(id);
+                    }
+                }
+            }
+            return;
+        }
+        let changed: std::collections::HashSet<&ResourceId> =
+            changes.iter().map(|(id, _)| id).collect();
+        let mut ids: Vec<ResourceId> = self
+            .0
+            .iter()
+            .filter(|id| !changed.contains(id))
+            .cloned()
+            .collect();
+        ids.extend(
+            changes
+                .iter()
+                .filter(|(_, held)| *held)
+                .map(|(id, _)| id.clone()),
+        );
+        *self = Managed::from_ids(ids);
     }
 
     pub(super) fn iter(&self) -> std::slice::Iter<'_, ResourceId> {
@@ -140,5 +187,27 @@ mod tests {
         assert!(m
             .replaced_by(twice.iter())
             .is_some_and(|n| n.iter().count() == 3));
+    }
+
+    /// A few changes and many give the same set.
+    #[test]
+    fn patches_few_or_many_agree() {
+        let start: Vec<ResourceId> = (0..300).map(|i| id("file", &format!("f{i:03}"))).collect();
+        let mut changes: Vec<(ResourceId, bool)> = Vec::new();
+        for i in (0..300).step_by(3) {
+            changes.push((id("file", &format!("f{i:03}")), i % 2 == 0));
+        }
+        changes.push((id("symlink", "f001"), true));
+        changes.push((id("file", "new"), true));
+        let mut many = Managed::from_ids(start.clone());
+        many.patch(changes.clone());
+        let mut one_by_one = Managed::from_ids(start);
+        for c in changes {
+            one_by_one.patch(vec![c]);
+        }
+        let keys = |m: &Managed| m.iter().cloned().collect::<Vec<_>>();
+        assert_eq!(keys(&many), keys(&one_by_one));
+        assert_eq!(many.get("f001"), Some(&id("symlink", "f001")));
+        assert!(many.get("f003").is_none() && many.get("f006").is_some());
     }
 }

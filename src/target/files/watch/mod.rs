@@ -192,11 +192,11 @@ impl FilesWatch {
 impl Subscription for FilesWatch {
     fn manage(&mut self, managed: &mut dyn Iterator<Item = (&ResourceId, &RelPath)>) -> Recheck {
         // An identity names its path: the path given beside it is its key.
-        let mut index = self.index.lock().expect("watch index");
-        if let Some(files) = index.files.replaced_by(managed.map(|(id, _)| id)) {
-            index.files = files;
+        // Worked out beside the index: events are judged meanwhile.
+        let now = self.index.lock().expect("watch index").files.clone();
+        if let Some(files) = now.replaced_by(managed.map(|(id, _)| id)) {
+            self.index.lock().expect("watch index").files = Arc::new(files);
         }
-        drop(index);
         self.root_moved();
         self.watch_all()
     }
@@ -209,15 +209,16 @@ impl Subscription for FilesWatch {
         changes: &mut dyn Iterator<Item = (&ResourceId, Option<&RelPath>)>,
     ) -> Recheck {
         let mut patched = Vec::new();
+        let mut told = Vec::new();
+        for (id, now) in changes {
+            told.push((id.clone(), now.is_some()));
+            if let Some(path) = now {
+                patched.push((id.clone(), path.clone()));
+            }
+        }
         {
             let mut index = self.index.lock().expect("watch index");
-            for (id, now) in changes {
-                index.remove(id);
-                if let Some(path) = now {
-                    index.files.insert(id.clone());
-                    patched.push((id.clone(), path.clone()));
-                }
-            }
+            Arc::make_mut(&mut index.files).patch(told);
         }
         if self.root_moved() {
             return self.watch_all();
