@@ -194,6 +194,9 @@ pub trait Target: Send + Sync {
     fn flush(&self) -> std::io::Result<()> {
         Ok(())
     }
+    /// Let go of what the next pass can read again (the stat cache, once
+    /// saved): a daemon calls it between full passes, where it waits.
+    fn rest(&self) {}
     /// Start sending what may have drifted to `sink`; subscribing again
     /// replaces the sink. With `watch` (`policy.watch`), a target that can
     /// watch its live state begins to, and returns the subscription the

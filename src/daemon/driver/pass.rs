@@ -68,7 +68,13 @@ impl Loop {
         let rev2 = rev.clone();
         let result = self
             .blocking(move |ctx, rec| match scope {
-                Scope::All => reconcile::full_pass(ctx, rec, &rev2, opts, &ctl),
+                Scope::All => {
+                    let report = reconcile::full_pass(ctx, rec, &rev2, opts, &ctl);
+                    // Saved by the pass, and read again by the next use:
+                    // not held while the daemon waits.
+                    ctx.targets.values().for_each(|t| t.rest());
+                    report
+                }
                 Scope::Changes(_) => reconcile::pruning_pass(ctx, rec, &rev2, scope, opts, &ctl),
                 Scope::Keys(keys) => reconcile::keyed_pass(ctx, rec, &rev2, keys, opts, &ctl),
             })

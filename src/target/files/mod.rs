@@ -352,6 +352,10 @@ impl Target for FilesTarget {
         self.cache.flush()
     }
 
+    fn rest(&self) {
+        self.cache.release();
+    }
+
     fn begin(&self, rev: Oid, carried: &dyn Fn() -> Vec<RelPath>) -> Result<(), TargetError> {
         match &self.trees {
             Some(trees) => self.begin_tree(trees, rev, carried),

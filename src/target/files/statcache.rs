@@ -19,7 +19,7 @@ use super::cachefile::{
 use super::stattable::{Table, GONE};
 
 /// An entry not looked up during this many flushes (passes) is dropped.
-const KEEP_GENERATIONS: u16 = 8;
+pub(super) const KEEP_GENERATIONS: u16 = 8;
 
 impl Entry {
     fn matches(&self, meta: &Meta) -> bool {
@@ -46,6 +46,9 @@ struct Inner {
     /// The cache file being read on another thread; the map is taken from
     /// it at the first use.
     loading: Option<JoinHandle<Option<(Table, bool)>>>,
+    /// Let go of once saved (see [`StatCache::release`]): when each entry
+    /// was last seen, in key order, for the map read again at the next use.
+    released: Option<Vec<u16>>,
     generation: u16,
     dirty: bool,
 }
@@ -109,6 +112,7 @@ impl StatCache {
             inner: Mutex::new(Inner {
                 map,
                 loading,
+                released: None,
                 generation: 0,
                 // Written again in order by the next flush.
                 dirty: unsorted,
@@ -133,7 +137,36 @@ impl StatCache {
             // Written again in order by the next flush.
             inner.dirty |= unsorted;
         }
+        if let Some(seen) = inner.released.take() {
+            let loaded = self.file.as_ref().and_then(|f| load(f, &self.root_key));
+            let (mut map, unsorted) = Table::from_entries(loaded.unwrap_or_default());
+            if !map.set_seen(&seen) {
+                // Not the file that was saved: every entry counts as seen
+                // now, and a stale one goes after a few passes.
+                map.see_all(inner.generation);
+            }
+            inner.map = map;
+            inner.dirty |= unsorted;
+        }
         inner
+    }
+
+    /// Lets the entries go once the file holds them all (after a
+    /// [`StatCache::flush`] that saved them): a daemon waits between full
+    /// passes holding nothing the next use can read again. Only when each
+    /// entry was last seen is kept, so that unused entries still go after
+    /// [`KEEP_GENERATIONS`] passes.
+    pub(super) fn release(&self) {
+        if self.file.is_none() {
+            return;
+        }
+        let mut inner = self.lock();
+        if inner.dirty {
+            return;
+        }
+        let seen = inner.map.seen();
+        inner.map = Table::default();
+        inner.released = Some(seen);
     }
 
     /// The filesystem's idea of now, in nanoseconds, read by touching a file
@@ -256,6 +289,12 @@ impl StatCache {
     #[cfg(test)]
     pub(super) fn len(&self) -> usize {
         self.lock().map.len()
+    }
+
+    /// Whether the entries are let go of, without reading them again.
+    #[cfg(test)]
+    pub(super) fn is_released(&self) -> bool {
+        self.inner.lock().unwrap().released.is_some()
     }
 }
 

@@ -134,6 +134,33 @@ impl Table {
         &self.sorted
     }
 
+    /// The generation each entry was last seen at, in key order, once
+    /// [`Table::compact`] made them so: what the cache file does not keep.
+    pub(super) fn seen(&self) -> Vec<u16> {
+        self.entries().iter().map(|(_, e)| e.seen).collect()
+    }
+
+    /// Gives the entries, in key order, the generations [`Table::seen`]
+    /// took from the table they were saved from; false (and nothing
+    /// changed) when they are not as many.
+    pub(super) fn set_seen(&mut self, seen: &[u16]) -> bool {
+        if !self.fresh.is_empty() || seen.len() != self.sorted.len() {
+            return false;
+        }
+        for ((_, e), s) in self.sorted.iter_mut().zip(seen) {
+            e.seen = *s;
+        }
+        true
+    }
+
+    /// Every entry is seen at `generation`.
+    pub(super) fn see_all(&mut self, generation: u16) {
+        self.sorted
+            .iter_mut()
+            .for_each(|(_, e)| e.seen = generation);
+        self.fresh.values_mut().for_each(|e| e.seen = generation);
+    }
+
     #[cfg(test)]
     pub(super) fn len(&self) -> usize {
         self.sorted.iter().filter(|(_, e)| e.seen != GONE).count() + self.fresh.len()

@@ -198,6 +198,38 @@ fn the_cache_persists_and_a_damaged_cache_is_an_empty_one() {
     assert_eq!(damaged.hashes_total(), 1);
 }
 
+/// A daemon lets the saved entries go between full passes: they are read
+/// again at the next use, trusted as before, each as old as it was, so an
+/// unused one still goes after as many passes as when it is held.
+#[test]
+fn a_resting_target_reads_its_entries_again_each_as_old_as_it_was() {
+    use super::statcache::KEEP_GENERATIONS;
+    let sb = Sandbox::new();
+    for name in ["f", "g"] {
+        fs::write(sb.at(name), name).unwrap();
+        set_mtime(&sb.at(name), an_hour_ago());
+    }
+    let t = sb.target();
+    observe(&t, "f");
+    observe(&t, "g");
+    for _ in 1..KEEP_GENERATIONS {
+        t.flush().unwrap();
+        t.rest();
+        assert!(t.cache.is_released());
+        observe(&t, "f");
+        assert!(!t.cache.is_released(), "read again at the first use");
+    }
+    assert_eq!(t.hashes_total(), 2, "entries read again are trusted");
+    t.flush().unwrap();
+    t.rest();
+    assert_eq!(t.cache.len(), 2, "g, unseen, is not yet old enough to go");
+    t.flush().unwrap();
+    t.rest();
+    assert_eq!(t.cache.len(), 1, "g went when a held entry would have");
+    observe(&t, "g");
+    assert_eq!(t.hashes_total(), 3, "g, forgotten, is read again");
+}
+
 #[test]
 fn absent_paths_leave_the_cache() {
     let sb = Sandbox::new();
