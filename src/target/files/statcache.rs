@@ -160,6 +160,13 @@ impl StatCache {
         if self.file.is_none() {
             return;
         }
+        // Let go of already (a pass that did not look): not read just to be
+        // let go of again.
+        let held = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        if held.released.is_some() {
+            return;
+        }
+        drop(held);
         let mut inner = self.lock();
         if inner.dirty {
             return;

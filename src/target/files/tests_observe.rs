@@ -222,6 +222,12 @@ fn a_resting_target_reads_its_entries_again_each_as_old_as_it_was() {
     assert_eq!(t.hashes_total(), 2, "entries read again are trusted");
     t.flush().unwrap();
     t.rest();
+    // Let go of twice, not read in between: were it read, the file being
+    // away would leave it empty, and the ages it kept would be lost.
+    let (file, aside) = (sb.state.join("statcache/files"), sb.state.join("aside"));
+    fs::rename(&file, &aside).unwrap();
+    t.rest();
+    fs::rename(&aside, &file).unwrap();
     assert_eq!(t.cache.len(), 2, "g, unseen, is not yet old enough to go");
     t.flush().unwrap();
     t.rest();
