@@ -2,17 +2,56 @@
 //! SHA-256 checksum, replaced atomically; damage means an empty cache.
 
 use std::fs::{self, File, OpenOptions};
+use std::hash::Hasher;
 use std::io::{self, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
+use siphasher::sip::SipHasher13;
 
-/// Version 02 keys entries by `path_key`; a version 01 file (keyed by the
-/// path itself) reads as no cache.
-const MAGIC: &[u8; 8] = b"TENDSC02";
-/// Bytes of an entry: path key, dev, ino, size, mtime, ctime, recorded,
-/// blob.
-const FIXED: usize = 8 * 7 + 20;
+/// Version 03 keeps a keyed print of each entry's stat (see [`Seal`]);
+/// a version 02 file, which kept the stat itself, is read and printed
+/// under a new seal; a version 01 file (keyed by the path itself) reads
+/// as no cache.
+const MAGIC: &[u8; 8] = b"TENDSC03";
+const MAGIC_02: &[u8; 8] = b"TENDSC02";
+/// Bytes of an entry: path key, stat print, trusted (one byte), blob.
+const FIXED: usize = 8 + 8 + 1 + 20;
+/// Bytes of a version 02 entry: path key, dev, ino, size, mtime, ctime,
+/// recorded, blob.
+const FIXED_02: usize = 8 * 7 + 20;
+
+/// The key a cache's stat prints are made with: random for each new
+/// cache and kept in its file (in the state dir). An entry keeps a 64-bit
+/// keyed hash (SipHash-1-3) of the stat it vouches for instead of the
+/// stat, 40 bytes where the stat took 72; without the seal nobody can
+/// choose a changed file's times so that its stat prints as the old one
+/// did, and by chance two stats print alike once in 2^64.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Seal([u8; 16]);
+
+impl Seal {
+    pub(super) fn random() -> Seal {
+        Seal(rand::random())
+    }
+
+    /// The print of a file's stat: device, inode, size, mtime and ctime.
+    pub(super) fn print(&self, dev: u64, ino: u64, size: u64, mtime: i64, ctime: i64) -> u64 {
+        let mut h = SipHasher13::new_with_key(&self.0);
+        for word in [dev, ino, size, mtime as u64, ctime as u64] {
+            // The same bytes on every machine: a cache file may move.
+            h.write(&word.to_le_bytes());
+        }
+        h.finish()
+    }
+}
+
+/// A new cache has a seal of its own.
+impl Default for Seal {
+    fn default() -> Seal {
+        Seal::random()
+    }
+}
 
 /// The key of a path: the first 8 bytes of its SHA-256, stable across
 /// builds. Two paths sharing a key share one entry, which only ever answers
@@ -39,7 +78,12 @@ pub(super) fn file_stem(name: &str) -> String {
 }
 
 /// Writes the cache to `out` as a stream, with its checksum at the end.
-pub(super) fn encode_to(out: impl Write, map: &[(u64, Entry)], root_key: &[u8]) -> io::Result<()> {
+pub(super) fn encode_to(
+    out: impl Write,
+    seal: &Seal,
+    map: &[(u64, Entry)],
+    root_key: &[u8],
+) -> io::Result<()> {
     let mut w = Hashing {
         inner: out,
         hash: Sha256::new(),
@@ -47,22 +91,14 @@ pub(super) fn encode_to(out: impl Write, map: &[(u64, Entry)], root_key: &[u8]) 
     w.put(MAGIC)?;
     w.put(&(root_key.len() as u32).to_le_bytes())?;
     w.put(root_key)?;
+    w.put(&seal.0)?;
     w.put(&(map.len() as u64).to_le_bytes())?;
     let mut fixed = [0u8; FIXED];
     for (key, e) in map {
-        let words = [
-            *key,
-            e.dev,
-            e.ino,
-            e.size,
-            e.mtime as u64,
-            e.ctime as u64,
-            if e.trusted { ALWAYS } else { NEVER } as u64,
-        ];
-        for (i, v) in words.into_iter().enumerate() {
-            fixed[i * 8..i * 8 + 8].copy_from_slice(&v.to_le_bytes());
-        }
-        fixed[56..].copy_from_slice(&e.blob);
+        fixed[..8].copy_from_slice(&key.to_le_bytes());
+        fixed[8..16].copy_from_slice(&e.stat.to_le_bytes());
+        fixed[16] = e.trusted as u8;
+        fixed[17..].copy_from_slice(&e.blob);
         w.put(&fixed)?;
     }
     let digest = w.hash.finalize();
@@ -70,28 +106,22 @@ pub(super) fn encode_to(out: impl Write, map: &[(u64, Entry)], root_key: &[u8]) 
     w.inner.flush()
 }
 
-/// One path's entry: what its stat showed when its content was read, and
-/// the content's blob id.
+/// One path's entry: the print of its stat when its content was read
+/// ([`Seal::print`]), and the content's blob id.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Entry {
-    pub dev: u64,
-    pub ino: u64,
-    pub size: u64,
-    pub mtime: i64,
-    pub ctime: i64,
+    pub stat: u64,
     pub blob: [u8; 20],
     /// The generation in which the entry was last used.
     pub seen: u16,
     /// The content was read (or written) strictly after the mtime: see
-    /// [`trusted`]. Kept as the answer, not the moment (the file keeps the
-    /// moment): an entry in memory is 64 bytes, and there are 100k.
+    /// [`trusted`]. Kept as the answer, not the moment: an entry in memory
+    /// is 32 bytes, and there are 100k.
     pub trusted: bool,
 }
 
 /// `recorded` of an entry made without a filesystem clock: never trusted.
 pub(super) const NEVER: i64 = i64::MIN;
-/// `recorded` written for an entry known trusted.
-const ALWAYS: i64 = i64::MAX;
 const NANOS: i64 = 1_000_000_000;
 
 /// Racy-git rule: content read at `recorded` can only be vouched for by an
@@ -109,30 +139,36 @@ pub(super) fn trusted(mtime: i64, recorded: i64) -> bool {
 }
 
 #[cfg(test)]
-pub(super) fn encode(map: &[(u64, Entry)], root_key: &[u8]) -> Vec<u8> {
+pub(super) fn encode(seal: &Seal, map: &[(u64, Entry)], root_key: &[u8]) -> Vec<u8> {
     let mut out = Vec::new();
-    encode_to(&mut out, map, root_key).expect("writing to memory");
+    encode_to(&mut out, seal, map, root_key).expect("writing to memory");
     out
 }
+
+/// A cache file's entries and the seal their stats are printed with.
+pub(super) type Loaded = (Seal, Vec<(u64, Entry)>);
 
 /// Reads a cache file as a stream, hashing the bytes as they are parsed;
 /// anything missing, damaged or made for another root gives `None`, which
 /// means an empty cache. Entries count only once the checksum at the end
 /// matches.
-pub(super) fn load(file: &Path, root_key: &[u8]) -> Option<Vec<(u64, Entry)>> {
+pub(super) fn load(file: &Path, root_key: &[u8]) -> Option<Loaded> {
     let f = File::open(file).ok()?;
     let len = f.metadata().ok()?.len();
     decode(BufReader::new(f), len, root_key)
 }
 
-fn decode(input: impl Read, len: u64, root_key: &[u8]) -> Option<Vec<(u64, Entry)>> {
+fn decode(input: impl Read, len: u64, root_key: &[u8]) -> Option<Loaded> {
     let mut r = Hashing {
         inner: input,
         hash: Sha256::new(),
     };
-    if &r.array::<8>()? != MAGIC {
-        return None;
-    }
+    let magic = r.array::<8>()?;
+    let v02 = match &magic {
+        m if m == MAGIC => false,
+        m if m == MAGIC_02 => true,
+        _ => return None,
+    };
     let key_len = u32::from_le_bytes(r.array()?) as usize;
     if key_len != root_key.len() {
         return None;
@@ -142,32 +178,54 @@ fn decode(input: impl Read, len: u64, root_key: &[u8]) -> Option<Vec<(u64, Entry
     if buf != root_key {
         return None;
     }
+    let seal = match v02 {
+        true => Seal::random(),
+        false => Seal(r.array()?),
+    };
     let count = u64::from_le_bytes(r.array()?);
-    let most = len / FIXED as u64;
+    let most = len / if v02 { FIXED_02 } else { FIXED } as u64;
     let mut map = Vec::with_capacity(usize::try_from(count.min(most)).ok()?);
     for _ in 0..count {
-        let fixed: [u8; FIXED] = r.array()?;
-        let word = |i: usize| u64::from_le_bytes(fixed[i * 8..i * 8 + 8].try_into().unwrap());
-        map.push((
-            word(0),
-            Entry {
-                dev: word(1),
-                ino: word(2),
-                size: word(3),
-                mtime: word(4) as i64,
-                ctime: word(5) as i64,
-                trusted: trusted(word(4) as i64, word(6) as i64),
-                blob: fixed[56..].try_into().ok()?,
-                seen: 0,
-            },
-        ));
+        map.push(match v02 {
+            true => entry_02(&seal, &r.array()?)?,
+            false => entry(&r.array()?)?,
+        });
     }
     let computed = r.hash.finalize();
     let mut digest = [0; 32];
     r.inner.read_exact(&mut digest).ok()?;
     // The digest must end the file.
     let at_end = matches!(r.inner.read(&mut [0]), Ok(0));
-    (at_end && computed.as_slice() == digest).then_some(map)
+    (at_end && computed.as_slice() == digest).then_some((seal, map))
+}
+
+fn entry(fixed: &[u8; FIXED]) -> Option<(u64, Entry)> {
+    let word = |i: usize| u64::from_le_bytes(fixed[i..i + 8].try_into().unwrap());
+    let trusted = match fixed[16] {
+        0 => false,
+        1 => true,
+        _ => return None,
+    };
+    let entry = Entry {
+        stat: word(8),
+        trusted,
+        blob: fixed[17..].try_into().ok()?,
+        seen: 0,
+    };
+    Some((word(0), entry))
+}
+
+/// A version 02 entry, its stat printed under `seal`.
+fn entry_02(seal: &Seal, fixed: &[u8; FIXED_02]) -> Option<(u64, Entry)> {
+    let word = |i: usize| u64::from_le_bytes(fixed[i * 8..i * 8 + 8].try_into().unwrap());
+    let (mtime, ctime) = (word(4) as i64, word(5) as i64);
+    let entry = Entry {
+        stat: seal.print(word(1), word(2), word(3), mtime, ctime),
+        trusted: trusted(mtime, word(6) as i64),
+        blob: fixed[56..].try_into().ok()?,
+        seen: 0,
+    };
+    Some((word(0), entry))
 }
 
 /// Reads or writes, feeding every byte to the checksum.
@@ -232,27 +290,29 @@ pub(super) fn write_atomically(
 mod tests {
     use super::*;
 
-    fn decode(bytes: &[u8], root_key: &[u8]) -> Option<Vec<(u64, Entry)>> {
+    fn decode(bytes: &[u8], root_key: &[u8]) -> Option<Loaded> {
         super::decode(bytes, bytes.len() as u64, root_key)
     }
 
     #[test]
     fn encoding_round_trips_and_rejects_damage() {
         let mut map = Vec::new();
+        let seal = Seal::random();
         let entry = Entry {
-            dev: 1,
-            ino: 2,
-            size: 3,
-            mtime: -4,
-            ctime: 5,
+            stat: seal.print(1, 2, 3, -4, 5),
             trusted: false,
             blob: [7; 20],
             seen: 0,
         };
         map.push((path_key("etc/a"), entry));
-        map.push((path_key("b"), Entry { ino: 9, ..entry }));
-        let bytes = encode(&map, b"/root");
-        assert_eq!(decode(&bytes, b"/root"), Some(map));
+        let other = Entry {
+            stat: seal.print(1, 9, 3, -4, 5),
+            trusted: true,
+            ..entry
+        };
+        map.push((path_key("b"), other));
+        let bytes = encode(&seal, &map, b"/root");
+        assert_eq!(decode(&bytes, b"/root"), Some((seal, map)));
         assert_eq!(
             decode(&bytes, b"/other"),
             None,
@@ -280,24 +340,21 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("files");
         let mut map = Vec::new();
+        let seal = Seal::random();
         for i in 0..1000u64 {
             let entry = Entry {
-                dev: 1,
-                ino: i,
-                size: i * 3,
-                mtime: 10,
-                ctime: 11,
+                stat: seal.print(1, i, i * 3, 10, 11),
                 trusted: true,
                 blob: [i as u8; 20],
                 seen: 0,
             };
             map.push((path_key(&format!("dir/{i}")), entry));
         }
-        let bytes = encode(&map, b"/root");
+        let bytes = encode(&seal, &map, b"/root");
         // What a save cut short by a crash left behind is written over.
         fs::write(dir.path().join("files.part"), vec![7; 1 << 20]).unwrap();
         write_atomically(&file, |out| out.write_all(&bytes)).unwrap();
-        assert_eq!(load(&file, b"/root"), Some(map));
+        assert_eq!(load(&file, b"/root"), Some((seal, map)));
         let names: Vec<_> = fs::read_dir(dir.path())
             .unwrap()
             .map(|e| e.unwrap().file_name())
@@ -324,30 +381,95 @@ mod tests {
         assert_eq!(decode(&old, b"/root"), None);
     }
 
-    /// A file written with the moment each content was read (as every
-    /// file was, and is read still): an entry read at its mtime's moment is
-    /// racy, one read after it trusted, one with no clock never.
+    /// A version 02 file kept each stat and the moment its content was
+    /// read: it is read on, each stat printed under a new seal, an entry
+    /// read at its mtime's moment racy, one read after it trusted, one with
+    /// no clock never.
     #[test]
-    fn the_moment_in_the_file_decides_trust() {
+    fn a_file_of_the_stat_keeping_format_is_read_on_and_the_moment_decides_trust() {
         let mtime: i64 = 1_700_000_000 * 1_000_000_000 + 500;
-        let mut file = MAGIC.to_vec();
+        let mut file = MAGIC_02.to_vec();
         file.extend_from_slice(&5u32.to_le_bytes());
         file.extend_from_slice(b"/root");
         file.extend_from_slice(&3u64.to_le_bytes());
         for (key, recorded) in [(1u64, mtime), (2, mtime + 1), (3, NEVER)] {
-            for word in [key, 7, 8, 9, mtime as u64, 10, recorded as u64] {
+            for word in [key, 7, 8 + key, 9, mtime as u64, 10, recorded as u64] {
                 file.extend_from_slice(&word.to_le_bytes());
             }
             file.extend_from_slice(&[5; 20]);
         }
         let digest = Sha256::digest(&file);
         file.extend_from_slice(&digest);
-        let trust: Vec<(u64, bool)> = decode(&file, b"/root")
-            .unwrap()
+        let (seal, entries) = decode(&file, b"/root").unwrap();
+        let read: Vec<(u64, bool, u64)> = entries
             .into_iter()
-            .map(|(k, e)| (k, e.trusted))
+            .map(|(k, e)| (k, e.trusted, e.stat))
             .collect();
-        assert_eq!(trust, [(1, false), (2, true), (3, false)]);
+        let print = |ino| seal.print(7, ino, 9, mtime, 10);
+        assert_eq!(
+            read,
+            [
+                (1, false, print(9)),
+                (2, true, print(10)),
+                (3, false, print(11))
+            ]
+        );
+    }
+
+    /// Every field of the stat moves the print, and another cache's seal
+    /// prints the same stat apart.
+    #[test]
+    fn a_stat_prints_apart_from_any_other_and_under_another_seal() {
+        let seal = Seal::random();
+        let stat = (1u64, 2u64, 3u64, 4i64, 5i64);
+        let print = |s: &Seal, (d, i, z, m, c): (u64, u64, u64, i64, i64)| s.print(d, i, z, m, c);
+        let base = print(&seal, stat);
+        assert_eq!(base, print(&seal, stat), "the same stat prints the same");
+        let changed = [
+            (9, 2, 3, 4, 5),
+            (1, 9, 3, 4, 5),
+            (1, 2, 9, 4, 5),
+            (1, 2, 3, 9, 5),
+            (1, 2, 3, 4, 9),
+            // Fields are not mixed up: swapped values print apart.
+            (2, 1, 3, 4, 5),
+            (1, 2, 3, 5, 4),
+        ];
+        for other in changed {
+            assert_ne!(print(&seal, other), base, "{other:?}");
+        }
+        assert_ne!(print(&Seal::random(), stat), base);
+        // Stable across builds and machines: a saved cache is read again.
+        let fixed = Seal([0; 16]);
+        assert_eq!(fixed.print(1, 2, 3, 4, 5), 0x0ac1_3373_36f4_3ed3);
+    }
+
+    /// An entry's trust byte is 0 or 1; anything else is damage.
+    #[test]
+    fn a_trust_byte_of_neither_answer_voids_the_file() {
+        let seal = Seal::random();
+        let entry = Entry {
+            stat: 1,
+            trusted: true,
+            blob: [2; 20],
+            seen: 0,
+        };
+        let mut bytes = MAGIC.to_vec();
+        bytes.extend_from_slice(&5u32.to_le_bytes());
+        bytes.extend_from_slice(b"/root");
+        bytes.extend_from_slice(&seal.0);
+        bytes.extend_from_slice(&1u64.to_le_bytes());
+        bytes.extend_from_slice(&9u64.to_le_bytes());
+        bytes.extend_from_slice(&1u64.to_le_bytes());
+        bytes.push(2);
+        bytes.extend_from_slice(&[2; 20]);
+        let digest = Sha256::digest(&bytes);
+        bytes.extend_from_slice(&digest);
+        assert_eq!(decode(&bytes, b"/root"), None);
+        assert_eq!(
+            decode(&encode(&seal, &[(9, entry)], b"/root"), b"/root"),
+            Some((seal, vec![(9, entry)]))
+        );
     }
 
     #[test]

@@ -1,6 +1,7 @@
-//! The stat cache: a hash of the path -> (dev, ino, size, mtime, ctime,
-//! blob), so a file whose stat is unchanged is not read again; kept in the
-//! state dir in a compact checksummed file (see `cachefile`).
+//! The stat cache: a hash of the path -> (a keyed print of dev, ino, size,
+//! mtime and ctime, blob), so a file whose stat is unchanged is not read
+//! again; kept in the state dir in a compact checksummed file (see
+//! `cachefile`).
 
 use std::fs::{self, File, OpenOptions};
 use std::io;
@@ -21,13 +22,10 @@ use super::stattable::{Table, GONE};
 /// An entry not looked up during this many flushes (passes) is dropped.
 pub(super) const KEEP_GENERATIONS: u16 = 8;
 
-impl Entry {
-    fn matches(&self, meta: &Meta) -> bool {
-        self.dev == meta.dev
-            && self.ino == meta.ino
-            && self.size == meta.size
-            && self.mtime == meta.mtime
-            && self.ctime == meta.ctime
+impl Table {
+    /// The print of `meta`'s stat, as this table's entries keep it.
+    fn print_of(&self, meta: &Meta) -> u64 {
+        self.print(meta.dev, meta.ino, meta.size, meta.mtime, meta.ctime)
     }
 }
 
@@ -204,9 +202,9 @@ impl StatCache {
         }
         let key = path_key(path);
         let mut inner = self.lock();
-        let generation = inner.generation;
+        let (generation, stat) = (inner.generation, inner.map.print_of(meta));
         let entry = inner.map.get_mut(key)?;
-        if !entry.matches(meta) || !entry.trusted {
+        if entry.stat != stat || !entry.trusted {
             return None;
         }
         entry.seen = generation;
@@ -229,11 +227,7 @@ impl StatCache {
         let key = path_key(path);
         let mut inner = self.lock();
         let entry = Entry {
-            dev: meta.dev,
-            ino: meta.ino,
-            size: meta.size,
-            mtime: meta.mtime,
-            ctime: meta.ctime,
+            stat: inner.map.print_of(meta),
             trusted: trusted(meta.mtime, recorded.unwrap_or(NEVER)),
             blob,
             seen: inner.generation,
@@ -248,13 +242,14 @@ impl StatCache {
     pub(super) fn carry(&self, path: &str, before: &Meta, after: &Meta) {
         let key = path_key(path);
         let mut inner = self.lock();
+        let (was, now) = (inner.map.print_of(before), inner.map.print_of(after));
         let Some(entry) = inner.map.get_mut(key) else {
             return;
         };
         let same_content = (before.dev, before.ino, before.size, before.mtime)
             == (after.dev, after.ino, after.size, after.mtime);
-        if entry.matches(before) && entry.trusted && same_content {
-            entry.ctime = after.ctime;
+        if entry.stat == was && entry.trusted && same_content {
+            entry.stat = now;
             inner.dirty = true;
         }
     }
@@ -287,7 +282,7 @@ impl StatCache {
         // Streamed to the file under the lock (only the pass that flushes
         // uses the cache now), not encoded whole in memory first.
         let result = write_atomically(file, |out| {
-            encode_to(out, inner.map.entries(), &self.root_key)
+            encode_to(out, inner.map.seal(), inner.map.entries(), &self.root_key)
         });
         inner.dirty = result.is_err();
         result

@@ -5,13 +5,15 @@
 
 use std::collections::HashMap;
 
-use super::cachefile::Entry;
+use super::cachefile::{Entry, Seal};
 
 /// `seen` of an entry forgotten since the last [`Table::compact`].
 pub(super) const GONE: u16 = u16::MAX;
 
 #[derive(Debug, Default)]
 pub(super) struct Table {
+    /// What the entries' stats are printed with.
+    seal: Seal,
     /// In key order, unique.
     sorted: Vec<(u64, Entry)>,
     /// Entries of keys `sorted` lacks.
@@ -26,7 +28,7 @@ impl Table {
     /// From entries in any order (of two with one key, either stays), and
     /// whether they were out of order: kept in order, they are sorted
     /// once, not at every load.
-    pub(super) fn from_entries(mut entries: Vec<(u64, Entry)>) -> (Table, bool) {
+    pub(super) fn from_entries((seal, mut entries): (Seal, Vec<(u64, Entry)>)) -> (Table, bool) {
         let sorted = entries.windows(2).all(|w| w[0].0 < w[1].0);
         if !sorted {
             // In place: no room beside 100k entries.
@@ -35,11 +37,22 @@ impl Table {
         }
         entries.retain(|(_, e)| e.seen != GONE);
         let mut table = Table {
+            seal,
             sorted: entries,
             ..Table::default()
         };
         table.index_buckets();
         (table, !sorted)
+    }
+
+    /// The print of a stat, as an entry of this table keeps it.
+    pub(super) fn print(&self, dev: u64, ino: u64, size: u64, mtime: i64, ctime: i64) -> u64 {
+        self.seal.print(dev, ino, size, mtime, ctime)
+    }
+
+    /// The seal, to save with the entries.
+    pub(super) fn seal(&self) -> &Seal {
+        &self.seal
     }
 
     /// Where `key` is in `sorted`: its bucket in `starts` bounds a range
@@ -171,13 +184,9 @@ impl Table {
 mod tests {
     use super::*;
 
-    fn entry(ino: u64) -> Entry {
+    fn entry(stat: u64) -> Entry {
         Entry {
-            dev: 1,
-            ino,
-            size: 2,
-            mtime: 3,
-            ctime: 4,
+            stat,
             trusted: true,
             blob: [7; 20],
             seen: 0,
@@ -186,9 +195,10 @@ mod tests {
 
     #[test]
     fn it_keeps_what_a_map_would_and_forgets_until_compacted() {
-        let (mut t, unsorted) = Table::from_entries(vec![(5, entry(50)), (1, entry(10))]);
+        let (mut t, unsorted) =
+            Table::from_entries((Seal::random(), vec![(5, entry(50)), (1, entry(10))]));
         assert!(unsorted);
-        assert_eq!(t.get_mut(5).map(|e| e.ino), Some(50));
+        assert_eq!(t.get_mut(5).map(|e| e.stat), Some(50));
         t.put(5, entry(55));
         assert!(t.put(3, entry(30)), "a new key");
         assert!(!t.put(3, entry(30)), "the same entry again");
@@ -198,15 +208,15 @@ mod tests {
         assert!(t.put(5, entry(56)), "back after being forgotten");
         assert!(t.remove(5));
         assert_eq!(t.len(), 2);
-        t.compact(|e| e.ino != 11);
+        t.compact(|e| e.stat != 11);
         let keys: Vec<u64> = t.entries().iter().map(|(k, _)| *k).collect();
         assert_eq!(keys, [3]);
     }
 
-    /// 100k entries are held whole: each stays at 72 bytes with its key.
+    /// 100k entries are held whole: each stays at 40 bytes with its key.
     #[test]
     fn an_entry_stays_small() {
-        assert_eq!(std::mem::size_of::<(u64, Entry)>(), 72);
+        assert_eq!(std::mem::size_of::<(u64, Entry)>(), 40);
     }
 
     #[test]
@@ -219,7 +229,10 @@ mod tests {
         ];
         for spread in spreads {
             let keys: Vec<u64> = (0..5000).map(spread).collect();
-            let (t, _) = Table::from_entries(keys.iter().map(|k| (*k, entry(*k))).collect());
+            let (t, _) = Table::from_entries((
+                Seal::random(),
+                keys.iter().map(|k| (*k, entry(*k))).collect(),
+            ));
             for k in &keys {
                 let i = t.index(*k).expect("present");
                 assert_eq!(t.sorted[i].0, *k);
