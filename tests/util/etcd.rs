@@ -1,15 +1,16 @@
 //! A real etcd member for tests (Debian's etcd-server): its own data dir
 //! in a temp dir, free loopback ports, killed on drop, never left running.
 //! `etcdctl` (etcd-client) reads and writes beside tend as another writer.
-//! Self-contained but for `certs.rs`, which its includer names beside it
-//! as `certs`, so unit tests include it too.
+//! Self-contained but for `certs.rs` and `ports.rs`, which its includer
+//! names beside it as `certs` and `ports`, so unit tests include it too.
 
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use super::certs;
+use super::ports::free_port;
 
 pub const ETCD: &str = "/usr/bin/etcd";
 pub const ETCDCTL: &str = "/usr/bin/etcdctl";
@@ -17,14 +18,6 @@ pub const ETCDCTL: &str = "/usr/bin/etcdctl";
 /// Whether etcd and etcdctl are installed.
 pub fn installed() -> bool {
     Path::new(ETCD).exists() && Path::new(ETCDCTL).exists()
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 pub struct Etcd {

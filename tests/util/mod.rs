@@ -13,6 +13,7 @@ pub mod host;
 pub mod http;
 pub mod https;
 pub mod plugins;
+pub mod ports;
 pub mod repo;
 pub mod sandbox;
 pub mod secrets;

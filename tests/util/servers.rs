@@ -49,14 +49,7 @@ pub fn git_http_backend() -> PathBuf {
     PathBuf::from("/usr/lib/git-core/git-http-backend")
 }
 
-/// A loopback port nothing listens on right now.
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+pub use super::ports::free_port;
 
 /// Waits until something accepts connections on `port`.
 pub fn wait_for_port(port: u16, secs: u64) -> bool {

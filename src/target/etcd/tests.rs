@@ -4,6 +4,8 @@
 #[path = "../../../tests/util/certs.rs"]
 #[allow(dead_code)]
 mod certs;
+#[path = "../../../tests/util/ports.rs"]
+mod ports;
 #[path = "../../../tests/util/etcd.rs"]
 #[allow(dead_code)]
 mod server;
