@@ -266,8 +266,11 @@ fn a_signal_hook_sends_sighup_to_the_process_in_the_pidfile() {
         "trap 'echo hup >> {}' HUP; echo ready; while :; do sleep 0.05; done",
         got.display()
     );
-    let mut app = std::process::Command::new("sh")
-        .args(["-c", &script])
+    // HUP as by default, so the trap takes even under a parent that
+    // ignores it (`nohup`): a shell cannot trap a signal ignored when it
+    // started.
+    let mut app = std::process::Command::new("env")
+        .args(["--default-signal=HUP", "sh", "-c", &script])
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();

@@ -56,8 +56,11 @@ mod tests {
             "trap 'echo hup > {}; exit 0' HUP; echo ready; while :; do sleep 0.05; done",
             got.display()
         );
-        let mut child = std::process::Command::new("sh")
-            .args(["-c", &script])
+        // HUP as by default, so the trap takes even under a parent that
+        // ignores it (`nohup`): a shell cannot trap a signal ignored when it
+        // started.
+        let mut child = std::process::Command::new("env")
+            .args(["--default-signal=HUP", "sh", "-c", &script])
             .stdout(std::process::Stdio::piped())
             .spawn()
             .unwrap();
