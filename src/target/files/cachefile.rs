@@ -145,8 +145,15 @@ pub(super) fn encode(seal: &Seal, map: &[(u64, Entry)], root_key: &[u8]) -> Vec<
     out
 }
 
-/// A cache file's entries and the seal their stats are printed with.
-pub(super) type Loaded = (Seal, Vec<(u64, Entry)>);
+/// A cache file's entries and the seal their stats are printed with; by
+/// default none, under a new seal.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(super) struct Loaded {
+    pub seal: Seal,
+    pub entries: Vec<(u64, Entry)>,
+    /// Read from a file of the format before: to be written again.
+    pub old: bool,
+}
 
 /// Reads a cache file as a stream, hashing the bytes as they are parsed;
 /// anything missing, damaged or made for another root gives `None`, which
@@ -196,7 +203,11 @@ fn decode(input: impl Read, len: u64, root_key: &[u8]) -> Option<Loaded> {
     r.inner.read_exact(&mut digest).ok()?;
     // The digest must end the file.
     let at_end = matches!(r.inner.read(&mut [0]), Ok(0));
-    (at_end && computed.as_slice() == digest).then_some((seal, map))
+    (at_end && computed.as_slice() == digest).then_some(Loaded {
+        seal,
+        entries: map,
+        old: v02,
+    })
 }
 
 fn entry(fixed: &[u8; FIXED]) -> Option<(u64, Entry)> {
@@ -294,6 +305,14 @@ mod tests {
         super::decode(bytes, bytes.len() as u64, root_key)
     }
 
+    fn loaded(seal: Seal, entries: Vec<(u64, Entry)>) -> Loaded {
+        Loaded {
+            seal,
+            entries,
+            old: false,
+        }
+    }
+
     #[test]
     fn encoding_round_trips_and_rejects_damage() {
         let mut map = Vec::new();
@@ -312,7 +331,7 @@ mod tests {
         };
         map.push((path_key("b"), other));
         let bytes = encode(&seal, &map, b"/root");
-        assert_eq!(decode(&bytes, b"/root"), Some((seal, map)));
+        assert_eq!(decode(&bytes, b"/root"), Some(loaded(seal, map)));
         assert_eq!(
             decode(&bytes, b"/other"),
             None,
@@ -354,7 +373,7 @@ mod tests {
         // What a save cut short by a crash left behind is written over.
         fs::write(dir.path().join("files.part"), vec![7; 1 << 20]).unwrap();
         write_atomically(&file, |out| out.write_all(&bytes)).unwrap();
-        assert_eq!(load(&file, b"/root"), Some((seal, map)));
+        assert_eq!(load(&file, b"/root"), Some(loaded(seal, map)));
         let names: Vec<_> = fs::read_dir(dir.path())
             .unwrap()
             .map(|e| e.unwrap().file_name())
@@ -400,7 +419,8 @@ mod tests {
         }
         let digest = Sha256::digest(&file);
         file.extend_from_slice(&digest);
-        let (seal, entries) = decode(&file, b"/root").unwrap();
+        let Loaded { seal, entries, old } = decode(&file, b"/root").unwrap();
+        assert!(old, "to be written again in the format of now");
         let read: Vec<(u64, bool, u64)> = entries
             .into_iter()
             .map(|(k, e)| (k, e.trusted, e.stat))
@@ -468,7 +488,7 @@ mod tests {
         assert_eq!(decode(&bytes, b"/root"), None);
         assert_eq!(
             decode(&encode(&seal, &[(9, entry)], b"/root"), b"/root"),
-            Some((seal, vec![(9, entry)]))
+            Some(loaded(seal, vec![(9, entry)]))
         );
     }
 

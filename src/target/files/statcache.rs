@@ -89,7 +89,7 @@ impl StatCache {
         let root_key = root.as_os_str().as_encoded_bytes().to_vec();
         // Read while the caller goes on (fetching, reading the declaration):
         // nothing looks at the cache before the first observation.
-        let (mut map, mut loading, mut unsorted) = (Table::default(), None, false);
+        let (mut map, mut loading, mut rewrite) = (Table::default(), None, false);
         if let Some(f) = &file {
             let (f2, key) = (f.clone(), root_key.clone());
             let spawned = std::thread::Builder::new()
@@ -98,7 +98,7 @@ impl StatCache {
             match spawned {
                 Ok(handle) => loading = Some(handle),
                 Err(_) => {
-                    (map, unsorted) = Table::from_entries(load(f, &root_key).unwrap_or_default())
+                    (map, rewrite) = Table::from_entries(load(f, &root_key).unwrap_or_default())
                 }
             }
         }
@@ -112,8 +112,8 @@ impl StatCache {
                 loading,
                 released: None,
                 generation: 0,
-                // Written again in order by the next flush.
-                dirty: unsorted,
+                // Written again, in order and format, by the next flush.
+                dirty: rewrite,
             }),
         }
     }
@@ -130,21 +130,21 @@ impl StatCache {
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         if let Some(loading) = inner.loading.take() {
             // A reader that failed (or panicked) leaves an empty cache.
-            let (map, unsorted) = loading.join().ok().flatten().unwrap_or_default();
+            let (map, rewrite) = loading.join().ok().flatten().unwrap_or_default();
             inner.map = map;
-            // Written again in order by the next flush.
-            inner.dirty |= unsorted;
+            // Written again, in order and format, by the next flush.
+            inner.dirty |= rewrite;
         }
         if let Some(seen) = inner.released.take() {
             let loaded = self.file.as_ref().and_then(|f| load(f, &self.root_key));
-            let (mut map, unsorted) = Table::from_entries(loaded.unwrap_or_default());
+            let (mut map, rewrite) = Table::from_entries(loaded.unwrap_or_default());
             if !map.set_seen(&seen) {
                 // Not the file that was saved: every entry counts as seen
                 // now, and a stale one goes after a few passes.
                 map.see_all(inner.generation);
             }
             inner.map = map;
-            inner.dirty |= unsorted;
+            inner.dirty |= rewrite;
         }
         inner
     }

@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 
-use super::cachefile::{Entry, Seal};
+use super::cachefile::{Entry, Loaded, Seal};
 
 /// `seen` of an entry forgotten since the last [`Table::compact`].
 pub(super) const GONE: u16 = u16::MAX;
@@ -26,9 +26,15 @@ pub(super) struct Table {
 
 impl Table {
     /// From entries in any order (of two with one key, either stays), and
-    /// whether they were out of order: kept in order, they are sorted
-    /// once, not at every load.
-    pub(super) fn from_entries((seal, mut entries): (Seal, Vec<(u64, Entry)>)) -> (Table, bool) {
+    /// whether they are to be written again: out of order (kept in order,
+    /// they are sorted once, not at every load) or read from a file of the
+    /// format before.
+    pub(super) fn from_entries(loaded: Loaded) -> (Table, bool) {
+        let Loaded {
+            seal,
+            mut entries,
+            old,
+        } = loaded;
         let sorted = entries.windows(2).all(|w| w[0].0 < w[1].0);
         if !sorted {
             // In place: no room beside 100k entries.
@@ -42,7 +48,7 @@ impl Table {
             ..Table::default()
         };
         table.index_buckets();
-        (table, !sorted)
+        (table, !sorted || old)
     }
 
     /// The print of a stat, as an entry of this table keeps it.
@@ -193,11 +199,17 @@ mod tests {
         }
     }
 
+    fn loaded(entries: Vec<(u64, Entry)>) -> Loaded {
+        Loaded {
+            entries,
+            ..Loaded::default()
+        }
+    }
+
     #[test]
     fn it_keeps_what_a_map_would_and_forgets_until_compacted() {
-        let (mut t, unsorted) =
-            Table::from_entries((Seal::random(), vec![(5, entry(50)), (1, entry(10))]));
-        assert!(unsorted);
+        let (mut t, rewrite) = Table::from_entries(loaded(vec![(5, entry(50)), (1, entry(10))]));
+        assert!(rewrite, "out of order");
         assert_eq!(t.get_mut(5).map(|e| e.stat), Some(50));
         t.put(5, entry(55));
         assert!(t.put(3, entry(30)), "a new key");
@@ -211,6 +223,13 @@ mod tests {
         t.compact(|e| e.stat != 11);
         let keys: Vec<u64> = t.entries().iter().map(|(k, _)| *k).collect();
         assert_eq!(keys, [3]);
+        let (_, rewrite) = Table::from_entries(loaded(vec![(1, entry(10)), (5, entry(50))]));
+        assert!(!rewrite, "in order, of the format of now");
+        let old = Loaded {
+            old: true,
+            ..loaded(vec![(1, entry(10))])
+        };
+        assert!(Table::from_entries(old).1, "of the format before");
     }
 
     /// 100k entries are held whole: each stays at 40 bytes with its key.
@@ -229,10 +248,8 @@ mod tests {
         ];
         for spread in spreads {
             let keys: Vec<u64> = (0..5000).map(spread).collect();
-            let (t, _) = Table::from_entries((
-                Seal::random(),
-                keys.iter().map(|k| (*k, entry(*k))).collect(),
-            ));
+            let (t, _) =
+                Table::from_entries(loaded(keys.iter().map(|k| (*k, entry(*k))).collect()));
             for k in &keys {
                 let i = t.index(*k).expect("present");
                 assert_eq!(t.sorted[i].0, *k);
