@@ -7,6 +7,7 @@ mod driver;
 mod event_loop;
 mod fleet;
 mod http;
+mod memory;
 mod notify;
 mod publish;
 mod queue;

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use tokio::time::Instant;
 
 use super::Loop;
-use crate::daemon::publish;
+use crate::daemon::{memory, publish};
 use crate::ledger::State;
 use crate::model::ResourceId;
 use crate::reconcile::{self, PassReport, Revision, Scope};
@@ -73,6 +73,7 @@ impl Loop {
                     // Saved by the pass, and read again by the next use:
                     // not held while the daemon waits.
                     ctx.targets.values().for_each(|t| t.rest());
+                    memory::give_back();
                     report
                 }
                 Scope::Changes(_) => reconcile::pruning_pass(ctx, rec, &rev2, scope, opts, &ctl),
