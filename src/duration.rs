@@ -1,6 +1,7 @@
-//! Durations as operators write them: `30s`, `5m`, `1h`, `7d`.
+//! Durations as operators write them: `30s`, `5m`, `1h`, `7d`; and moments
+//! as tend writes them.
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 /// A duration parsed from `30s`/`5m`/`1h`/`7d` (and combinations such as `1h30m`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -24,6 +25,12 @@ impl<'de> serde::Deserialize<'de> for Dur {
         let s = String::deserialize(d)?;
         s.parse().map_err(serde::de::Error::custom)
     }
+}
+
+/// A moment as status, explanations and the page write it: RFC 3339 in UTC,
+/// to the second (`2024-05-01T10:00:00Z`).
+pub fn rfc3339(t: SystemTime) -> String {
+    humantime::format_rfc3339_seconds(t).to_string()
 }
 
 /// Renders a duration compactly for tables (`3d4h`, `5m12s`, `0s`).

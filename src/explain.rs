@@ -4,20 +4,15 @@
 //! log; printed by `tend explain` and shown on the resource's page. It
 //! never holds content: for a sensitive resource not even its hashes.
 
-use std::time::SystemTime;
-
 use serde::Serialize;
 
+use crate::duration::rfc3339;
 use crate::ledger::{audit_tail, Ledger, LedgerError, State};
 use crate::model::Desired;
 use crate::source::CommitInfo;
 
 /// Audit entries of one resource kept in an explanation, newest first.
 pub const EVENTS_KEPT: usize = 50;
-
-fn rfc3339(t: SystemTime) -> String {
-    humantime::format_rfc3339_seconds(t).to_string()
-}
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct CommitView {

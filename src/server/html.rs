@@ -76,9 +76,7 @@ pub fn age(secs: u64) -> String {
     crate::duration::short(Duration::from_secs(secs))
 }
 
-pub fn rfc3339(t: SystemTime) -> String {
-    humantime::format_rfc3339_seconds(t).to_string()
-}
+pub use crate::duration::rfc3339;
 
 pub fn parse_time(text: &str) -> Option<SystemTime> {
     humantime::parse_rfc3339_weak(text).ok()

@@ -8,11 +8,8 @@ use super::{
     counts, HaStatus, LedgerHealth, PinnedStatus, RefusedStatus, ResourceStatus, SourceStatus,
     StatusDoc,
 };
+use crate::duration::rfc3339;
 use crate::ledger::{Ledger, LedgerError, ResourceRecord, SourceRecord};
-
-fn rfc3339(t: SystemTime) -> String {
-    humantime::format_rfc3339_seconds(t).to_string()
-}
 
 fn age(now: SystemTime, t: SystemTime) -> u64 {
     now.duration_since(t).unwrap_or(Duration::ZERO).as_secs()

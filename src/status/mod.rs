@@ -187,11 +187,10 @@ impl StatusDoc {
     }
 }
 
+/// A state's name as status, metrics and the page write it (its name in
+/// the ledger and in JSON alike).
 pub fn state_name(s: State) -> String {
-    serde_json::to_value(s)
-        .ok()
-        .and_then(|v| v.as_str().map(String::from))
-        .unwrap_or_default()
+    s.as_str().to_string()
 }
 
 /// Resources per state from `(state, how many)`, every state named: one
@@ -203,4 +202,18 @@ pub fn counts(per_state: impl IntoIterator<Item = (State, usize)>) -> BTreeMap<S
         *counts.entry(state_name(state)).or_default() += n;
     }
     counts
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Status, metrics and the page write a state as JSON names it.
+    #[test]
+    fn every_state_is_named_as_json_names_it() {
+        for s in State::ALL {
+            let json = serde_json::to_value(s).unwrap();
+            assert_eq!(json, serde_json::Value::String(state_name(s)), "{s:?}");
+        }
+    }
 }
