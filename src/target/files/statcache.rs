@@ -22,13 +22,6 @@ use super::stattable::{Table, GONE};
 /// An entry not looked up during this many flushes (passes) is dropped.
 pub(super) const KEEP_GENERATIONS: u16 = 8;
 
-impl Table {
-    /// The print of `meta`'s stat, as this table's entries keep it.
-    fn print_of(&self, meta: &Meta) -> u64 {
-        self.print(meta.dev, meta.ino, meta.size, meta.mtime, meta.ctime)
-    }
-}
-
 /// The generation after `g`: never the mark of a forgotten entry.
 fn next_generation(g: u16) -> u16 {
     match g.wrapping_add(1) {
@@ -202,7 +195,7 @@ impl StatCache {
         }
         let key = path_key(path);
         let mut inner = self.lock();
-        let (generation, stat) = (inner.generation, inner.map.print_of(meta));
+        let (generation, stat) = (inner.generation, inner.map.print(meta));
         let entry = inner.map.get_mut(key)?;
         if entry.stat != stat || !entry.trusted {
             return None;
@@ -227,7 +220,7 @@ impl StatCache {
         let key = path_key(path);
         let mut inner = self.lock();
         let entry = Entry {
-            stat: inner.map.print_of(meta),
+            stat: inner.map.print(meta),
             trusted: trusted(meta.mtime, recorded.unwrap_or(NEVER)),
             blob,
             seen: inner.generation,
@@ -242,7 +235,7 @@ impl StatCache {
     pub(super) fn carry(&self, path: &str, before: &Meta, after: &Meta) {
         let key = path_key(path);
         let mut inner = self.lock();
-        let (was, now) = (inner.map.print_of(before), inner.map.print_of(after));
+        let (was, now) = (inner.map.print(before), inner.map.print(after));
         let Some(entry) = inner.map.get_mut(key) else {
             return;
         };

@@ -5,6 +5,7 @@
 
 use std::collections::HashMap;
 
+use super::at::Meta;
 use super::cachefile::{Entry, Loaded, Seal};
 
 /// `seen` of an entry forgotten since the last [`Table::compact`].
@@ -45,15 +46,18 @@ impl Table {
         let mut table = Table {
             seal,
             sorted: entries,
-            ..Table::default()
+            fresh: HashMap::new(),
+            starts: Vec::new(),
+            shift: 0,
         };
         table.index_buckets();
         (table, !sorted || old)
     }
 
-    /// The print of a stat, as an entry of this table keeps it.
-    pub(super) fn print(&self, dev: u64, ino: u64, size: u64, mtime: i64, ctime: i64) -> u64 {
-        self.seal.print(dev, ino, size, mtime, ctime)
+    /// The print of a file's stat, as an entry of this table keeps it.
+    pub(super) fn print(&self, meta: &Meta) -> u64 {
+        self.seal
+            .print(meta.dev, meta.ino, meta.size, meta.mtime, meta.ctime)
     }
 
     /// The seal, to save with the entries.
