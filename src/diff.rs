@@ -103,10 +103,10 @@ pub(crate) mod tests {
 
     /// A desired `file` resource at `path`, for tests here and elsewhere.
     pub(crate) fn file(path: &str, content: &[u8], mode: u32) -> Desired {
-        Desired {
-            id: ResourceId::new("files", "file", path),
-            path: RelPath::parse(path).unwrap(),
-            spec: Spec::File(FileSpec {
+        Desired::new(
+            ResourceId::new("files", "file", path),
+            RelPath::parse(path).unwrap().as_str(),
+            Spec::File(FileSpec {
                 blob: blob_id(content),
                 size: content.len() as u64,
                 mode,
@@ -114,10 +114,10 @@ pub(crate) mod tests {
                 gid: None,
                 secret: false,
             }),
-            declaration: Default::default(),
-            sensitive: false,
-            decrypted: false,
-        }
+            Default::default(),
+            false,
+            false,
+        )
     }
 
     fn live_file(content: &[u8], mode: u32) -> Observed {
@@ -181,7 +181,9 @@ pub(crate) mod tests {
         let asked = ["0", "a", "a/b", "b", "e", "c", "a.txt", "d", "a", "z", "e"];
         let mut along = Along::new(&declared);
         for p in asked {
-            let found = along.find(&id(p)).map(|(i, d)| (i, d.path.to_string()));
+            let found = along
+                .find(&id(p))
+                .map(|(i, d)| (i, d.path_str().to_string()));
             let expected = declared
                 .values()
                 .position(|d| d.id.as_str() == id(p))

@@ -122,7 +122,7 @@ pub fn build(
         path: origin
             .as_ref()
             .and_then(|o| o.desired)
-            .map(|d| d.path.to_string()),
+            .map(|d| d.path_str().to_string()),
         declared_at: origin
             .as_ref()
             .and_then(|o| o.desired)

@@ -90,7 +90,9 @@ impl Spec {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Desired {
     pub id: ResourceId,
-    pub path: RelPath,
+    /// Where its path begins in its identity, which ends with it: the path
+    /// is not kept beside the identity (a revision holds 100k and more).
+    pub path_at: PathAt,
     pub spec: Spec,
     /// Where it was declared, and what the declaration says beside its
     /// spec: shared by every resource one declaration makes.
@@ -100,6 +102,24 @@ pub struct Desired {
     /// sensitive): what it overwrites is not backed up, since a backup
     /// would keep a secret in clear.
     pub decrypted: bool,
+}
+
+/// Where a resource's path begins in its identity: after a `/`, and to its
+/// end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PathAt(u32);
+
+impl PathAt {
+    /// Where `path` begins in `id`; `None` when `id` does not end with `/`
+    /// and `path`.
+    pub fn of(id: &ResourceId, path: &str) -> Option<PathAt> {
+        let id = id.as_str();
+        let at = id.len().checked_sub(path.len()).filter(|at| *at > 0)?;
+        (id[at - 1..].strip_prefix('/') == Some(path))
+            .then_some(())
+            .and_then(|()| u32::try_from(at).ok())
+            .map(PathAt)
+    }
 }
 
 /// Where declarations came from and what they say beside their specs, held
@@ -138,13 +158,49 @@ impl Declaration {
 }
 
 impl Desired {
+    /// The resource `id` names at `path`, which its identity ends with (as
+    /// every declaration names a resource: `<target>/<kind>/<key>`, the path
+    /// being the key, or a plugin object's `<kind>/<name>`).
+    ///
+    /// # Panics
+    /// When `id` does not end with `/` and `path`.
+    pub fn new(
+        id: ResourceId,
+        path: &str,
+        spec: Spec,
+        declaration: Arc<Declaration>,
+        sensitive: bool,
+        decrypted: bool,
+    ) -> Desired {
+        let at = PathAt::of(&id, path)
+            .unwrap_or_else(|| panic!("identity {id} does not end with its path {path:?}"));
+        Desired {
+            id,
+            path_at: at,
+            spec,
+            declaration,
+            sensitive,
+            decrypted,
+        }
+    }
+
+    /// Its path relative to the target root, sharing its identity's bytes.
+    pub fn path(&self) -> RelPath {
+        RelPath::tail(&self.id, self.path_at.0 as usize)
+    }
+
+    /// [`Desired::path`], borrowed.
+    pub fn path_str(&self) -> &str {
+        &self.id.as_str()[self.path_at.0 as usize..]
+    }
+
     /// Where it was declared: the file and line.
     pub fn origin(&self) -> Origin {
         let d = &self.declaration;
         let file = match &d.file {
             Some(file) => file.clone(),
-            None if d.under.is_empty() && d.suffix.is_empty() => self.path.shared(),
-            None => format!("{}{}{}", d.under, self.path, d.suffix).into(),
+            None if d.under.is_empty() && d.suffix.is_empty() => self.path().shared(),
+            None => format!("{}{}{}", d.under, self.path_str(), d.suffix).into(),
         };
         Origin { file, line: d.line }
     }
@@ -370,7 +426,7 @@ mod size_tests {
             std::mem::size_of::<Spec>()
         );
         assert!(
-            std::mem::size_of::<Desired>() <= 112,
+            std::mem::size_of::<Desired>() <= 88,
             "{}",
             std::mem::size_of::<Desired>()
         );

@@ -52,7 +52,7 @@ fn find<'a>(ctx: &Context, rev: &'a Revision, what: &str) -> Option<&'a Desired>
     resources.values().find(|d| {
         wanted
             .iter()
-            .any(|(target, rel)| d.target() == target && d.path.as_str() == rel)
+            .any(|(target, rel)| d.target() == target && d.path_str() == rel)
     })
 }
 

@@ -9,7 +9,7 @@ use std::sync::{Arc, Weak};
 use tokio::sync::mpsc::UnboundedSender;
 
 use super::Trigger;
-use crate::model::{RelPath, ResourceId, Resources};
+use crate::model::{ResourceId, Resources};
 use crate::target::{ChangeSink, Recheck, Subscription, Target};
 
 /// Where targets' notifications go: the loop's triggers.
@@ -129,7 +129,7 @@ impl Subscriptions {
             let mut managed = resources
                 .values()
                 .filter(|d| d.target() == name)
-                .map(|d| (&d.id, &d.path));
+                .map(|d| (&d.id, d.path_str()));
             recheck = merge(recheck, w.manage(&mut managed));
         }
         recheck
@@ -139,9 +139,9 @@ impl Subscriptions {
     /// path now, or `None` when it is no longer managed.
     pub fn patch<'a>(
         &mut self,
-        changes: impl IntoIterator<Item = (&'a ResourceId, Option<&'a RelPath>)>,
+        changes: impl IntoIterator<Item = (&'a ResourceId, Option<&'a str>)>,
     ) -> Recheck {
-        let mut by_target: HashMap<&str, Vec<(&ResourceId, Option<&RelPath>)>> = HashMap::new();
+        let mut by_target: HashMap<&str, Vec<(&ResourceId, Option<&str>)>> = HashMap::new();
         for (id, path) in changes {
             by_target.entry(id.target()).or_default().push((id, path));
         }

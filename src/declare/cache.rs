@@ -21,7 +21,7 @@ mod wire;
 
 use super::{Declared, WrittenOwner};
 use crate::model::{
-    Declaration, Desired, FileSpec, RelPath, ResourceId, Resources, SharedStr, Spec, StructuredSpec,
+    Declaration, Desired, FileSpec, PathAt, ResourceId, Resources, SharedStr, Spec, StructuredSpec,
 };
 use wire::{IntoInner, Reader, Writer};
 
@@ -145,7 +145,7 @@ impl<W: Write> Writer<W> {
         let mut last: Option<&Arc<Declaration>> = None;
         for r in d.resources.values() {
             w.str(r.id.as_str())?;
-            w.str(r.path.as_str())?;
+            w.str(r.path_str())?;
             match &r.spec {
                 Spec::File(f) => {
                     w.u8(0)?;
@@ -244,7 +244,7 @@ fn decode_from(mut input: impl Read, key: &[u8; 32]) -> Option<Declared> {
     let mut resources = Vec::with_capacity(count.min(1 << 20));
     for _ in 0..count {
         let id = ResourceId::from_string(r.str()?.to_string());
-        let path = RelPath::ending(&id, r.str()?).ok()?;
+        let path_at = PathAt::of(&id, r.str()?)?;
         let spec = match r.u8()? {
             0 => Spec::File(FileSpec {
                 blob: r.oid()?,
@@ -287,7 +287,7 @@ fn decode_from(mut input: impl Read, key: &[u8; 32]) -> Option<Declared> {
         last = Some(declaration.clone());
         let desired = Desired {
             id,
-            path,
+            path_at,
             spec,
             declaration,
             sensitive,

@@ -171,9 +171,9 @@ impl<'a> Builder<'a> {
     }
 
     fn add(&mut self, d: Desired) {
-        let key = (d.id.target_shared(), d.path.clone());
+        let key = (d.id.target_shared(), d.path());
         if self.conflicted.contains(&key) {
-            let reason = format!("{} is declared more than once", d.path);
+            let reason = format!("{} is declared more than once", d.path_str());
             self.block(d.id.clone(), &d.origin(), reason);
             return;
         }

@@ -131,7 +131,7 @@ fn mirrored_files_share_one_declaration_naming_each_repository_path() {
             "one declaration for the mirror's files"
         );
         for f in &files {
-            assert_eq!(f.origin().to_string(), format!("host/{}:1", f.path));
+            assert_eq!(f.origin().to_string(), format!("host/{}:1", f.path_str()));
         }
     }
 }

@@ -54,7 +54,7 @@ fn structured_resources_get_identities_and_lose_ignored_fields() {
         }
         other => panic!("{other:?}"),
     }
-    assert_eq!(web.path.as_str(), "section/web");
+    assert_eq!(web.path_str(), "section/web");
     let empty = &d.resources[&ResourceId::new("app", "section", "empty")];
     assert!(matches!(&empty.spec, Spec::Structured(s) if s.spec == json!({})));
 }

@@ -191,7 +191,7 @@ impl<'a> Planner<'a> {
                 plan.applies.push(Change {
                     id: d.id.clone(),
                     target: d.target().to_string(),
-                    path: d.path.clone(),
+                    path: d.path(),
                     action,
                     fields,
                     desired: Some(d.clone()),

@@ -139,16 +139,14 @@ impl RelPath {
         };
         Ok((id, path))
     }
-    /// `raw` as a path, sharing the bytes of `id` when it ends with it (as
-    /// [`RelPath::identify`] made it); parsed afresh otherwise.
-    pub fn ending(id: &ResourceId, raw: &str) -> Result<RelPath, PathError> {
-        let start = id.0.len().saturating_sub(raw.len());
-        match canonical(raw) && id.0.ends_with(raw) {
-            true => match SharedStr::part(&id.0, start..id.0.len()) {
-                Some(part) => Ok(RelPath(part)),
-                None => RelPath::parse(raw),
-            },
-            false => RelPath::parse(raw),
+    /// The end of `id` from byte `start` on, a path [`Desired`] holds as
+    /// that offset; sharing the identity's bytes.
+    ///
+    /// [`Desired`]: super::Desired
+    pub(super) fn tail(id: &ResourceId, start: usize) -> RelPath {
+        match SharedStr::part(&id.0, start..id.0.len()) {
+            Some(part) => RelPath(part),
+            None => RelPath(id.0[start..].into()),
         }
     }
     pub fn as_str(&self) -> &str {

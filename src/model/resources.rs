@@ -184,10 +184,10 @@ mod tests {
 
     fn file(path: &str, size: u64) -> Desired {
         let (id, path) = RelPath::identify(path, "files", "file").unwrap();
-        Desired {
+        Desired::new(
             id,
-            path,
-            spec: Spec::File(FileSpec {
+            path.as_str(),
+            Spec::File(FileSpec {
                 blob: git2::Oid::zero(),
                 size,
                 mode: 0o644,
@@ -195,10 +195,10 @@ mod tests {
                 gid: None,
                 secret: false,
             }),
-            declaration: Default::default(),
-            sensitive: false,
-            decrypted: false,
-        }
+            Default::default(),
+            false,
+            false,
+        )
     }
 
     fn as_map(r: &Resources) -> Vec<(String, u64)> {
@@ -235,7 +235,7 @@ mod tests {
         assert_eq!(as_map(&r), model(&ops));
         let collected = Resources::from_vec(ops.iter().map(|(p, s)| file(p, *s)).collect());
         assert_eq!(collected, r);
-        assert_eq!(r.get("files/file/a").map(|d| d.path.as_str()), Some("a"));
+        assert_eq!(r.get("files/file/a").map(|d| d.path_str()), Some("a"));
         assert!(r.remove("files/file/a").is_some());
         assert!(!r.contains_key("files/file/a"));
         assert_eq!(

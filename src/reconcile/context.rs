@@ -233,7 +233,7 @@ impl Context {
     /// Observes `items`, one answer each, in their order.
     pub fn observe<'a>(
         &self,
-        items: impl IntoIterator<Item = (&'a ResourceId, &'a str, &'a RelPath, Option<&'a Spec>)>,
+        items: impl IntoIterator<Item = (&'a ResourceId, &'a str, RelPath, Option<&'a Spec>)>,
     ) -> Vec<Observed> {
         let mut out = Vec::new();
         self.observe_each(

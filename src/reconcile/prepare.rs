@@ -32,7 +32,7 @@ enum Item<'a> {
     Member(&'a Owned),
 }
 
-fn probe<'a>(id: &'a ResourceId, path: &'a RelPath, spec: Option<&'a Spec>) -> Probe<'a> {
+fn probe<'a>(id: &'a ResourceId, path: RelPath, spec: Option<&'a Spec>) -> Probe<'a> {
     Probe { id, path, spec }
 }
 
@@ -120,8 +120,8 @@ pub fn prepare(
     // Both in identity order, so each target's resources come together
     // and a target that reads its whole store per call reads it once.
     let items = in_identity_order(desired.values(), apart).map(|item| match item {
-        Item::Declared(d) => (d.target(), probe(&d.id, &d.path, Some(&d.spec)), item),
-        Item::Member(o) => (o.target.as_str(), probe(&o.id, &o.path, None), item),
+        Item::Declared(d) => (d.target(), probe(&d.id, d.path(), Some(&d.spec)), item),
+        Item::Member(o) => (o.target.as_str(), probe(&o.id, o.path.clone(), None), item),
     });
     ctx.observe_each(items, |item, observed| match item {
         Item::Declared(d) => {

@@ -117,7 +117,7 @@ pub(super) fn adopt(rec: &mut Recorder, adopted: &[&Desired]) -> Result<(), Ledg
             tx.inventory_add(&InventoryEntry {
                 id: d.id.to_string(),
                 target: d.target().to_string(),
-                path: d.path.to_string(),
+                path: d.path_str().to_string(),
             })?;
         }
         Ok(())
@@ -271,7 +271,7 @@ fn verify(
     let again = run.ctx.observe(
         verify
             .iter()
-            .map(|d| (&d.id, d.target(), &d.path, Some(&d.spec))),
+            .map(|d| (&d.id, d.target(), d.path(), Some(&d.spec))),
     );
     let mut digests = Vec::new();
     for ((d, (_, corrections)), obs) in verify.into_iter().zip(applied).zip(again) {

@@ -102,10 +102,11 @@ impl Left {
 /// One resource to observe: its identity, its key inside the target (a path
 /// under the root, or `<kind>/<name>`), and its declaration when it has one
 /// (inventory members being pruned have none).
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Probe<'a> {
     pub id: &'a ResourceId,
-    pub path: &'a RelPath,
+    /// Shares its bytes with the identity.
+    pub path: RelPath,
     pub spec: Option<&'a Spec>,
 }
 
@@ -131,13 +132,10 @@ pub type ChangeSink = Arc<dyn Fn(Recheck) + Send + Sync>;
 pub trait Subscription: Send {
     /// The target's whole managed set, each identity with its path: the
     /// watch follows it from now on.
-    fn manage(&mut self, managed: &mut dyn Iterator<Item = (&ResourceId, &RelPath)>) -> Recheck;
+    fn manage(&mut self, managed: &mut dyn Iterator<Item = (&ResourceId, &str)>) -> Recheck;
     /// A few identities only, each with its path now, or `None` when it is
     /// no longer managed; the rest of the managed set stays as it was.
-    fn patch(
-        &mut self,
-        changes: &mut dyn Iterator<Item = (&ResourceId, Option<&RelPath>)>,
-    ) -> Recheck;
+    fn patch(&mut self, changes: &mut dyn Iterator<Item = (&ResourceId, Option<&str>)>) -> Recheck;
     /// Every change of the managed resources is seen as it happens.
     fn healthy(&self) -> bool;
     /// A line for status: what is watched, or why watching is degraded.

@@ -159,7 +159,7 @@ pub fn compare(old: &Declared, new: &Declared) -> Vec<Difference> {
             change: Change {
                 id: id.clone(),
                 target: at.target().to_string(),
-                path: at.path.clone(),
+                path: at.path(),
                 action,
                 fields,
                 desired: n.cloned(),

@@ -145,7 +145,7 @@ impl Loop {
         // directory.
         let recheck = {
             let resources = &rev.declared.resources;
-            let now = |id| resources.get(id).map(|d| &d.path);
+            let now = |id| resources.get(id).map(|d| d.path_str());
             if let Some(keys) = watch_changes {
                 self.watched = Some(rev.id);
                 self.watch.patch(keys.iter().map(|id| (id, now(id))))

@@ -24,7 +24,7 @@ impl Builder<'_> {
         // one already known.
         let mut dirs: HashSet<(&str, &str)> = HashSet::new();
         for d in on_paths.clone() {
-            let path = d.path.as_str();
+            let path = d.path_str();
             let mut end = path.len();
             while let Some(i) = path[..end].rfind('/') {
                 if !dirs.insert((d.target(), &path[..i])) {
@@ -37,15 +37,15 @@ impl Builder<'_> {
         // then is every path's ancestry looked at.
         let outer: HashMap<(&str, &str), &ResourceId> = on_paths
             .clone()
-            .filter(|d| dirs.contains(&(d.target(), d.path.as_str())))
-            .map(|d| ((d.target(), d.path.as_str()), &d.id))
+            .filter(|d| dirs.contains(&(d.target(), d.path_str())))
+            .map(|d| ((d.target(), d.path_str()), &d.id))
             .collect();
         if outer.is_empty() {
             return;
         }
         let mut clash = Vec::new();
         for d in on_paths {
-            let path = d.path.as_str();
+            let path = d.path_str();
             // Every proper ancestor of the path, by the `/` that ends it.
             for (i, _) in path.match_indices('/') {
                 if let Some(outer) = outer.get(&(d.target(), &path[..i])) {
@@ -86,7 +86,7 @@ impl Builder<'_> {
         let mut seen: HashMap<u64, Vec<&Desired>> = HashMap::new();
         let on_paths = resources.values().filter(|d| on_a_file_system(d));
         for d in on_paths {
-            seen.entry(folded_hash(&state, d.target(), d.path.as_str()))
+            seen.entry(folded_hash(&state, d.target(), d.path_str()))
                 .or_default()
                 .push(d);
         }
@@ -94,7 +94,7 @@ impl Builder<'_> {
         for same in seen.values().filter(|v| v.len() > 1) {
             for (i, a) in same.iter().enumerate() {
                 let other = same[..i].iter().chain(&same[i + 1..]).find(|b| {
-                    a.target() == b.target() && same_when_folded(a.path.as_str(), b.path.as_str())
+                    a.target() == b.target() && same_when_folded(a.path_str(), b.path_str())
                 });
                 if let Some(b) = other {
                     clash.push((
@@ -102,7 +102,8 @@ impl Builder<'_> {
                         format!(
                             "{} and {} differ only in case: on a case-insensitive file system \
                              they are one file; neither is applied",
-                            a.path, b.path
+                            a.path_str(),
+                            b.path_str()
                         ),
                     ));
                 }

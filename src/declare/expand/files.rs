@@ -75,13 +75,15 @@ impl Builder<'_> {
         let written = (self.opts.as_written && written != Default::default()).then_some(written);
         // One for all the files a `directory` declares.
         let declaration = Declaration::written(origin, d.on_change.clone(), d.self_heal);
-        let common = |id: ResourceId, path: RelPath, spec: Spec| Desired {
-            id,
-            path,
-            spec,
-            declaration: declaration.clone(),
-            sensitive: decrypt || d.sensitive.unwrap_or(false),
-            decrypted: decrypt,
+        let common = |id: ResourceId, path: RelPath, spec: Spec| {
+            Desired::new(
+                id,
+                path.as_str(),
+                spec,
+                declaration.clone(),
+                decrypt || d.sensitive.unwrap_or(false),
+                decrypt,
+            )
         };
         let hook_missing = d
             .on_change

@@ -54,14 +54,14 @@ impl Builder<'_> {
             None => self.key_spec(&d, origin, path.as_str(), decrypt),
         };
         match spec {
-            Ok(spec) => self.add(Desired {
+            Ok(spec) => self.add(Desired::new(
                 id,
-                path,
+                path.as_str(),
                 spec,
-                declaration: Declaration::written(origin, d.on_change, d.self_heal),
-                sensitive: decrypt || d.sensitive.unwrap_or(false),
-                decrypted: decrypt,
-            }),
+                Declaration::written(origin, d.on_change, d.self_heal),
+                decrypt || d.sensitive.unwrap_or(false),
+                decrypt,
+            )),
             Err(reason) => self.block(id, origin, reason),
         }
         Ok(())

@@ -75,14 +75,14 @@ impl Builder<'_> {
         };
         let declaration = self.mirrored_by(&entry.path, path.as_str());
         match spec {
-            Ok(spec) => self.mirrored.push(Desired {
+            Ok(spec) => self.mirrored.push(Desired::new(
                 id,
-                path,
+                path.as_str(),
                 spec,
                 declaration,
-                sensitive: decrypting,
-                decrypted: decrypting,
-            }),
+                decrypting,
+                decrypting,
+            )),
             Err(e) => self.refuse(id, e),
         }
     }

@@ -95,19 +95,19 @@ impl Builder<'_> {
             }
         };
         let spec = ownership::strip_ignored(&spec, &ignore);
-        self.add(Desired {
+        self.add(Desired::new(
             id,
-            path,
-            spec: Spec::Structured(Box::new(StructuredSpec {
+            path.as_str(),
+            Spec::Structured(Box::new(StructuredSpec {
                 kind,
                 name,
                 spec,
                 ignore,
             })),
-            declaration: Declaration::written(origin, d.on_change, d.self_heal),
-            sensitive: decrypted || d.sensitive.unwrap_or(false),
+            Declaration::written(origin, d.on_change, d.self_heal),
+            decrypted || d.sensitive.unwrap_or(false),
             decrypted,
-        });
+        ));
         Ok(())
     }
 }

@@ -65,10 +65,10 @@ fn config(endpoint: String) -> EtcdConfig {
 
 fn value(key: &str, bytes: &[u8]) -> Desired {
     let id = ResourceId::new("kv", "key", key);
-    Desired {
+    Desired::new(
         id,
-        path: RelPath::parse(key).unwrap(),
-        spec: Spec::File(FileSpec {
+        RelPath::parse(key).unwrap().as_str(),
+        Spec::File(FileSpec {
             blob: blob_id(bytes),
             size: bytes.len() as u64,
             mode: crate::model::VALUE_MODE,
@@ -76,16 +76,16 @@ fn value(key: &str, bytes: &[u8]) -> Desired {
             gid: None,
             secret: false,
         }),
-        declaration: Default::default(),
-        sensitive: false,
-        decrypted: false,
-    }
+        Default::default(),
+        false,
+        false,
+    )
 }
 
 fn observe(t: &EtcdTarget, d: &Desired) -> Observed {
     let probe = Probe {
         id: &d.id,
-        path: &d.path,
+        path: d.path(),
         spec: Some(&d.spec),
     };
     t.observe(&[probe]).remove(0)
@@ -95,7 +95,7 @@ fn update(d: &Desired, observed: Observed) -> Change {
     Change {
         id: d.id.clone(),
         target: "kv".into(),
-        path: d.path.clone(),
+        path: d.path(),
         action: Action::Update,
         fields: vec![Field::Content],
         desired: Some(d.clone()),

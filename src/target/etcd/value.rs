@@ -123,14 +123,14 @@ mod tests {
             path: RelPath::parse("flags").unwrap(),
             action: Action::Update,
             fields,
-            desired: Some(Desired {
+            desired: Some(Desired::new(
                 id,
-                path: RelPath::parse("flags").unwrap(),
-                spec: structured,
-                declaration: Default::default(),
-                sensitive: false,
-                decrypted: false,
-            }),
+                RelPath::parse("flags").unwrap().as_str(),
+                structured,
+                Default::default(),
+                false,
+                false,
+            )),
             observed,
         };
         let put: serde_json::Value =

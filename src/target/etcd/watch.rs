@@ -13,7 +13,7 @@ use etcd_client::{EventType, GetOptions, WatchOptions};
 
 use super::client::{describe, Connection};
 use crate::backoff::Failures;
-use crate::model::{RelPath, ResourceId};
+use crate::model::ResourceId;
 use crate::target::{ChangeSink, Recheck, Subscription};
 
 /// Longest wait between two attempts to watch again.
@@ -216,10 +216,10 @@ impl Watch {
 }
 
 impl Subscription for EtcdWatch {
-    fn manage(&mut self, managed: &mut dyn Iterator<Item = (&ResourceId, &RelPath)>) -> Recheck {
+    fn manage(&mut self, managed: &mut dyn Iterator<Item = (&ResourceId, &str)>) -> Recheck {
         let mut st = self.state.lock().expect("watch state");
         st.managed = managed
-            .map(|(id, path)| (path.as_str().to_string(), id.clone()))
+            .map(|(id, path)| (path.to_string(), id.clone()))
             .collect();
         let unclaimed = std::mem::take(&mut st.unclaimed);
         let ids: Vec<ResourceId> = unclaimed
@@ -233,19 +233,16 @@ impl Subscription for EtcdWatch {
         }
     }
 
-    fn patch(
-        &mut self,
-        changes: &mut dyn Iterator<Item = (&ResourceId, Option<&RelPath>)>,
-    ) -> Recheck {
+    fn patch(&mut self, changes: &mut dyn Iterator<Item = (&ResourceId, Option<&str>)>) -> Recheck {
         let mut st = self.state.lock().expect("watch state");
         let mut ids = Vec::new();
         for (id, path) in changes {
             st.managed.retain(|_, v| v != id);
             if let Some(p) = path {
-                if st.unclaimed.remove(p.as_str()).is_some() {
+                if st.unclaimed.remove(p).is_some() {
                     ids.push(id.clone());
                 }
-                st.managed.insert(p.as_str().to_string(), id.clone());
+                st.managed.insert(p.to_string(), id.clone());
             }
         }
         if ids.is_empty() {

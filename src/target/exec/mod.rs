@@ -310,7 +310,7 @@ impl Target for ExecTarget {
         let mut out = vec![Observed::Unknown("not observed".into()); probes.len()];
         let mut asked = Vec::new();
         for (i, p) in probes.iter().enumerate() {
-            match object_of(p.path, p.spec) {
+            match object_of(&p.path, p.spec) {
                 Ok((o, spec)) => asked.push((i, o, spec)),
                 Err(reason) => out[i] = Observed::Unknown(reason.to_string()),
             }

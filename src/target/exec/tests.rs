@@ -15,25 +15,25 @@ fn plugin(name: &str) -> String {
 }
 
 fn desired(target: &str, kind: &str, name: &str, spec: Value) -> Desired {
-    Desired {
-        id: ResourceId::new(target, kind, name),
-        path: RelPath::parse(&format!("{kind}/{name}")).unwrap(),
-        spec: Spec::Structured(Box::new(StructuredSpec {
+    Desired::new(
+        ResourceId::new(target, kind, name),
+        RelPath::parse(&format!("{kind}/{name}")).unwrap().as_str(),
+        Spec::Structured(Box::new(StructuredSpec {
             kind: kind.into(),
             name: name.into(),
             spec,
             ignore: vec![],
         })),
-        declaration: Default::default(),
-        sensitive: false,
-        decrypted: false,
-    }
+        Default::default(),
+        false,
+        false,
+    )
 }
 
 fn observe_one(t: &ExecTarget, d: &Desired) -> Observed {
     t.observe(&[Probe {
         id: &d.id,
-        path: &d.path,
+        path: d.path(),
         spec: Some(&d.spec),
     }])
     .pop()
@@ -61,7 +61,7 @@ fn create(t: &ExecTarget, d: &Desired) -> Result<Applied, TargetError> {
     let change = Change {
         id: d.id.clone(),
         target: d.target().to_string(),
-        path: d.path.clone(),
+        path: d.path(),
         action: Action::Create,
         fields,
         desired: Some(d.clone()),
@@ -238,7 +238,7 @@ fn changed_notifications_reach_the_subscriber_as_identities() {
     let change = Change {
         id: d.id.clone(),
         target: d.target().to_string(),
-        path: d.path.clone(),
+        path: d.path(),
         action: Action::Delete,
         fields: vec![],
         desired: None,

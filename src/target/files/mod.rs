@@ -285,7 +285,7 @@ impl Target for FilesTarget {
     }
 
     fn observe(&self, probes: &[Probe]) -> Vec<Observed> {
-        let paths: Vec<&RelPath> = probes.iter().map(|p| p.path).collect();
+        let paths: Vec<&RelPath> = probes.iter().map(|p| &p.path).collect();
         let secret: Vec<bool> = probes
             .iter()
             .map(|p| matches!(p.spec, Some(Spec::File(f)) if f.secret))

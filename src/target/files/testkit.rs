@@ -177,13 +177,15 @@ pub(super) fn file_spec(bytes: &[u8], mode: u32) -> FileSpec {
 pub(super) fn change(path: &str, action: Action, spec: Option<Spec>, fields: Vec<Field>) -> Change {
     let kind = spec.as_ref().map_or("file", |s| s.kind());
     let id = ResourceId::new("files", kind, path);
-    let desired = spec.map(|spec| Desired {
-        id: id.clone(),
-        path: rel(path),
-        spec,
-        declaration: Default::default(),
-        sensitive: false,
-        decrypted: false,
+    let desired = spec.map(|spec| {
+        Desired::new(
+            id.clone(),
+            rel(path).as_str(),
+            spec,
+            Default::default(),
+            false,
+            false,
+        )
     });
     Change {
         id,

@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex};
 
 use notify::{RecursiveMode, Watcher};
 
-use crate::model::{RelPath, ResourceId};
+use crate::model::ResourceId;
 use crate::target::{ChangeSink, Recheck, Subscription};
 use dirs::{each_dir_up, parent_in};
 pub(super) use echoes::{Echoes, Hook};
@@ -190,7 +190,7 @@ impl FilesWatch {
 }
 
 impl Subscription for FilesWatch {
-    fn manage(&mut self, managed: &mut dyn Iterator<Item = (&ResourceId, &RelPath)>) -> Recheck {
+    fn manage(&mut self, managed: &mut dyn Iterator<Item = (&ResourceId, &str)>) -> Recheck {
         // An identity names its path: the path given beside it is its key.
         // Worked out beside the index: events are judged meanwhile.
         let now = self.index.lock().expect("watch index").files.clone();
@@ -204,16 +204,13 @@ impl Subscription for FilesWatch {
     /// Directories the patched paths need are watched; watches no longer
     /// needed stay until the next [`Subscription::manage`] (an event there
     /// names no identity). A moved root is watched whole.
-    fn patch(
-        &mut self,
-        changes: &mut dyn Iterator<Item = (&ResourceId, Option<&RelPath>)>,
-    ) -> Recheck {
+    fn patch(&mut self, changes: &mut dyn Iterator<Item = (&ResourceId, Option<&str>)>) -> Recheck {
         let mut patched = Vec::new();
         let mut told = Vec::new();
         for (id, now) in changes {
             told.push((id.clone(), now.is_some()));
             if let Some(path) = now {
-                patched.push((id.clone(), path.clone()));
+                patched.push((id.clone(), path));
             }
         }
         {
@@ -228,7 +225,7 @@ impl Subscription for FilesWatch {
         };
         let mut dirs = Vec::new();
         for (_, path) in &patched {
-            each_dir_up(&root, path.as_str(), |d| {
+            each_dir_up(&root, path, |d| {
                 let new = !self.watched.contains(d);
                 if new {
                     dirs.push(d.to_path_buf());
@@ -240,7 +237,7 @@ impl Subscription for FilesWatch {
         let index = self.index.lock().expect("watch index");
         let under_new = patched
             .iter()
-            .map(|(id, path)| (id, root.join(path.as_str())))
+            .map(|(id, path)| (id, root.join(path)))
             .filter(|(_, full)| full.parent().is_some_and(|d| new.contains(d)));
         index.recheck(under_new)
     }
