@@ -1,8 +1,8 @@
 //! A resource's identity, `<target>/<kind>/<key>`, and the path relative
 //! to a target root that a file's identity ends with, sharing its bytes.
 
+use arcstr::ArcStr;
 use std::fmt;
-use std::sync::Arc;
 
 use super::SharedStr;
 
@@ -10,14 +10,14 @@ use super::SharedStr;
 /// order, time or random values, so a retry finds what an earlier attempt made.
 /// Shared, not copied: a pass holds each identity in several maps.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct ResourceId(Arc<str>);
+pub struct ResourceId(ArcStr);
 
 impl ResourceId {
     pub fn new(target: &str, kind: &str, key: &str) -> Self {
-        ResourceId(format!("{target}/{kind}/{key}").into())
+        ResourceId(ArcStr::from(format!("{target}/{kind}/{key}")))
     }
     pub fn from_string(s: String) -> Self {
-        ResourceId(s.into())
+        ResourceId(ArcStr::from(s))
     }
     pub fn as_str(&self) -> &str {
         &self.0
