@@ -62,10 +62,10 @@ pub fn compare(desired: &Desired, observed: &Observed, before: &[String]) -> Com
                     to: want.mode,
                 });
             }
-            if let Some(u) = want.uid.filter(|u| u != uid) {
+            if let Some(u) = want.uid.get().filter(|u| u != uid) {
                 fields.push(Field::Owner { from: *uid, to: u });
             }
-            if let Some(g) = want.gid.filter(|g| g != gid) {
+            if let Some(g) = want.gid.get().filter(|g| g != gid) {
                 fields.push(Field::Group { from: *gid, to: g });
             }
         }
@@ -110,8 +110,8 @@ pub(crate) mod tests {
                 blob: blob_id(content),
                 size: content.len() as u64,
                 mode,
-                uid: None,
-                gid: None,
+                uid: None.into(),
+                gid: None.into(),
                 secret: false,
             }),
             Default::default(),

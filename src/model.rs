@@ -44,12 +44,37 @@ pub struct FileSpec {
     pub size: u64,
     pub mode: u32,
     /// Owner and group, resolved to ids on this host when declared by name;
-    /// `None` leaves them as they are.
-    pub uid: Option<u32>,
-    pub gid: Option<u32>,
+    /// none leaves them as they are.
+    pub uid: OwnerId,
+    pub gid: OwnerId,
     /// The content is a decrypted secret: a target keeps no hash of it
     /// (the files target's stat cache passes it by).
     pub secret: bool,
+}
+
+/// A user or group id a file is declared with, or none: four bytes, as
+/// `chown` takes it (where `u32::MAX`, -1, changes nothing).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct OwnerId(u32);
+
+impl OwnerId {
+    pub const NONE: OwnerId = OwnerId(u32::MAX);
+
+    pub fn get(self) -> Option<u32> {
+        (self != OwnerId::NONE).then_some(self.0)
+    }
+}
+
+impl From<Option<u32>> for OwnerId {
+    fn from(id: Option<u32>) -> OwnerId {
+        id.map_or(OwnerId::NONE, OwnerId)
+    }
+}
+
+impl fmt::Debug for OwnerId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&self.get(), f)
+    }
 }
 
 /// A structured resource served by a plugin: an object of some kind, named,
@@ -419,18 +444,32 @@ mod size_tests {
     /// the rare structured spec is boxed so files do not pay for its size,
     /// and what a declaration says beside specs is shared.
     #[test]
+    fn an_owner_id_is_an_option_in_four_bytes() {
+        assert_eq!(std::mem::size_of::<OwnerId>(), 4);
+        for id in [None, Some(0), Some(7), Some(u32::MAX - 1)] {
+            let owner = OwnerId::from(id);
+            assert_eq!(owner.get(), id);
+            // Written into a spec's digest as the option was, so digests
+            // recorded before are still the same.
+            assert_eq!(format!("{owner:?}"), format!("{id:?}"));
+        }
+        // chown's "no change".
+        assert_eq!(OwnerId::from(Some(u32::MAX)).get(), None);
+    }
+
+    #[test]
     fn a_declared_file_stays_small() {
         // An identity is a thin pointer: held by the declaration, the
         // outcomes and the watch, once each per resource.
         assert_eq!(std::mem::size_of::<ResourceId>(), 8);
         assert_eq!(std::mem::size_of::<SharedStr>(), 16);
         assert!(
-            std::mem::size_of::<Spec>() <= 56,
+            std::mem::size_of::<Spec>() <= 48,
             "{}",
             std::mem::size_of::<Spec>()
         );
         assert!(
-            std::mem::size_of::<Desired>() <= 80,
+            std::mem::size_of::<Desired>() <= 72,
             "{}",
             std::mem::size_of::<Desired>()
         );

@@ -152,8 +152,8 @@ impl<W: Write> Writer<W> {
                     w.raw(f.blob.as_bytes())?;
                     w.u64(f.size)?;
                     w.u64(u64::from(f.mode))?;
-                    w.opt_u32(f.uid)?;
-                    w.opt_u32(f.gid)?;
+                    w.opt_u32(f.uid.get())?;
+                    w.opt_u32(f.gid.get())?;
                 }
                 Spec::Symlink { target } => {
                     w.u8(1)?;
@@ -250,8 +250,8 @@ fn decode_from(mut input: impl Read, key: &[u8; 32]) -> Option<Declared> {
                 blob: r.oid()?,
                 size: r.u64()?,
                 mode: u32::try_from(r.u64()?).ok()?,
-                uid: r.opt_u32()?,
-                gid: r.opt_u32()?,
+                uid: r.opt_u32()?.into(),
+                gid: r.opt_u32()?.into(),
                 // Never stored: a revision holding one is not kept.
                 secret: false,
             }),

@@ -164,8 +164,8 @@ impl<'a> Builder<'a> {
             blob: resolved.oid,
             size,
             mode,
-            uid: None,
-            gid: None,
+            uid: None.into(),
+            gid: None.into(),
             secret: false,
         })
     }

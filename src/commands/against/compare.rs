@@ -39,8 +39,8 @@ fn as_live(d: &Desired) -> Observed {
             blob: f.blob,
             size: f.size,
             mode: f.mode,
-            uid: f.uid.unwrap_or(0),
-            gid: f.gid.unwrap_or(0),
+            uid: f.uid.get().unwrap_or(0),
+            gid: f.gid.get().unwrap_or(0),
         },
         Spec::Symlink { target } => Live::Symlink {
             target: target.clone(),

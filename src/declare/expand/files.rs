@@ -121,8 +121,8 @@ impl Builder<'_> {
                             blob,
                             size,
                             mode: 0o644,
-                            uid: None,
-                            gid: None,
+                            uid: None.into(),
+                            gid: None.into(),
                             secret: false,
                         })
                     }
@@ -139,7 +139,7 @@ impl Builder<'_> {
                 match (spec, reason) {
                     (Ok(mut spec), None) => {
                         spec.mode = mode.unwrap_or(spec.mode);
-                        (spec.uid, spec.gid) = (uid, gid);
+                        (spec.uid, spec.gid) = (uid.into(), gid.into());
                         if let Some(w) = &written {
                             self.owners.insert(id.clone(), w.clone());
                         }
@@ -191,7 +191,7 @@ impl Builder<'_> {
                     match self.content_spec(entry) {
                         Ok(mut spec) => {
                             spec.mode = mode.unwrap_or(spec.mode);
-                            (spec.uid, spec.gid) = (uid, gid);
+                            (spec.uid, spec.gid) = (uid.into(), gid.into());
                             if let Some(w) = &written {
                                 self.owners.insert(id.clone(), w.clone());
                             }

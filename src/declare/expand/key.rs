@@ -127,8 +127,8 @@ fn value_spec(blob: git2::Oid, size: u64) -> FileSpec {
         blob,
         size,
         mode: VALUE_MODE,
-        uid: None,
-        gid: None,
+        uid: None.into(),
+        gid: None.into(),
         secret: false,
     }
 }

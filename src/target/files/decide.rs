@@ -59,9 +59,11 @@ pub(super) fn decide(change: &Change, spec: &Spec, live: Option<&Live>) -> Step 
                     .filter(|m| asks(|x| matches!(x, Field::Mode { .. })) && m != mode),
                 uid: f
                     .uid
+                    .get()
                     .filter(|u| asks(|x| matches!(x, Field::Owner { .. })) && u != uid),
                 gid: f
                     .gid
+                    .get()
                     .filter(|g| asks(|x| matches!(x, Field::Group { .. })) && g != gid),
             };
             if attrs == Attrs::default() {
@@ -113,8 +115,8 @@ mod tests {
             blob: blob_id(b"new"),
             size: 3,
             mode: 0o600,
-            uid: Some(7),
-            gid: None,
+            uid: Some(7).into(),
+            gid: None.into(),
             secret: false,
         };
         let live = Live::File {

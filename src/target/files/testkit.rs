@@ -168,8 +168,8 @@ pub(super) fn file_spec(bytes: &[u8], mode: u32) -> FileSpec {
         blob: blob_id(bytes),
         size: bytes.len() as u64,
         mode,
-        uid: None,
-        gid: None,
+        uid: None.into(),
+        gid: None.into(),
         secret: false,
     }
 }

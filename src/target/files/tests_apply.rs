@@ -131,7 +131,7 @@ fn owner_change_is_a_chown_in_place_and_keeps_setuid() {
     put(&t, "bin/tool", b"#!/bin/sh\n", 0o4755).unwrap();
     let inode = identity(&sb.at("bin/tool")).0;
     let mut spec = file_spec(b"#!/bin/sh\n", 0o4755);
-    spec.uid = Some(4321);
+    spec.uid = Some(4321).into();
     let c = change(
         "bin/tool",
         Action::Update,

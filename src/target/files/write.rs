@@ -197,8 +197,8 @@ impl FilesTarget {
                 .map_err(|e| transient(path, "read desired content", e))?,
         );
         // An owner or group the declaration leaves out stays as it was.
-        let uid = spec.uid.or(old.map(|m| m.uid));
-        let gid = spec.gid.or(old.map(|m| m.gid));
+        let uid = spec.uid.get().or(old.map(|m| m.uid));
+        let gid = spec.gid.get().or(old.map(|m| m.gid));
         let recorded = clock.now(self);
         // Dated just before the clock reading, the file's stat is one the
         // cache can trust at once: any later write, by anyone, leaves a
