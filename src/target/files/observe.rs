@@ -20,8 +20,10 @@ use crate::model::{Live, Observed, RelPath};
 const CHUNK: usize = 64 * 1024;
 /// Batches of at least this many paths are observed on two threads.
 const PARALLEL_FROM: usize = 2048;
-/// How many paths a pass observes at once (`Target::observe_limit`).
-pub(super) const BATCH: usize = 8192;
+/// How many paths a pass observes at once (`Target::observe_limit`): the
+/// answers of a batch are held together (half a MiB at 4,096), and two
+/// threads still share each one.
+pub(super) const BATCH: usize = 4096;
 
 /// The Git blob id of a file's first `size` bytes, read in chunks so a huge
 /// file costs no more memory than a small one.
