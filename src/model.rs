@@ -140,10 +140,11 @@ impl PathAt {
     pub fn of(id: &ResourceId, path: &str) -> Option<PathAt> {
         let id = id.as_str();
         let at = id.len().checked_sub(path.len()).filter(|at| *at > 0)?;
-        (id[at - 1..].strip_prefix('/') == Some(path))
-            .then_some(())
-            .and_then(|()| u32::try_from(at).ok())
-            .map(PathAt)
+        // `get`: a byte count that ends inside a character is no match.
+        if id.get(at - 1..)?.strip_prefix('/') != Some(path) {
+            return None;
+        }
+        u32::try_from(at).ok().map(PathAt)
     }
 }
 
@@ -443,6 +444,34 @@ mod size_tests {
     /// A daemon holds one `Desired` per declared resource (100k and more):
     /// the rare structured spec is boxed so files do not pay for its size,
     /// and what a declaration says beside specs is shared.
+    #[test]
+    fn a_path_is_found_at_the_end_of_its_identity_or_not_at_all() {
+        let file = ResourceId::new("files", "file", "etc/app.conf");
+        assert_eq!(PathAt::of(&file, "etc/app.conf"), Some(PathAt(11)));
+        let object = ResourceId::new("svc", "config.v1", "web");
+        assert_eq!(PathAt::of(&object, "config.v1/web"), Some(PathAt(4)));
+        let d = Desired::new(
+            object.clone(),
+            "config.v1/web",
+            Spec::Symlink { target: "x".into() },
+            Default::default(),
+            false,
+            false,
+        );
+        assert_eq!(
+            (d.path_str(), d.path().as_str()),
+            ("config.v1/web", "config.v1/web")
+        );
+        // Not a whole part after a `/`, not the end, too long, or ending
+        // inside a character (a damaged cache file may say anything).
+        assert_eq!(PathAt::of(&file, "pp.conf"), None);
+        assert_eq!(PathAt::of(&file, "etc/app"), None);
+        assert_eq!(PathAt::of(&file, "files/file/etc/app.conf"), None);
+        let wide = ResourceId::from_string("files/file/éé".into());
+        assert_eq!(PathAt::of(&wide, "xx"), None);
+        assert_eq!(PathAt::of(&wide, "éé"), Some(PathAt(11)));
+    }
+
     #[test]
     fn an_owner_id_is_an_option_in_four_bytes() {
         assert_eq!(std::mem::size_of::<OwnerId>(), 4);

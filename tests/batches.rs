@@ -1,5 +1,5 @@
 //! A pass over more resources than a target observes at once (the files
-//! target takes 8192 at a time), across two targets, with a member no
+//! target takes 4096 at a time), across two targets, with a member no
 //! longer declared among them: each resource is judged by what was seen
 //! at its own path, and nothing else.
 
