@@ -136,8 +136,13 @@ pub struct PathAt(u32);
 
 impl PathAt {
     /// Where `path` begins in `id`; `None` when `id` does not end with `/`
-    /// and `path`.
+    /// and `path`, or when `path` is not one [`RelPath::parse`] gives (no
+    /// empty, `.` or `..` part: a declaration cache read back is checked
+    /// as a declaration was).
     pub fn of(id: &ResourceId, path: &str) -> Option<PathAt> {
+        if path.is_empty() || !identity::canonical(path) {
+            return None;
+        }
         let id = id.as_str();
         let at = id.len().checked_sub(path.len()).filter(|at| *at > 0)?;
         // `get`: a byte count that ends inside a character is no match.
@@ -441,9 +446,6 @@ mod wipe_tests {
 mod size_tests {
     use super::*;
 
-    /// A daemon holds one `Desired` per declared resource (100k and more):
-    /// the rare structured spec is boxed so files do not pay for its size,
-    /// and what a declaration says beside specs is shared.
     #[test]
     fn a_path_is_found_at_the_end_of_its_identity_or_not_at_all() {
         let file = ResourceId::new("files", "file", "etc/app.conf");
@@ -470,6 +472,11 @@ mod size_tests {
         let wide = ResourceId::from_string("files/file/éé".into());
         assert_eq!(PathAt::of(&wide, "xx"), None);
         assert_eq!(PathAt::of(&wide, "éé"), Some(PathAt(11)));
+        // Only a path as a declaration gives it.
+        for odd in ["", "x/", "../etc/x", "a//b", "./a"] {
+            let id = ResourceId::from_string(format!("files/file/{odd}"));
+            assert_eq!(PathAt::of(&id, odd), None, "{odd:?}");
+        }
     }
 
     #[test]
@@ -486,6 +493,9 @@ mod size_tests {
         assert_eq!(OwnerId::from(Some(u32::MAX)).get(), None);
     }
 
+    /// A daemon holds one `Desired` per declared resource (100k and more):
+    /// the rare structured spec is boxed so files do not pay for its size,
+    /// and what a declaration says beside specs is shared.
     #[test]
     fn a_declared_file_stays_small() {
         // An identity is a thin pointer: held by the declaration, the

@@ -73,7 +73,7 @@ impl fmt::Display for ResourceId {
 pub struct RelPath(SharedStr);
 
 /// Whether `raw` is a path in the form [`RelPath::parse`] gives.
-fn canonical(raw: &str) -> bool {
+pub(super) fn canonical(raw: &str) -> bool {
     !raw.contains('\0') && raw.split('/').all(|part| !matches!(part, "" | "." | ".."))
 }
 

@@ -105,7 +105,7 @@ impl Left {
 #[derive(Debug, Clone)]
 pub struct Probe<'a> {
     pub id: &'a ResourceId,
-    /// Shares its bytes with the identity.
+    /// A declared resource's shares its identity's bytes.
     pub path: RelPath,
     pub spec: Option<&'a Spec>,
 }
