@@ -9,10 +9,12 @@ use git2::Oid;
 
 pub mod host;
 mod identity;
+mod owner;
 mod resources;
 pub mod role;
 mod shared;
-pub use identity::{PathError, RelPath, ResourceId};
+pub use identity::{PathAt, PathError, RelPath, ResourceId};
+pub use owner::OwnerId;
 pub use resources::Resources;
 pub use shared::SharedStr;
 
@@ -50,31 +52,6 @@ pub struct FileSpec {
     /// The content is a decrypted secret: a target keeps no hash of it
     /// (the files target's stat cache passes it by).
     pub secret: bool,
-}
-
-/// A user or group id a file is declared with, or none: four bytes, as
-/// `chown` takes it (where `u32::MAX`, -1, changes nothing).
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub struct OwnerId(u32);
-
-impl OwnerId {
-    pub const NONE: OwnerId = OwnerId(u32::MAX);
-
-    pub fn get(self) -> Option<u32> {
-        (self != OwnerId::NONE).then_some(self.0)
-    }
-}
-
-impl From<Option<u32>> for OwnerId {
-    fn from(id: Option<u32>) -> OwnerId {
-        id.map_or(OwnerId::NONE, OwnerId)
-    }
-}
-
-impl fmt::Debug for OwnerId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(&self.get(), f)
-    }
 }
 
 /// A structured resource served by a plugin: an object of some kind, named,
@@ -127,30 +104,6 @@ pub struct Desired {
     /// sensitive): what it overwrites is not backed up, since a backup
     /// would keep a secret in clear.
     pub decrypted: bool,
-}
-
-/// Where a resource's path begins in its identity: after a `/`, and to its
-/// end.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PathAt(u32);
-
-impl PathAt {
-    /// Where `path` begins in `id`; `None` when `id` does not end with `/`
-    /// and `path`, or when `path` is not one [`RelPath::parse`] gives (no
-    /// empty, `.` or `..` part: a declaration cache read back is checked
-    /// as a declaration was).
-    pub fn of(id: &ResourceId, path: &str) -> Option<PathAt> {
-        if path.is_empty() || !identity::canonical(path) {
-            return None;
-        }
-        let id = id.as_str();
-        let at = id.len().checked_sub(path.len()).filter(|at| *at > 0)?;
-        // `get`: a byte count that ends inside a character is no match.
-        if id.get(at - 1..)?.strip_prefix('/') != Some(path) {
-            return None;
-        }
-        u32::try_from(at).ok().map(PathAt)
-    }
 }
 
 /// Where declarations came from and what they say beside their specs, held
@@ -445,53 +398,6 @@ mod wipe_tests {
 #[cfg(test)]
 mod size_tests {
     use super::*;
-
-    #[test]
-    fn a_path_is_found_at_the_end_of_its_identity_or_not_at_all() {
-        let file = ResourceId::new("files", "file", "etc/app.conf");
-        assert_eq!(PathAt::of(&file, "etc/app.conf"), Some(PathAt(11)));
-        let object = ResourceId::new("svc", "config.v1", "web");
-        assert_eq!(PathAt::of(&object, "config.v1/web"), Some(PathAt(4)));
-        let d = Desired::new(
-            object.clone(),
-            "config.v1/web",
-            Spec::Symlink { target: "x".into() },
-            Default::default(),
-            false,
-            false,
-        );
-        assert_eq!(
-            (d.path_str(), d.path().as_str()),
-            ("config.v1/web", "config.v1/web")
-        );
-        // Not a whole part after a `/`, not the end, too long, or ending
-        // inside a character (a damaged cache file may say anything).
-        assert_eq!(PathAt::of(&file, "pp.conf"), None);
-        assert_eq!(PathAt::of(&file, "etc/app"), None);
-        assert_eq!(PathAt::of(&file, "files/file/etc/app.conf"), None);
-        let wide = ResourceId::from_string("files/file/éé".into());
-        assert_eq!(PathAt::of(&wide, "xx"), None);
-        assert_eq!(PathAt::of(&wide, "éé"), Some(PathAt(11)));
-        // Only a path as a declaration gives it.
-        for odd in ["", "x/", "../etc/x", "a//b", "./a"] {
-            let id = ResourceId::from_string(format!("files/file/{odd}"));
-            assert_eq!(PathAt::of(&id, odd), None, "{odd:?}");
-        }
-    }
-
-    #[test]
-    fn an_owner_id_is_an_option_in_four_bytes() {
-        assert_eq!(std::mem::size_of::<OwnerId>(), 4);
-        for id in [None, Some(0), Some(7), Some(u32::MAX - 1)] {
-            let owner = OwnerId::from(id);
-            assert_eq!(owner.get(), id);
-            // Written into a spec's digest as the option was, so digests
-            // recorded before are still the same.
-            assert_eq!(format!("{owner:?}"), format!("{id:?}"));
-        }
-        // chown's "no change".
-        assert_eq!(OwnerId::from(Some(u32::MAX)).get(), None);
-    }
 
     /// A daemon holds one `Desired` per declared resource (100k and more):
     /// the rare structured spec is boxed so files do not pay for its size,

@@ -185,9 +185,35 @@ impl fmt::Display for RelPath {
     }
 }
 
+/// Where a resource's path begins in its identity: after a `/`, and to its
+/// end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PathAt(pub(super) u32);
+
+impl PathAt {
+    /// Where `path` begins in `id`; `None` when `id` does not end with `/`
+    /// and `path`, or when `path` is not one [`RelPath::parse`] gives (no
+    /// empty, `.` or `..` part: a declaration cache read back is checked
+    /// as a declaration was).
+    pub fn of(id: &ResourceId, path: &str) -> Option<PathAt> {
+        if path.is_empty() || !canonical(path) {
+            return None;
+        }
+        let id = id.as_str();
+        let at = id.len().checked_sub(path.len()).filter(|at| *at > 0)?;
+        // `get`: a byte count that ends inside a character is no match.
+        if id.get(at - 1..)?.strip_prefix('/') != Some(path) {
+            return None;
+        }
+        u32::try_from(at).ok().map(PathAt)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::RelPath;
+    use super::{PathAt, ResourceId};
+    use crate::model::{Desired, Spec};
 
     #[test]
     fn an_identity_names_its_target_and_key() {
@@ -211,6 +237,39 @@ mod tests {
                 }
                 Err(e) => assert_eq!(Err(e), RelPath::parse(raw), "{raw:?}"),
             }
+        }
+    }
+
+    #[test]
+    fn a_path_is_found_at_the_end_of_its_identity_or_not_at_all() {
+        let file = ResourceId::new("files", "file", "etc/app.conf");
+        assert_eq!(PathAt::of(&file, "etc/app.conf"), Some(PathAt(11)));
+        let object = ResourceId::new("svc", "config.v1", "web");
+        assert_eq!(PathAt::of(&object, "config.v1/web"), Some(PathAt(4)));
+        let d = Desired::new(
+            object.clone(),
+            "config.v1/web",
+            Spec::Symlink { target: "x".into() },
+            Default::default(),
+            false,
+            false,
+        );
+        assert_eq!(
+            (d.path_str(), d.path().as_str()),
+            ("config.v1/web", "config.v1/web")
+        );
+        // Not a whole part after a `/`, not the end, too long, or ending
+        // inside a character (a damaged cache file may say anything).
+        assert_eq!(PathAt::of(&file, "pp.conf"), None);
+        assert_eq!(PathAt::of(&file, "etc/app"), None);
+        assert_eq!(PathAt::of(&file, "files/file/etc/app.conf"), None);
+        let wide = ResourceId::from_string("files/file/éé".into());
+        assert_eq!(PathAt::of(&wide, "xx"), None);
+        assert_eq!(PathAt::of(&wide, "éé"), Some(PathAt(11)));
+        // Only a path as a declaration gives it.
+        for odd in ["", "x/", "../etc/x", "a//b", "./a"] {
+            let id = ResourceId::from_string(format!("files/file/{odd}"));
+            assert_eq!(PathAt::of(&id, odd), None, "{odd:?}");
         }
     }
 }
