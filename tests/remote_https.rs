@@ -8,10 +8,11 @@ mod util;
 
 use std::path::{Path, PathBuf};
 
+use util::certs::openssl;
 use util::https::HttpsServer;
 use util::secrets::Canary;
-use util::servers::{remote_daemon, run_remote};
-use util::{wait_until, Env};
+use util::servers::{remote_cmd, remote_daemon, run_remote};
+use util::{wait_until, Env, Run};
 
 const USER: &str = "tend";
 
@@ -370,4 +371,73 @@ fn a_remote_s_first_fetch_is_shallow_and_deepens_only_for_the_rollback_check() {
     sync(&full);
     assert_eq!(in_mirror(), (49, false));
     assert_eq!(env.read("etc/motd"), "later 12\n");
+}
+
+/// The system's roots as OpenSSL reads them, made by the test: `SSL_CERT_FILE`
+/// a bundle, `SSL_CERT_DIR` a directory of certificates named by subject
+/// hash. tend starts without the bundle where the directory is hashed, and
+/// reads it when a server's certificate needs it: a root in the bundle
+/// alone, in the directory alone, or in neither is trusted, trusted and
+/// refused, as when both are read at the start.
+#[test]
+fn system_roots_are_the_bundle_and_the_hashed_directory_whichever_holds_the_root() {
+    let canary = Canary::new();
+    let Some((env, server)) = serve(canary.value()) else {
+        return;
+    };
+    let token = canary.secret_file("token");
+    let cfg = config(&env, Some(&token), None);
+    let url = server.url("ops.git");
+    let ca = std::fs::read_to_string(server.ca_file()).unwrap();
+    let roots = tempfile::tempdir().unwrap();
+    let at = |name: &str| roots.path().join(name);
+    // A hashed directory without the server's root: another name hashed.
+    std::fs::create_dir(at("other")).unwrap();
+    std::fs::write(at("other/0badc0de.0"), "").unwrap();
+    // One with it, under its subject's hash.
+    let hash = openssl(roots.path(), &["x509", "-hash", "-noout"], Some(&ca));
+    std::fs::create_dir(at("with")).unwrap();
+    std::fs::write(at("with").join(format!("{}.0", hash.trim())), &ca).unwrap();
+    std::fs::write(at("bundle-with.pem"), &ca).unwrap();
+    std::fs::write(at("bundle-without.pem"), "").unwrap();
+    let sync = |bundle: &str, dir: &str| -> Run {
+        let _ = std::fs::remove_dir_all(env.at("etc"));
+        remote_cmd(&env, &url, Some(&cfg), &["sync", "--log-level", "debug"])
+            .env("SSL_CERT_FILE", at(bundle))
+            .env("SSL_CERT_DIR", at(dir))
+            .output()
+            .expect("run tend")
+            .into()
+    };
+
+    let run = sync("bundle-with.pem", "other");
+    assert_eq!(run.code, 0, "in the bundle alone: {run:?}");
+    assert_eq!(env.read("etc/motd"), "from https\n");
+    assert!(
+        run.all().contains("added the system's certificate bundle"),
+        "read when the handshake needed it: {run:?}"
+    );
+
+    let run = sync("bundle-without.pem", "with");
+    assert_eq!(run.code, 0, "in the directory alone: {run:?}");
+    assert_eq!(env.read("etc/motd"), "from https\n");
+    assert!(
+        !run.all().contains("certificate bundle"),
+        "the directory sufficed: {run:?}"
+    );
+
+    let before = server.access_log();
+    let run = sync("bundle-without.pem", "other");
+    assert_eq!(run.code, 2, "in neither: {run:?}");
+    assert!(
+        run.stderr.contains("untrusted remote") && run.stderr.contains("auth.ca_file"),
+        "{run:?}"
+    );
+    assert_eq!(
+        server.access_log(),
+        before,
+        "no request passed the handshake"
+    );
+    assert!(!env.at("etc").exists(), "nothing applied");
+    canary.assert_not_in_run("sync", &run);
 }

@@ -115,7 +115,17 @@ impl Mirror {
     pub fn fetch(&self) -> Result<Oid, SourceError> {
         let _lock = FetchLock::acquire(&self.dir, self.spec.timeout)?;
         let repo = open_mirror(&self.dir)?;
-        let fetched = self.fetch_into(&repo);
+        let fetched = match self.fetch_into(&repo) {
+            // Refused for its certificate before the system's bundle was
+            // read (see `roots`): once more with it.
+            Err(SourceError::Untrusted { .. })
+                if self.url.transport == super::url::Transport::Http
+                    && super::roots::add_deferred() =>
+            {
+                self.fetch_into(&repo)
+            }
+            fetched => fetched,
+        };
         let commit = match fetched {
             Ok(commit) => match self.check(&repo, commit)? {
                 None => commit,

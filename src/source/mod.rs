@@ -16,6 +16,7 @@ pub(crate) mod packs;
 mod refs;
 mod remote;
 mod repair;
+mod roots;
 mod seed;
 mod shallow;
 mod signed;

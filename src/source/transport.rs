@@ -1,8 +1,9 @@
 //! Process-wide libgit2 settings for remote transports: socket timeouts, so
 //! a remote that accepts a connection and never answers is abandoned, an
 //! extra trusted CA file for https remotes on private hosts, no loading of
-//! the system's certificates for a source that never uses TLS, and a bound
-//! on mapped pack memory.
+//! the system's certificate bundle for a source that never uses TLS (nor,
+//! where the system's certificate directory is hashed, before a handshake
+//! needs it), and a bound on mapped pack memory.
 
 use std::ffi::c_int;
 use std::path::Path;
@@ -51,6 +52,12 @@ pub unsafe fn configure_transport(
         // SAFETY: the caller guarantees a single thread: nothing reads the
         // environment concurrently.
         unsafe { start_without_certificates() };
+    } else if let Some(bundle) = super::roots::deferrable_bundle() {
+        // The system's hashed directory serves the handshakes; its bundle
+        // waits for a certificate refused without it (see `roots`).
+        // SAFETY: as above.
+        unsafe { start_without_certificates() };
+        super::roots::defer(bundle);
     }
     // 0 would mean "no timeout" to libgit2.
     let millis = c_int::try_from(timeout.as_millis())
