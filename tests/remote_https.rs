@@ -441,3 +441,89 @@ fn system_roots_are_the_bundle_and_the_hashed_directory_whichever_holds_the_root
     assert!(!env.at("etc").exists(), "nothing applied");
     canary.assert_not_in_run("sync", &run);
 }
+
+#[test]
+fn a_reload_from_a_local_repository_to_https_is_taken_with_the_system_roots() {
+    let canary = Canary::new();
+    let Some((env, server)) = serve(canary.value()) else {
+        return;
+    };
+    let token = canary.secret_file("token");
+    let url = server.url("ops.git");
+    // The daemon starts on a local repository, which needs no TLS.
+    let local = Env::new();
+    local
+        .repo
+        .write(
+            "motd.tend.yaml",
+            "kind: file\npath: etc/motd\nsource: motd\n",
+        )
+        .write("motd", "from a local repository\n");
+    local.repo.commit("init");
+    // The server's root is the system's: in its bundle, beside a hashed
+    // directory without it.
+    let roots = tempfile::tempdir().unwrap();
+    let bundle = roots.path().join("bundle.pem");
+    std::fs::copy(server.ca_file(), &bundle).unwrap();
+    let dir = roots.path().join("certs");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::write(dir.join("0badc0de.0"), "").unwrap();
+    let source = |repo: &str| {
+        env.config(&format!(
+            "source:\n  repo: {repo}\n  interval: 1h\n  auth:\n    token_file: {}\n",
+            token.display()
+        ))
+    };
+    let cfg = source(local.repo.path().to_str().unwrap());
+    let log = std::fs::File::create(env.state.path().join("daemon.log")).unwrap();
+    let mut c = util::tend_cmd();
+    c.args([
+        "run",
+        "--listen",
+        "127.0.0.1:0",
+        "--log-level",
+        "debug",
+        "-c",
+    ])
+    .arg(&cfg)
+    .arg("--root")
+    .arg(env.root())
+    .arg("--state-dir")
+    .arg(env.state.path())
+    .env("HOME", util::servers::home(&env))
+    .env("GIT_CONFIG_NOSYSTEM", "1")
+    .env("SSL_CERT_FILE", &bundle)
+    .env("SSL_CERT_DIR", &dir)
+    .stdout(log.try_clone().unwrap())
+    .stderr(log);
+    let mut daemon = util::Daemon {
+        child: c.spawn().expect("start tend run"),
+    };
+    let local_applied = wait_until(30, || {
+        std::fs::read_to_string(env.at("etc/motd")).ok().as_deref()
+            == Some("from a local repository\n")
+    });
+    assert!(local_applied, "{}", env.daemon_log());
+
+    // The same config file, now naming the https repository.
+    assert_eq!(source(&url), cfg);
+    daemon.signal(1); // SIGHUP
+    let https_applied = wait_until(30, || {
+        std::fs::read_to_string(env.at("etc/motd")).ok().as_deref() == Some("from https\n")
+    });
+    let log = env.daemon_log();
+    daemon.stop(20);
+    assert!(https_applied, "the reload took the https repository: {log}");
+    assert!(log.contains("config reloaded"), "{log}");
+    assert!(!log.contains("needs restart"), "{log}");
+    assert!(
+        log.contains("added the system's certificate bundle"),
+        "the bundle read when the first handshake needed it: {log}"
+    );
+    assert!(
+        server.access_log().contains(" 200 user=tend "),
+        "{}",
+        server.access_log()
+    );
+    canary.assert_not_stored(&env);
+}

@@ -109,15 +109,10 @@ pub fn plan(old: &Settings, new: Settings) -> Plan {
 }
 
 /// `source:` is taken but for what libgit2 holds process-wide, set before
-/// any thread started: its timeouts and certificates.
+/// any thread started: its timeouts and extra CA file. (A first repository
+/// over https is taken: the system's certificates are read when its first
+/// handshake needs them, see `source::configure_transport`.)
 fn plan_source(sort: &mut Sort, new: SourceSettings, old: &SourceSettings) -> SourceSettings {
-    let tls = crate::source::may_use_tls;
-    if tls(&new.repo) && !tls(&old.repo) {
-        // Started without the system's certificates (no remote needed
-        // them): the whole source stays.
-        sort.needs_restart.push("source (a repository over https)");
-        return old.clone();
-    }
     let SourceSettings {
         repo,
         reference,
@@ -382,15 +377,16 @@ mod tests {
     }
 
     #[test]
-    fn a_first_https_repository_needs_a_restart() {
+    fn a_first_https_repository_is_taken() {
         let old = settings(BASE, &[]);
         let new = settings(
             &BASE.replace("/srv/a", "https://git.example.com/a.git"),
             &[],
         );
         let p = plan(&old, new);
-        assert_eq!(p.settings.source.repo, "/srv/a");
-        assert_eq!(p.needs_restart, ["source (a repository over https)"]);
+        assert_eq!(p.settings.source.repo, "https://git.example.com/a.git");
+        assert_eq!(p.changed, ["source"], "{p:?}");
+        assert!(p.needs_restart.is_empty(), "{p:?}");
     }
 
     #[test]

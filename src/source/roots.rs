@@ -8,8 +8,10 @@
 //! of every https fetch's start, more than the handshake. Where the
 //! directory is hashed, tend starts without the bundle; when a server's
 //! certificate cannot be verified without it, the bundle is added and the
-//! fetch made again. What is trusted does not change: the bundle's and the
-//! directory's certificates and `auth.ca_file`.
+//! fetch made again. A source that does not use TLS starts without the
+//! bundle too, and a reload to one that does reads it the same way. What is
+//! trusted does not change: the bundle's and the directory's certificates
+//! and `auth.ca_file`.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -21,12 +23,19 @@ fn deferred() -> MutexGuard<'static, Option<PathBuf>> {
     DEFERRED.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// The system's bundle, where it may be left out at the start: the system
-/// (as git2 finds it) has both a bundle and a hashed directory.
+/// The system's bundle, where it may be left out at the start of an https
+/// source: the system (as git2 finds it) has both a bundle and a hashed
+/// directory.
 pub(super) fn deferrable_bundle() -> Option<PathBuf> {
     let found = openssl_probe::probe();
     let bundle = found.cert_file?;
     hashed(&found.cert_dir?).then_some(bundle)
+}
+
+/// The system's bundle, if it has one: left out at the start of a source
+/// that does not use TLS, for a reload to one that does.
+pub(super) fn system_bundle() -> Option<PathBuf> {
+    openssl_probe::probe().cert_file
 }
 
 /// Remembers the bundle left out, for [`add_deferred`].

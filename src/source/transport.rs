@@ -29,8 +29,9 @@ pub fn may_use_tls(repo: &str) -> bool {
 
 /// Applies the connect and read timeouts and the extra CA file to every
 /// later connection libgit2 makes in this process, bounds its mapped pack
-/// memory, and (when `tls` is false) starts it without the system's
-/// certificates.
+/// memory, and (when `tls` is false, or the system's certificate directory
+/// is hashed) starts it without the system's certificate bundle, which the
+/// first certificate refused without it adds.
 ///
 /// libgit2 has no per-fetch setting for timeouts or CA files. The timeouts bound each
 /// connect and each read (for ssh, each libssh2 call); a fetch's overall
@@ -48,16 +49,20 @@ pub unsafe fn configure_transport(
     ca_file: Option<&Path>,
     tls: bool,
 ) -> Result<(), SourceError> {
-    if !tls {
+    // Without TLS (a reload may bring it), or where the system's hashed
+    // directory serves the handshakes, the system's bundle waits for a
+    // certificate refused without it (see `roots`).
+    let deferred = match tls {
+        false => Some(super::roots::system_bundle()),
+        true => super::roots::deferrable_bundle().map(Some),
+    };
+    if let Some(bundle) = deferred {
         // SAFETY: the caller guarantees a single thread: nothing reads the
         // environment concurrently.
         unsafe { start_without_certificates() };
-    } else if let Some(bundle) = super::roots::deferrable_bundle() {
-        // The system's hashed directory serves the handshakes; its bundle
-        // waits for a certificate refused without it (see `roots`).
-        // SAFETY: as above.
-        unsafe { start_without_certificates() };
-        super::roots::defer(bundle);
+        if let Some(bundle) = bundle {
+            super::roots::defer(bundle);
+        }
     }
     // 0 would mean "no timeout" to libgit2.
     let millis = c_int::try_from(timeout.as_millis())
