@@ -47,12 +47,6 @@ impl Seal {
 }
 
 /// A new cache has a seal of its own.
-impl Default for Seal {
-    fn default() -> Seal {
-        Seal::random()
-    }
-}
-
 /// The key of a path: the first 8 bytes of its SHA-256, stable across
 /// builds. Two paths sharing a key share one entry, which only ever answers
 /// for a file whose dev, ino, size, mtime and ctime it matches, that is for
@@ -145,14 +139,24 @@ pub(super) fn encode(seal: &Seal, map: &[(u64, Entry)], root_key: &[u8]) -> Vec<
     out
 }
 
-/// A cache file's entries and the seal their stats are printed with; by
-/// default none, under a new seal.
-#[derive(Debug, Default, PartialEq, Eq)]
+/// A cache file's entries and the seal their stats are printed with.
+#[derive(Debug, PartialEq, Eq)]
 pub(super) struct Loaded {
     pub seal: Seal,
     pub entries: Vec<(u64, Entry)>,
     /// Read from a file of the format before: to be written again.
     pub old: bool,
+}
+
+impl Loaded {
+    /// No entries, under a new seal: what a missing or damaged file gives.
+    pub(super) fn empty() -> Loaded {
+        Loaded {
+            seal: Seal::random(),
+            entries: Vec::new(),
+            old: false,
+        }
+    }
 }
 
 /// Reads a cache file as a stream, hashing the bytes as they are parsed;

@@ -15,7 +15,7 @@ use rustix::fs::{self as rfs, Timespec, Timestamps, UTIME_NOW};
 
 use super::at::Meta;
 use super::cachefile::{
-    encode_to, file_stem, load, path_key, trusted, write_atomically, Entry, NEVER,
+    encode_to, file_stem, load, path_key, trusted, write_atomically, Entry, Loaded, NEVER,
 };
 use super::stattable::{Table, GONE};
 
@@ -82,7 +82,7 @@ impl StatCache {
         let root_key = root.as_os_str().as_encoded_bytes().to_vec();
         // Read while the caller goes on (fetching, reading the declaration):
         // nothing looks at the cache before the first observation.
-        let (mut map, mut loading, mut rewrite) = (Table::default(), None, false);
+        let (mut map, mut loading, mut rewrite) = (Table::empty(), None, false);
         if let Some(f) = &file {
             let (f2, key) = (f.clone(), root_key.clone());
             let spawned = std::thread::Builder::new()
@@ -91,7 +91,8 @@ impl StatCache {
             match spawned {
                 Ok(handle) => loading = Some(handle),
                 Err(_) => {
-                    (map, rewrite) = Table::from_entries(load(f, &root_key).unwrap_or_default())
+                    (map, rewrite) =
+                        Table::from_entries(load(f, &root_key).unwrap_or_else(Loaded::empty))
                 }
             }
         }
@@ -123,14 +124,18 @@ impl StatCache {
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         if let Some(loading) = inner.loading.take() {
             // A reader that failed (or panicked) leaves an empty cache.
-            let (map, rewrite) = loading.join().ok().flatten().unwrap_or_default();
+            let (map, rewrite) = loading
+                .join()
+                .ok()
+                .flatten()
+                .unwrap_or_else(|| (Table::empty(), false));
             inner.map = map;
             // Written again, in order and format, by the next flush.
             inner.dirty |= rewrite;
         }
         if let Some(seen) = inner.released.take() {
             let loaded = self.file.as_ref().and_then(|f| load(f, &self.root_key));
-            let (mut map, rewrite) = Table::from_entries(loaded.unwrap_or_default());
+            let (mut map, rewrite) = Table::from_entries(loaded.unwrap_or_else(Loaded::empty));
             if !map.set_seen(&seen) {
                 // Not the file that was saved: every entry counts as seen
                 // now, and a stale one goes after a few passes.
@@ -163,7 +168,7 @@ impl StatCache {
             return;
         }
         let seen = inner.map.seen();
-        inner.map = Table::default();
+        inner.map = Table::empty();
         inner.released = Some(seen);
     }
 

@@ -11,7 +11,7 @@ use super::cachefile::{Entry, Loaded, Seal};
 /// `seen` of an entry forgotten since the last [`Table::compact`].
 pub(super) const GONE: u16 = u16::MAX;
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(super) struct Table {
     /// What the entries' stats are printed with.
     seal: Seal,
@@ -26,6 +26,11 @@ pub(super) struct Table {
 }
 
 impl Table {
+    /// No entries, under a new seal.
+    pub(super) fn empty() -> Table {
+        Table::from_entries(Loaded::empty()).0
+    }
+
     /// From entries in any order (of two with one key, either stays), and
     /// whether they are to be written again: out of order (kept in order,
     /// they are sorted once, not at every load) or read from a file of the
@@ -206,7 +211,7 @@ mod tests {
     fn loaded(entries: Vec<(u64, Entry)>) -> Loaded {
         Loaded {
             entries,
-            ..Loaded::default()
+            ..Loaded::empty()
         }
     }
 
