@@ -12,6 +12,7 @@ mod local;
 mod mirror;
 mod mirror_dir;
 mod names;
+mod nodelay;
 pub(crate) mod packs;
 mod refs;
 mod remote;

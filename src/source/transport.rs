@@ -80,6 +80,10 @@ pub unsafe fn configure_transport(
             .map_err(|e| git("limiting mapped pack memory", e))?;
         git2::opts::set_mwindow_mapped_limit(PACK_MAPPED_LIMIT)
             .map_err(|e| git("limiting mapped pack memory", e))?;
+        // After the timeouts, which each stream copies when made.
+        if !super::nodelay::register() {
+            tracing::debug!("libgit2's socket stream is not the one expected: TCP_NODELAY not set");
+        }
     }
     let Some(path) = ca_file else {
         return Ok(());
