@@ -27,7 +27,7 @@ struct GitStream {
     set_proxy: *const c_void,
     read: *const c_void,
     write: *const c_void,
-    close: *const c_void,
+    close: Option<unsafe extern "C" fn(*mut GitStream) -> c_int>,
     free: Option<unsafe extern "C" fn(*mut GitStream)>,
 }
 
@@ -207,9 +207,7 @@ mod tests {
             );
             assert_eq!(on, 1, "TCP_NODELAY on the connected socket");
             let (_peer, _) = listener.accept().unwrap();
-            let close: unsafe extern "C" fn(*mut GitStream) -> c_int =
-                std::mem::transmute((*made).close);
-            close(made);
+            (*made).close.unwrap()(made);
             (*made).free.unwrap()(made);
         }
     }
