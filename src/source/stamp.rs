@@ -7,10 +7,11 @@
 //! is not trusted: the revision is checked whole again.
 
 use std::fs;
-use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
 use git2::Oid;
+use rustix::fs::{self as rfs, AtFlags, Mode, OFlags};
+use rustix::io::Errno;
 use sha2::{Digest, Sha256};
 
 /// Beside the objects: the commit found whole, and the stamp then.
@@ -23,8 +24,15 @@ const SEEDED: &str = "tend-seeded";
 /// `None` when it cannot be read whole.
 pub(super) fn objects_stamp(objects: &Path) -> Option<String> {
     let mut hash = Sha256::new();
-    let top = fs::metadata(objects).ok()?;
-    hash.update(stat_bytes(&top));
+    // Opened once: each fan-out below is one name looked up in it, not a
+    // whole path walked again (256 of them, three stamps a first sync).
+    let dir = rfs::open(
+        objects,
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .ok()?;
+    hash.update(stat_bytes(&rfs::fstat(&dir).ok()?));
     let mut packs: Vec<(String, u64)> = Vec::new();
     if let Ok(entries) = fs::read_dir(objects.join("pack")) {
         for e in entries.flatten() {
@@ -39,10 +47,9 @@ pub(super) fn objects_stamp(objects: &Path) -> Option<String> {
         hash.update(size.to_le_bytes());
     }
     for byte in 0..=255u8 {
-        let dir = objects.join(format!("{byte:02x}"));
-        match fs::symlink_metadata(&dir) {
-            Ok(m) => hash.update(stat_bytes(&m)),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => hash.update([0u8]),
+        match rfs::statat(&dir, format!("{byte:02x}"), AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(st) => hash.update(stat_bytes(&st)),
+            Err(Errno::NOENT) => hash.update([0u8]),
             Err(_) => return None,
         }
     }
@@ -50,12 +57,12 @@ pub(super) fn objects_stamp(objects: &Path) -> Option<String> {
 }
 
 /// A directory's identity and the last change of its entries.
-fn stat_bytes(m: &fs::Metadata) -> [u8; 32] {
+fn stat_bytes(st: &rfs::Stat) -> [u8; 32] {
     let mut out = [0u8; 32];
-    out[..8].copy_from_slice(&m.ino().to_le_bytes());
-    out[8..16].copy_from_slice(&m.ctime().to_le_bytes());
-    out[16..24].copy_from_slice(&m.ctime_nsec().to_le_bytes());
-    out[24..].copy_from_slice(&m.mtime_nsec().to_le_bytes());
+    out[..8].copy_from_slice(&st.st_ino.to_le_bytes());
+    out[8..16].copy_from_slice(&st.st_ctime.to_le_bytes());
+    out[16..24].copy_from_slice(&st.st_ctime_nsec.to_le_bytes());
+    out[24..].copy_from_slice(&st.st_mtime_nsec.to_le_bytes());
     out
 }
 

@@ -56,3 +56,56 @@ fn a_local_source_is_linked_from_again_only_when_either_side_changed() {
     mirror.fetch().unwrap();
     assert!(stamp::seeded(&dir, &from));
 }
+
+#[test]
+fn the_stamp_reads_as_a_walk_of_each_path_would() {
+    // Records written before the stamp looked names up in one directory
+    // handle must still match: the digest is that of a stat of the
+    // objects directory, its packs' names and sizes, and each fan-out's
+    // lstat (or a zero byte where there is none).
+    use sha2::{Digest, Sha256};
+    use std::os::unix::fs::MetadataExt;
+    let repo = TestRepo::new();
+    repo.write("a.txt", "a").write("dir/b.txt", "b");
+    repo.commit("one");
+    let objects = repo.path().join(".git/objects");
+    let bytes = |m: &std::fs::Metadata| {
+        let mut out = Vec::new();
+        for n in [m.ino() as i64, m.ctime(), m.ctime_nsec(), m.mtime_nsec()] {
+            out.extend_from_slice(&n.to_le_bytes());
+        }
+        out
+    };
+    let mut hash = Sha256::new();
+    hash.update(bytes(&std::fs::metadata(&objects).unwrap()));
+    let mut packs: Vec<(String, u64)> = std::fs::read_dir(objects.join("pack"))
+        .unwrap()
+        .map(|e| e.unwrap())
+        .map(|e| {
+            (
+                e.file_name().into_string().unwrap(),
+                e.metadata().unwrap().len(),
+            )
+        })
+        .collect();
+    packs.sort();
+    for (name, size) in packs {
+        hash.update(name.as_bytes());
+        hash.update(size.to_le_bytes());
+    }
+    let mut present = 0;
+    for byte in 0..=255u8 {
+        match std::fs::symlink_metadata(objects.join(format!("{byte:02x}"))) {
+            Ok(m) => {
+                present += 1;
+                hash.update(bytes(&m));
+            }
+            Err(_) => hash.update([0u8]),
+        }
+    }
+    assert!(present >= 3, "the commit, its trees and blobs are loose");
+    assert_eq!(
+        stamp::objects_stamp(&objects),
+        Some(hex::encode(hash.finalize()))
+    );
+}
