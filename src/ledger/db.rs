@@ -186,10 +186,23 @@ impl Ledger {
         ids: impl IntoIterator<Item = &'a str>,
         get: impl Fn(&Tx<'_>, &str) -> Res<Option<T>>,
     ) -> Res<Vec<T>> {
+        // One read transaction for all the lookups: one snapshot, and one
+        // lock taken and released rather than one per statement.
+        let read = match self.conn.is_autocommit() {
+            true => Some(
+                self.conn
+                    .unchecked_transaction()
+                    .map_err(|e| self.q().err(e))?,
+            ),
+            false => None,
+        };
         let q = self.q();
         let mut out = Vec::new();
         for id in ids {
             out.extend(get(&q, id)?);
+        }
+        if let Some(read) = read {
+            read.commit().map_err(|e| q.err(e))?;
         }
         Ok(out)
     }
