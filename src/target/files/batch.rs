@@ -169,7 +169,11 @@ impl<'a> Batch<'a> {
     fn land_run(&mut self, content: &dyn ContentSource) {
         let mut run = std::mem::take(&mut self.run);
         let reserved = std::mem::take(&mut run.reserved);
-        for (waiting, staged) in self.target.stage_all(reserved, content, &mut run.clock) {
+        let synced_fs = self.whole.as_ref().map(WholeFs::dev);
+        let staged = self
+            .target
+            .stage_all(reserved, content, &mut run.clock, synced_fs);
+        for (waiting, staged) in staged {
             match staged {
                 Ok(Some(staged)) => run.staged.push((waiting, staged)),
                 // Decided on the spot: nothing to do, a chmod, a refusal.
@@ -305,12 +309,13 @@ impl FilesTarget {
         reserved: Vec<Waiting<'a>>,
         content: &dyn ContentSource,
         clock: &mut Clock,
+        synced_fs: Option<u64>,
     ) -> Vec<(Waiting<'a>, StageResult)> {
         let stage = |clock: &mut Clock, stretch: Vec<Waiting<'a>>| {
             stretch
                 .into_iter()
                 .map(|mut w| {
-                    let staged = self.stage_change(w.change, content, &mut w.ops, clock);
+                    let staged = self.stage_change(w.change, content, &mut w.ops, clock, synced_fs);
                     (w, staged)
                 })
                 .collect::<Vec<_>>()

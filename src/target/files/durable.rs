@@ -29,6 +29,11 @@ impl WholeFs {
         self.dev == dev
     }
 
+    /// The device of the file system a sync covers.
+    pub(super) fn dev(&self) -> u64 {
+        self.dev
+    }
+
     pub(super) fn sync(&self, counter: &AtomicU64) -> rustix::io::Result<()> {
         counter.fetch_add(1, Ordering::Relaxed);
         rfs::syncfs(self.fd.as_fd())

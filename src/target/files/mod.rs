@@ -16,6 +16,7 @@ mod resolve;
 mod statcache;
 mod stattable;
 mod trees;
+mod unnamed;
 mod watch;
 mod write;
 

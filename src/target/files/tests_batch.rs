@@ -471,3 +471,69 @@ fn a_file_where_a_parent_of_many_must_go_is_replaced_whichever_thread_gets_there
     );
     no_temp_files_under(&sb.root);
 }
+
+/// Content whose reading, after the name was observed free and before the
+/// staged file is committed, plants something at the file's name.
+struct Planting {
+    inner: MapContent,
+    plant: Box<dyn Fn(git2::Oid) + Send + Sync>,
+}
+
+impl crate::model::ContentSource for Planting {
+    fn read(&self, blob: git2::Oid) -> std::io::Result<Vec<u8>> {
+        (self.plant)(blob);
+        self.inner.read(blob)
+    }
+}
+
+#[test]
+fn a_name_taken_after_it_was_observed_free_is_backed_up_and_replaced_not_linked_over() {
+    let sb = Sandbox::new();
+    let t = sb.target();
+    assert!(
+        t.whole_fs,
+        "new files are staged unnamed under a whole-fs sync"
+    );
+    // The process's first unnamed file finds out how to link, named.
+    batch(
+        &t,
+        &[create("first", b"1", 0o644)],
+        &MapContent::of(&[b"1"]),
+    );
+    let before = sb.sentinel_state();
+    let (file, link) = (sb.at("file"), sb.at("link"));
+    let sentinel = sb.sentinel.join("secret");
+    let content = Planting {
+        inner: MapContent::of(&[b"declared 1", b"declared 2"]),
+        plant: Box::new(move |blob| {
+            if blob == blob_id(b"declared 1") {
+                fs::write(&file, b"planted").unwrap();
+            } else {
+                symlink(&sentinel, &link).unwrap();
+            }
+        }),
+    };
+    let changes = [
+        create("file", b"declared 1", 0o640),
+        create("link", b"declared 2", 0o640),
+    ];
+    let refs: Vec<&Change> = changes.iter().collect();
+    let backup = RecordingBackup::default();
+
+    let results = t.apply_batch(&refs, &content, &backup);
+
+    assert!(results.iter().all(Result::is_ok), "{results:?}");
+    assert_eq!(sb.sentinel_state(), before);
+    for (name, bytes) in [("file", b"declared 1"), ("link", b"declared 2")] {
+        let meta = fs::symlink_metadata(sb.at(name)).unwrap();
+        assert!(meta.is_file(), "{name} is the declared file");
+        assert_eq!(fs::read(sb.at(name)).unwrap(), bytes);
+        assert_eq!(mode_of(&sb.at(name)), 0o640);
+    }
+    assert_eq!(
+        backup.bytes(),
+        vec![b"planted".to_vec()],
+        "the planted file"
+    );
+    no_temp_files_under(&sb.root);
+}

@@ -18,6 +18,7 @@ use super::at::{read_regular, stat_at, Meta};
 use super::decide::{decide, Step};
 use super::observe::Batch;
 use super::resolve::resolve_error;
+use super::unnamed::{self, Temp};
 use super::{transient, FilesTarget, Ops};
 use crate::model::{Action, Change, ContentSource, FileSpec, Spec};
 use crate::target::TargetError;
@@ -28,7 +29,7 @@ const NANOS: i64 = 1_000_000_000;
 /// content, owner, mode and mtime; nothing at the final name has changed.
 pub(super) struct Staged {
     dir: OwnedFd,
-    temp: String,
+    temp: Temp,
     file: File,
     blob: Oid,
     /// A decrypted secret: kept out of the stat cache.
@@ -39,6 +40,9 @@ pub(super) struct Staged {
     /// The device the temp file is on: a whole-file-system sync only
     /// covers files on the root's own.
     dev: u64,
+    /// An unnamed file on a device no sync of the whole file system
+    /// covers: its inode is synced once linked.
+    sync_link: bool,
     /// What kept trees sharing the replaced file, edited in place, held
     /// before the edit, when this revision declares the file anew.
     restore: Option<zeroize::Zeroizing<Vec<u8>>>,
@@ -57,7 +61,9 @@ impl Staged {
 
     /// Throws the temp file away: the next attempt starts from a fresh one.
     pub(super) fn abandon(self) {
-        discard(self.dir.as_fd(), &self.temp);
+        if let Temp::Named(temp) = &self.temp {
+            discard(self.dir.as_fd(), temp);
+        }
     }
 }
 
@@ -84,7 +90,8 @@ impl FilesTarget {
         content: &dyn ContentSource,
         ops: &mut Ops,
     ) -> Result<(), TargetError> {
-        let Some(staged) = self.stage_change(change, content, ops, &mut Clock::default())? else {
+        let staged = self.stage_change(change, content, ops, &mut Clock::default(), None)?;
+        let Some(staged) = staged else {
             return Ok(());
         };
         let path = change.path.as_str();
@@ -99,12 +106,16 @@ impl FilesTarget {
 
     /// Decides the step and carries it out, except a file replacement,
     /// which is only staged and handed back for syncing and [`Self::commit`].
+    /// `synced_fs`: the device a sync of the whole file system covers
+    /// after the commit, when one follows; a file observed absent is then
+    /// staged unnamed.
     pub(super) fn stage_change(
         &self,
         change: &Change,
         content: &dyn ContentSource,
         ops: &mut Ops,
         clock: &mut Clock,
+        synced_fs: Option<u64>,
     ) -> Result<Option<Staged>, TargetError> {
         let spec = match (change.action, &change.desired) {
             (Action::Delete, _) => return self.delete(change, ops).map(|()| None),
@@ -157,12 +168,13 @@ impl FilesTarget {
                     Some(dir) => dir,
                     None => tree.ensure_dir(parent, ops)?,
                 };
+                let unnamed = synced_fs.filter(|_| live.is_none());
                 let old = live
                     .map(|(meta, _)| meta)
                     .filter(|m| m.file_type() == FileType::RegularFile);
                 match spec {
                     Spec::File(file) => self
-                        .stage_file(dir, change, file, old, content, ops, clock)
+                        .stage_file(dir, change, file, old, unnamed, content, ops, clock)
                         .map(Some),
                     Spec::Symlink { target } => self
                         .replace_symlink(dir.as_fd(), path, name, target, ops)
@@ -177,7 +189,9 @@ impl FilesTarget {
     }
 
     /// Writes the content to a fresh temp file and sets owner then mode;
-    /// durability and the rename are left to the caller.
+    /// durability and the rename are left to the caller. `unnamed`: the
+    /// name was observed free, and a sync of this device follows the
+    /// commit, so the temp file may be unnamed.
     #[allow(clippy::too_many_arguments)]
     fn stage_file(
         &self,
@@ -185,6 +199,7 @@ impl FilesTarget {
         change: &Change,
         spec: &FileSpec,
         old: Option<Meta>,
+        unnamed: Option<u64>,
         content: &dyn ContentSource,
         ops: &mut Ops,
         clock: &mut Clock,
@@ -210,14 +225,24 @@ impl FilesTarget {
             .and_then(|trees| self.kept_before_edit(trees, &change.path, spec.blob))
             .and_then(|seen| content.read(seen).ok())
             .map(zeroize::Zeroizing::new);
-        let (temp, mut file) = create_temp_file(dir.as_fd(), path, ops)?;
+        let made = unnamed.and_then(|_| unnamed::create(dir.as_fd(), ops));
+        let (temp, mut file) = match made {
+            Some(made) => made,
+            None => {
+                let (name, file) = create_temp_file(dir.as_fd(), path, ops)?;
+                (Temp::Named(name), file)
+            }
+        };
         let dev = match fill(&mut file, &bytes, uid, gid, spec.mode & 0o7777, mtime, ops) {
             Ok(dev) => dev,
             Err(e) => {
-                discard(dir.as_fd(), &temp);
+                if let Temp::Named(temp) = &temp {
+                    discard(dir.as_fd(), temp);
+                }
                 return Err(transient(path, "write temp file", e));
             }
         };
+        let sync_link = matches!(temp, Temp::Unnamed(_)) && unnamed != Some(dev);
         Ok(Staged {
             dir,
             temp,
@@ -227,6 +252,7 @@ impl FilesTarget {
             recorded,
             old,
             dev,
+            sync_link,
             restore,
         })
     }
@@ -237,12 +263,12 @@ impl FilesTarget {
     pub(super) fn commit(
         &self,
         change: &Change,
-        staged: Staged,
+        mut staged: Staged,
         ops: &mut Ops,
     ) -> Result<OwnedFd, TargetError> {
         let path = change.path.as_str();
         let name = change.path.split_last().1;
-        if let Err(e) = swap_in(staged.dir.as_fd(), &staged.temp, name, path, ops) {
+        if let Err(e) = place(&mut staged, name, path, ops) {
             staged.abandon();
             return Err(e);
         }
@@ -368,6 +394,33 @@ pub(super) fn fill(
         )?;
     }
     Ok(made.dev)
+}
+
+/// Puts a staged file at `name`: an unnamed one is linked there (and its
+/// inode synced if nothing else will); where the name was taken since it
+/// was observed free, it is given a temp name and swapped in like any.
+fn place(staged: &mut Staged, name: &str, path: &str, ops: &mut Ops) -> Result<(), TargetError> {
+    let how = match &staged.temp {
+        Temp::Named(temp) => return swap_in(staged.dir.as_fd(), temp, name, path, ops),
+        Temp::Unnamed(how) => *how,
+    };
+    match unnamed::link(how, &staged.file, staged.dir.as_fd(), name) {
+        Ok(()) => {
+            ops.writes += 1;
+            if staged.sync_link {
+                rfs::fsync(&staged.file).map_err(|e| transient(path, "sync", e))?;
+            }
+            Ok(())
+        }
+        Err(Errno::EXIST) => {
+            let temp = unnamed::name_it(how, &staged.file, staged.dir.as_fd())
+                .map_err(|e| transient(path, "link temp file", e))?;
+            // Named now: a failure below leaves it for `abandon`.
+            staged.temp = Temp::Named(temp.clone());
+            swap_in(staged.dir.as_fd(), &temp, name, path, ops)
+        }
+        Err(e) => Err(transient(path, "link", e)),
+    }
 }
 
 /// Renames `temp` over `name`: a regular file there is backed up first, an

@@ -1,0 +1,144 @@
+//! Unnamed temp files (`O_TMPFILE`) for files observed absent: the content
+//! is staged with no name in its directory and linked in at the final name
+//! when committed. A create then makes one directory entry instead of a
+//! temp name and a rename, leaves nothing to sweep after a crash, lets
+//! threads staging neighbours create without taking the directory's lock,
+//! and fails, rather than replaces, when something took the name since it
+//! was observed absent.
+//!
+//! Linking a file by its descriptor takes CAP_DAC_READ_SEARCH
+//! (`AT_EMPTY_PATH`) or /proc (`/proc/self/fd/N`); the first unnamed file
+//! made finds out which works here by linking itself under a temp name.
+//! Where neither does, or the file system has no unnamed files, files are
+//! staged under temp names as before.
+
+use std::fs::File;
+use std::os::fd::{AsRawFd, BorrowedFd};
+use std::sync::OnceLock;
+
+use rustix::fs::{self as rfs, AtFlags, Mode, OFlags, CWD};
+use rustix::io::Errno;
+
+use super::write::temp_name;
+use super::Ops;
+
+/// How this process links a file by its descriptor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum How {
+    EmptyPath,
+    Proc,
+}
+
+/// Learned from the first unnamed file: `None` inside when neither works.
+static HOW: OnceLock<Option<How>> = OnceLock::new();
+
+/// Where a staged file's content waits until it is committed.
+pub(super) enum Temp {
+    /// A temp name in the file's directory, renamed over the final name.
+    Named(String),
+    /// No name: linked at the final name, which must still be free.
+    Unnamed(How),
+}
+
+/// A new, empty file in `dir` made to be linked in later, or, for the one
+/// that finds out how to link, already given a temp name; `None` where
+/// unnamed files cannot be had, and the caller makes a named one.
+pub(super) fn create(dir: BorrowedFd, ops: &mut Ops) -> Option<(Temp, File)> {
+    if HOW.get() == Some(&None) {
+        return None;
+    }
+    let flags = OFlags::WRONLY | OFlags::TMPFILE | OFlags::CLOEXEC;
+    let file = File::from(rfs::openat(dir, ".", flags, Mode::from_raw_mode(0o600)).ok()?);
+    ops.writes += 1;
+    if let Some(&Some(how)) = HOW.get() {
+        return Some((Temp::Unnamed(how), file));
+    }
+    // Threads staging at once may each find out; they agree.
+    for how in [How::EmptyPath, How::Proc] {
+        if let Ok(name) = name_it(how, &file, dir) {
+            let _ = HOW.set(Some(how));
+            return Some((Temp::Named(name), file));
+        }
+    }
+    let _ = HOW.set(None);
+    None
+}
+
+/// Links `file` at `name` in `dir`; EEXIST when the name is taken,
+/// whatever stands there (a symlink is never followed).
+pub(super) fn link(how: How, file: &File, dir: BorrowedFd, name: &str) -> Result<(), Errno> {
+    match how {
+        How::EmptyPath => rfs::linkat(file, "", dir, name, AtFlags::EMPTY_PATH),
+        How::Proc => {
+            let own = format!("/proc/self/fd/{}", file.as_raw_fd());
+            rfs::linkat(CWD, own.as_str(), dir, name, AtFlags::SYMLINK_FOLLOW)
+        }
+    }
+}
+
+/// Links `file` under a fresh temp name in `dir`, returned.
+pub(super) fn name_it(how: How, file: &File, dir: BorrowedFd) -> Result<String, Errno> {
+    let mut last = Errno::EXIST;
+    for _ in 0..8 {
+        let name = temp_name();
+        match link(how, file, dir, &name) {
+            Ok(()) => return Ok(name),
+            Err(e @ Errno::EXIST) => last = e,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(last)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+    use std::os::fd::AsFd;
+
+    use super::*;
+
+    fn unnamed_in(dir: &File) -> File {
+        let flags = OFlags::WRONLY | OFlags::TMPFILE | OFlags::CLOEXEC;
+        File::from(rfs::openat(dir, ".", flags, Mode::from_raw_mode(0o600)).unwrap())
+    }
+
+    fn names(dir: &std::path::Path) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn an_unnamed_file_is_seen_only_once_linked_and_never_over_a_taken_name() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = File::open(tmp.path()).unwrap();
+        let mut ways = vec![How::Proc];
+        if rustix::process::geteuid().is_root() {
+            ways.push(How::EmptyPath);
+        }
+        for &how in &ways {
+            let name = format!("{how:?}");
+            let mut file = unnamed_in(&dir);
+            file.write_all(b"staged").unwrap();
+            assert!(!names(tmp.path()).contains(&name), "unseen while staged");
+
+            link(how, &file, dir.as_fd(), &name).unwrap();
+            assert_eq!(std::fs::read(tmp.path().join(&name)).unwrap(), b"staged");
+
+            let other = unnamed_in(&dir);
+            assert_eq!(link(how, &other, dir.as_fd(), &name), Err(Errno::EXIST));
+            let temp = name_it(how, &other, dir.as_fd()).unwrap();
+            assert!(temp.starts_with(".tend-"), "{temp}");
+            assert_eq!(std::fs::read(tmp.path().join(&name)).unwrap(), b"staged");
+            std::fs::remove_file(tmp.path().join(temp)).unwrap();
+        }
+        // Dropped unlinked, a staged file leaves nothing behind.
+        drop(unnamed_in(&dir));
+        let mut linked: Vec<String> = ways.iter().map(|how| format!("{how:?}")).collect();
+        linked.sort();
+        assert_eq!(names(tmp.path()), linked);
+    }
+}
