@@ -537,3 +537,61 @@ fn a_name_taken_after_it_was_observed_free_is_backed_up_and_replaced_not_linked_
     );
     no_temp_files_under(&sb.root);
 }
+
+/// A file system mounted below the root is not the one a sync of the
+/// whole root's covers: its new files are made durable one by one, and
+/// land there like any.
+#[test]
+fn new_files_on_a_file_system_mounted_below_the_root_land_there() {
+    if !crate::test_gate::can_run(
+        rustix::process::geteuid().is_root(),
+        "mounting a tmpfs needs root",
+    ) {
+        return;
+    }
+    let sb = Sandbox::new();
+    let mnt = sb.at("mnt");
+    fs::create_dir(&mnt).unwrap();
+    let mounted = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=1m", "tmpfs"])
+        .arg(&mnt)
+        .status()
+        .is_ok_and(|s| s.success());
+    if !crate::test_gate::can_run(mounted, "cannot mount a tmpfs here") {
+        return;
+    }
+    struct Unmount(std::path::PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("umount").arg(&self.0).status();
+        }
+    }
+    let _unmount = Unmount(mnt.clone());
+    let t = sb.target();
+    assert!(t.whole_fs);
+    // Past the process's first unnamed file, which finds out how to link.
+    batch(
+        &t,
+        &[create("first", b"1", 0o644)],
+        &MapContent::of(&[b"1"]),
+    );
+    let changes = [
+        create("mnt/a", b"on the mount", 0o600),
+        create("mnt/sub/b", b"below it", 0o644),
+        create("beside", b"on the root's", 0o644),
+    ];
+    let content = MapContent::of(&[b"on the mount", b"below it", b"on the root's"]);
+
+    let results = batch(&t, &changes, &content);
+
+    assert_eq!(results.len(), 3);
+    assert_eq!(fs::read(sb.at("mnt/a")).unwrap(), b"on the mount");
+    assert_eq!(mode_of(&sb.at("mnt/a")), 0o600);
+    assert_eq!(fs::read(sb.at("mnt/sub/b")).unwrap(), b"below it");
+    assert_eq!(fs::read(sb.at("beside")).unwrap(), b"on the root's");
+    assert!(
+        t.dir_syncs_total() >= 2,
+        "the mount's directories synced each"
+    );
+    no_temp_files_under(&sb.root);
+}
