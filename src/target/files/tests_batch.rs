@@ -501,28 +501,42 @@ fn a_name_taken_after_it_was_observed_free_is_backed_up_and_replaced_not_linked_
         &MapContent::of(&[b"1"]),
     );
     let before = sb.sentinel_state();
-    let (file, link) = (sb.at("file"), sb.at("link"));
+    let root = sb.root.clone();
     let sentinel = sb.sentinel.join("secret");
+    // Temp names in the root while the second file is staged: the first
+    // is staged by then, unnamed.
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen_in = seen.clone();
     let content = Planting {
-        inner: MapContent::of(&[b"declared 1", b"declared 2"]),
+        inner: MapContent::of(&[b"declared 1", b"declared 2", b"declared 3"]),
         plant: Box::new(move |blob| {
             if blob == blob_id(b"declared 1") {
-                fs::write(&file, b"planted").unwrap();
+                fs::write(root.join("file"), b"planted").unwrap();
+            } else if blob == blob_id(b"declared 2") {
+                let temps = fs::read_dir(&root)
+                    .unwrap()
+                    .map(|e| e.unwrap().file_name().into_string().unwrap())
+                    .filter(|name| name.starts_with(".tend-"));
+                seen_in.lock().unwrap().extend(temps);
+                symlink(&sentinel, root.join("link")).unwrap();
             } else {
-                symlink(&sentinel, &link).unwrap();
+                fs::create_dir(root.join("dir")).unwrap();
+                fs::write(root.join("dir/kept"), b"unmanaged").unwrap();
             }
         }),
     };
     let changes = [
         create("file", b"declared 1", 0o640),
         create("link", b"declared 2", 0o640),
+        create("dir", b"declared 3", 0o640),
     ];
     let refs: Vec<&Change> = changes.iter().collect();
     let backup = RecordingBackup::default();
 
     let results = t.apply_batch(&refs, &content, &backup);
 
-    assert!(results.iter().all(Result::is_ok), "{results:?}");
+    assert!(seen.lock().unwrap().is_empty(), "{:?}", seen.lock());
+    assert!(results[0].is_ok() && results[1].is_ok(), "{results:?}");
     assert_eq!(sb.sentinel_state(), before);
     for (name, bytes) in [("file", b"declared 1"), ("link", b"declared 2")] {
         let meta = fs::symlink_metadata(sb.at(name)).unwrap();
@@ -535,6 +549,13 @@ fn a_name_taken_after_it_was_observed_free_is_backed_up_and_replaced_not_linked_
         vec![b"planted".to_vec()],
         "the planted file"
     );
+    // A directory with files in it is a human's to move; it stays whole.
+    assert!(
+        matches!(&results[2], Err(TargetError::Transient(m)) if m.contains("unmanaged")),
+        "{:?}",
+        results[2]
+    );
+    assert_eq!(fs::read(sb.at("dir/kept")).unwrap(), b"unmanaged");
     no_temp_files_under(&sb.root);
 }
 

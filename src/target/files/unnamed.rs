@@ -49,19 +49,36 @@ pub(super) fn create(dir: BorrowedFd, ops: &mut Ops) -> Option<(Temp, File)> {
     }
     let flags = OFlags::WRONLY | OFlags::TMPFILE | OFlags::CLOEXEC;
     let file = File::from(rfs::openat(dir, ".", flags, Mode::from_raw_mode(0o600)).ok()?);
-    ops.writes += 1;
     if let Some(&Some(how)) = HOW.get() {
+        ops.writes += 1;
         return Some((Temp::Unnamed(how), file));
     }
     // Threads staging at once may each find out; they agree.
+    let mut lacking = true;
     for how in [How::EmptyPath, How::Proc] {
-        if let Ok(name) = name_it(how, &file, dir) {
-            let _ = HOW.set(Some(how));
-            return Some((Temp::Named(name), file));
+        match name_it(how, &file, dir) {
+            Ok(name) => {
+                let _ = HOW.set(Some(how));
+                ops.writes += 1;
+                return Some((Temp::Named(name), file));
+            }
+            Err(e) => lacking &= means_unable(e),
         }
     }
-    let _ = HOW.set(None);
+    // Out of space, say: this file is made named, the next one finds out.
+    if lacking {
+        let _ = HOW.set(None);
+    }
     None
+}
+
+/// What linking by descriptor fails with where this process cannot do it
+/// at all: no CAP_DAC_READ_SEARCH for `AT_EMPTY_PATH` (ENOENT), no /proc.
+fn means_unable(e: Errno) -> bool {
+    matches!(
+        e,
+        Errno::NOENT | Errno::PERM | Errno::ACCESS | Errno::INVAL | Errno::NOTDIR
+    )
 }
 
 /// Links `file` at `name` in `dir`; EEXIST when the name is taken,
@@ -115,8 +132,14 @@ mod tests {
     fn an_unnamed_file_is_seen_only_once_linked_and_never_over_a_taken_name() {
         let tmp = tempfile::tempdir().unwrap();
         let dir = File::open(tmp.path()).unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let aimed = outside.path().join("aimed");
+        // /proc is always there to link through; AT_EMPTY_PATH only with
+        // CAP_DAC_READ_SEARCH, so it is tried where it works.
         let mut ways = vec![How::Proc];
-        if rustix::process::geteuid().is_root() {
+        if name_it(How::EmptyPath, &unnamed_in(&dir), dir.as_fd())
+            .is_ok_and(|name| std::fs::remove_file(tmp.path().join(name)).is_ok())
+        {
             ways.push(How::EmptyPath);
         }
         for &how in &ways {
@@ -130,6 +153,13 @@ mod tests {
 
             let other = unnamed_in(&dir);
             assert_eq!(link(how, &other, dir.as_fd(), &name), Err(Errno::EXIST));
+            // A dangling symlink is a taken name too, never followed.
+            let dangling = format!("{how:?}-link");
+            std::os::unix::fs::symlink(&aimed, tmp.path().join(&dangling)).unwrap();
+            assert_eq!(link(how, &other, dir.as_fd(), &dangling), Err(Errno::EXIST));
+            assert!(!aimed.exists());
+            std::fs::remove_file(tmp.path().join(&dangling)).unwrap();
+
             let temp = name_it(how, &other, dir.as_fd()).unwrap();
             assert!(temp.starts_with(".tend-"), "{temp}");
             assert_eq!(std::fs::read(tmp.path().join(&name)).unwrap(), b"staged");

@@ -40,9 +40,6 @@ pub(super) struct Staged {
     /// The device the temp file is on: a whole-file-system sync only
     /// covers files on the root's own.
     dev: u64,
-    /// An unnamed file on a device no sync of the whole file system
-    /// covers: its inode is synced once linked.
-    sync_link: bool,
     /// What kept trees sharing the replaced file, edited in place, held
     /// before the edit, when this revision declares the file anew.
     restore: Option<zeroize::Zeroizing<Vec<u8>>>,
@@ -242,7 +239,17 @@ impl FilesTarget {
                 return Err(transient(path, "write temp file", e));
             }
         };
-        let sync_link = matches!(temp, Temp::Unnamed(_)) && unnamed != Some(dev);
+        // On another file system (a mount below the root) no sync of the
+        // whole one follows the link: a temp name, and the path of old.
+        let temp = match temp {
+            Temp::Unnamed(how) if unnamed != Some(dev) => {
+                match unnamed::name_it(how, &file, dir.as_fd()) {
+                    Ok(name) => Temp::Named(name),
+                    Err(e) => return Err(transient(path, "link temp file", e)),
+                }
+            }
+            temp => temp,
+        };
         Ok(Staged {
             dir,
             temp,
@@ -252,7 +259,6 @@ impl FilesTarget {
             recorded,
             old,
             dev,
-            sync_link,
             restore,
         })
     }
@@ -396,9 +402,9 @@ pub(super) fn fill(
     Ok(made.dev)
 }
 
-/// Puts a staged file at `name`: an unnamed one is linked there (and its
-/// inode synced if nothing else will); where the name was taken since it
-/// was observed free, it is given a temp name and swapped in like any.
+/// Puts a staged file at `name`: an unnamed one is linked there; where the
+/// name was taken since it was observed free, it is given a temp name and
+/// swapped in like any.
 fn place(staged: &mut Staged, name: &str, path: &str, ops: &mut Ops) -> Result<(), TargetError> {
     let how = match &staged.temp {
         Temp::Named(temp) => return swap_in(staged.dir.as_fd(), temp, name, path, ops),
@@ -407,9 +413,6 @@ fn place(staged: &mut Staged, name: &str, path: &str, ops: &mut Ops) -> Result<(
     match unnamed::link(how, &staged.file, staged.dir.as_fd(), name) {
         Ok(()) => {
             ops.writes += 1;
-            if staged.sync_link {
-                rfs::fsync(&staged.file).map_err(|e| transient(path, "sync", e))?;
-            }
             Ok(())
         }
         Err(Errno::EXIST) => {
