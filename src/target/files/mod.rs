@@ -15,8 +15,8 @@ mod remove;
 mod resolve;
 mod statcache;
 mod stattable;
+mod temp;
 mod trees;
-mod unnamed;
 mod watch;
 mod write;
 

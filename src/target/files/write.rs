@@ -9,7 +9,7 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 use git2::Oid;
 use rustix::fs::{
-    self as rfs, AtFlags, FileType, Gid, Mode, OFlags, Timespec, Timestamps, Uid, UTIME_OMIT,
+    self as rfs, AtFlags, FileType, Gid, Mode, Timespec, Timestamps, Uid, UTIME_OMIT,
 };
 use rustix::io::Errno;
 
@@ -18,7 +18,7 @@ use super::at::{read_regular, stat_at, Meta};
 use super::decide::{decide, Step};
 use super::observe::Batch;
 use super::resolve::resolve_error;
-use super::unnamed::{self, Temp};
+use super::temp::{self, create_temp_file, temp_name, Temp};
 use super::{transient, FilesTarget, Ops};
 use crate::model::{Action, Change, ContentSource, FileSpec, Spec};
 use crate::target::TargetError;
@@ -222,7 +222,7 @@ impl FilesTarget {
             .and_then(|trees| self.kept_before_edit(trees, &change.path, spec.blob))
             .and_then(|seen| content.read(seen).ok())
             .map(zeroize::Zeroizing::new);
-        let made = unnamed.and_then(|_| unnamed::create(dir.as_fd(), ops));
+        let made = unnamed.and_then(|_| temp::create_unnamed(dir.as_fd(), ops));
         let (temp, mut file) = match made {
             Some(made) => made,
             None => {
@@ -243,7 +243,7 @@ impl FilesTarget {
         // whole one follows the link: a temp name, and the path of old.
         let temp = match temp {
             Temp::Unnamed(how) if unnamed != Some(dev) => {
-                match unnamed::name_it(how, &file, dir.as_fd()) {
+                match temp::name_it(how, &file, dir.as_fd()) {
                     Ok(name) => Temp::Named(name),
                     Err(e) => return Err(transient(path, "link temp file", e)),
                 }
@@ -336,30 +336,6 @@ impl FilesTarget {
     }
 }
 
-pub(super) fn temp_name() -> String {
-    format!(".tend-{:016x}.tmp", rand::random::<u64>())
-}
-
-/// A new, empty temp file, created exclusively so nothing that already
-/// exists (a planted symlink included) is ever opened.
-pub(super) fn create_temp_file(
-    dir: BorrowedFd,
-    path: &str,
-    ops: &mut Ops,
-) -> Result<(String, File), TargetError> {
-    let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    for _ in 0..8 {
-        let name = temp_name();
-        ops.writes += 1;
-        match rfs::openat(dir, name.as_str(), flags, Mode::from_raw_mode(0o600)) {
-            Ok(fd) => return Ok((name, File::from(fd))),
-            Err(Errno::EXIST) => continue,
-            Err(e) => return Err(transient(path, "create temp file", e)),
-        }
-    }
-    Err(TargetError::Transient(format!("{path}: no free temp name")))
-}
-
 /// Content, owner, then mode (chown would clear setuid bits set before it),
 /// then the mtime if given; returns the file's device. Any failure here
 /// means the temp file is thrown away.
@@ -410,13 +386,13 @@ fn place(staged: &mut Staged, name: &str, path: &str, ops: &mut Ops) -> Result<(
         Temp::Named(temp) => return swap_in(staged.dir.as_fd(), temp, name, path, ops),
         Temp::Unnamed(how) => *how,
     };
-    match unnamed::link(how, &staged.file, staged.dir.as_fd(), name) {
+    match temp::link(how, &staged.file, staged.dir.as_fd(), name) {
         Ok(()) => {
             ops.writes += 1;
             Ok(())
         }
         Err(Errno::EXIST) => {
-            let temp = unnamed::name_it(how, &staged.file, staged.dir.as_fd())
+            let temp = temp::name_it(how, &staged.file, staged.dir.as_fd())
                 .map_err(|e| transient(path, "link temp file", e))?;
             // Named now: a failure below leaves it for `abandon`.
             staged.temp = Temp::Named(temp.clone());

@@ -17,7 +17,8 @@ use rustix::fs::{self as rfs, AtFlags, FileType};
 use rustix::io::Errno;
 
 use super::super::at::{stat_at, Meta};
-use super::super::write::{create_temp_file, fill, temp_name};
+use super::super::temp::{create_temp_file, temp_name};
+use super::super::write::fill;
 use super::super::{counted_fsync, FilesTarget, Ops};
 use super::dirs::{entries, is_commit_name};
 use super::Trees;

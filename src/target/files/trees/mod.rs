@@ -24,7 +24,7 @@ use rustix::io::Errno;
 
 use super::at::stat_at;
 use super::resolve::{type_name, Root};
-use super::write::temp_name;
+use super::temp::temp_name;
 use super::Link;
 use super::{counted_fsync, transient, FilesTarget, View};
 use crate::model::{RelPath, ResourceId};

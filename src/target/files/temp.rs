@@ -1,10 +1,12 @@
-//! Unnamed temp files (`O_TMPFILE`) for files observed absent: the content
-//! is staged with no name in its directory and linked in at the final name
-//! when committed. A create then makes one directory entry instead of a
-//! temp name and a rename, leaves nothing to sweep after a crash, lets
-//! threads staging neighbours create without taking the directory's lock,
-//! and fails, rather than replaces, when something took the name since it
-//! was observed absent.
+//! Where a staged file's content waits until it is committed: under a
+//! temp name (`.tend-*.tmp`, created exclusively, so nothing planted is
+//! ever opened) renamed over the final name; or, for a file observed
+//! absent, with no name at all (`O_TMPFILE`), linked in at the final name.
+//! An unnamed file makes one directory entry instead of a temp name and a
+//! rename, leaves nothing to sweep after a crash, lets threads staging
+//! neighbours create without taking the directory's lock, and fails,
+//! rather than replaces, when something took the name since it was
+//! observed absent.
 //!
 //! Linking a file by its descriptor takes CAP_DAC_READ_SEARCH
 //! (`AT_EMPTY_PATH`) or /proc (`/proc/self/fd/N`); the first unnamed file
@@ -19,8 +21,8 @@ use std::sync::OnceLock;
 use rustix::fs::{self as rfs, AtFlags, Mode, OFlags, CWD};
 use rustix::io::Errno;
 
-use super::write::temp_name;
-use super::Ops;
+use super::{transient, Ops};
+use crate::target::TargetError;
 
 /// How this process links a file by its descriptor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,7 +45,7 @@ pub(super) enum Temp {
 /// A new, empty file in `dir` made to be linked in later, or, for the one
 /// that finds out how to link, already given a temp name; `None` where
 /// unnamed files cannot be had, and the caller makes a named one.
-pub(super) fn create(dir: BorrowedFd, ops: &mut Ops) -> Option<(Temp, File)> {
+pub(super) fn create_unnamed(dir: BorrowedFd, ops: &mut Ops) -> Option<(Temp, File)> {
     if HOW.get() == Some(&None) {
         return None;
     }
@@ -79,6 +81,30 @@ fn means_unable(e: Errno) -> bool {
         e,
         Errno::NOENT | Errno::PERM | Errno::ACCESS | Errno::INVAL | Errno::NOTDIR
     )
+}
+
+pub(super) fn temp_name() -> String {
+    format!(".tend-{:016x}.tmp", rand::random::<u64>())
+}
+
+/// A new, empty temp file, created exclusively so nothing that already
+/// exists (a planted symlink included) is ever opened.
+pub(super) fn create_temp_file(
+    dir: BorrowedFd,
+    path: &str,
+    ops: &mut Ops,
+) -> Result<(String, File), TargetError> {
+    let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    for _ in 0..8 {
+        let name = temp_name();
+        ops.writes += 1;
+        match rfs::openat(dir, name.as_str(), flags, Mode::from_raw_mode(0o600)) {
+            Ok(fd) => return Ok((name, File::from(fd))),
+            Err(Errno::EXIST) => continue,
+            Err(e) => return Err(transient(path, "create temp file", e)),
+        }
+    }
+    Err(TargetError::Transient(format!("{path}: no free temp name")))
 }
 
 /// Links `file` at `name` in `dir`; EEXIST when the name is taken,
