@@ -10,6 +10,7 @@ use rustix::io::Errno;
 use super::at::is_absent;
 use super::at::{read_regular, stat_at};
 use super::resolve::{resolve_error, type_name};
+use super::temp::is_temp_name;
 use super::{transient, FilesTarget, Ops};
 use crate::model::{Change, RelPath};
 use crate::target::{Swept, TargetError};
@@ -133,28 +134,5 @@ fn remove_empty_parents(tree: &super::resolve::Root, dir: &str, ops: &mut Ops) {
         }
         ops.writes += 1;
         dir = up;
-    }
-}
-
-/// `.tend-*.tmp`, the only names tend ever creates besides declared ones.
-pub(super) fn is_temp_name(name: &[u8]) -> bool {
-    name.len() >= ".tend-.tmp".len() && name.starts_with(b".tend-") && name.ends_with(b".tmp")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::is_temp_name;
-
-    #[test]
-    fn only_tend_temp_names_match() {
-        assert!(is_temp_name(b".tend-0123456789abcdef.tmp"));
-        assert!(
-            is_temp_name(b".tend-.tmp"),
-            "the glob's star may match nothing"
-        );
-        assert!(!is_temp_name(b".tend.tmp"));
-        assert!(!is_temp_name(b"tend-x.tmp"));
-        assert!(!is_temp_name(b".tend-x.tmp.bak"));
-        assert!(!is_temp_name(b"notes.tmp"));
     }
 }

@@ -83,6 +83,11 @@ fn means_unable(e: Errno) -> bool {
     )
 }
 
+/// `.tend-*.tmp`, the only names tend ever creates besides declared ones.
+pub(super) fn is_temp_name(name: &[u8]) -> bool {
+    name.len() >= ".tend-.tmp".len() && name.starts_with(b".tend-") && name.ends_with(b".tmp")
+}
+
 pub(super) fn temp_name() -> String {
     format!(".tend-{:016x}.tmp", rand::random::<u64>())
 }
@@ -152,6 +157,19 @@ mod tests {
             .collect();
         names.sort();
         names
+    }
+
+    #[test]
+    fn only_tend_temp_names_match() {
+        assert!(is_temp_name(b".tend-0123456789abcdef.tmp"));
+        assert!(
+            is_temp_name(b".tend-.tmp"),
+            "the glob's star may match nothing"
+        );
+        assert!(!is_temp_name(b".tend.tmp"));
+        assert!(!is_temp_name(b"tend-x.tmp"));
+        assert!(!is_temp_name(b".tend-x.tmp.bak"));
+        assert!(!is_temp_name(b"notes.tmp"));
     }
 
     #[test]

@@ -8,8 +8,8 @@ use rustix::fs::{self as rfs, AtFlags, FileType, Mode, OFlags, ResolveFlags};
 use rustix::io::Errno;
 
 use super::super::at::is_absent;
-use super::super::remove::is_temp_name;
 use super::super::resolve::Root;
+use super::super::temp::is_temp_name;
 use super::super::FilesTarget;
 
 const DIR_MODE: u32 = 0o755;

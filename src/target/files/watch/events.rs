@@ -2,6 +2,8 @@
 
 use std::path::Path;
 
+use super::super::temp::is_temp_name;
+
 /// Whether an event can mean a managed path changed. Opens and read-only
 /// closes cannot: a web server reading the files it serves, or tend
 /// listing a directory, must not schedule passes.
@@ -17,9 +19,8 @@ pub(super) fn changes_something(kind: &notify::EventKind) -> bool {
 
 /// tend's own temp files (`.tend-*.tmp`), whose events are never a change.
 pub(super) fn is_own_temp(path: &Path) -> bool {
-    path.file_name()
-        .and_then(|n| n.to_str())
-        .is_some_and(|n| n.starts_with(".tend-") && n.ends_with(".tmp"))
+    use std::os::unix::ffi::OsStrExt;
+    path.file_name().is_some_and(|n| is_temp_name(n.as_bytes()))
 }
 
 #[cfg(test)]
